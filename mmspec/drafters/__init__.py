@@ -1,0 +1,7 @@
+from mmspec.drafters.base import Draft, Drafter, NoDraft
+from mmspec.drafters.draft_model import DraftModelDrafter
+from mmspec.drafters.fill import FILLS, CopyFill, NGramFill, RandomFill, make_fill
+from mmspec.drafters.jacobi import CoupledRedraw, GumbelRedraw, IndependentRedraw, JacobiDrafter, LookupDrafter
+
+__all__ = ["Draft", "Drafter", "NoDraft", "DraftModelDrafter", "FILLS", "CopyFill", "NGramFill", "RandomFill",
+           "make_fill", "CoupledRedraw", "GumbelRedraw", "IndependentRedraw", "JacobiDrafter", "LookupDrafter"]

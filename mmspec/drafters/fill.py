@@ -1,0 +1,126 @@
+"""Fill policies: choose tokens for fresh window slots by copying or at random (q is one-hot).
+
+A fresh slot at index m takes the token at a reference index r(m) < m (left, above, previous frame,
+or the continuation of a matching n-gram); when r(m) is itself fresh the chain is followed back.
+The copied token is a function of what lies before m, so its law given that is one-hot: storing
+q = one-hot(d) keeps verification exact.
+"""
+from __future__ import annotations
+
+from typing import Protocol
+
+import torch
+
+from mmspec.state import DecodeState
+
+
+class Fill(Protocol):
+    def __call__(self, state: DecodeState, first: torch.Tensor) -> None:
+        """Write state.seq at indices first[b] .. n[b]+L-2 of each row (the fresh draft slots)."""
+
+
+def _fresh_index(state: DecodeState, first: torch.Tensor):
+    index = state.index(state.window - 1)  # [B, L-1]
+    return index, index >= first[:, None]
+
+
+def _write(state: DecodeState, index: torch.Tensor, fresh: torch.Tensor, tokens: torch.Tensor) -> None:
+    old = state.seq.gather(1, index)
+    state.seq.scatter_(1, index, torch.where(fresh, tokens, old))
+
+
+class RandomFill:
+    """Uniform random tokens (SJD / SCD default)."""
+
+    def __call__(self, state: DecodeState, first: torch.Tensor) -> None:
+        index, fresh = _fresh_index(state, first)
+        tokens = state.streams.randint(state.vocab_size, state.window - 1).to(index.device)
+        _write(state, index, fresh, tokens)
+
+
+class CopyFill:
+    """Copy a neighbour: 'left', 'above' (row above) or 'prev-frame' (same cell, previous frame).
+
+    Where the layout has no such neighbour (first row, first frame) it falls back to the next
+    nearer kind, and to a random token at index 0.
+    """
+
+    def __init__(self, kind: str):
+        self.kind = kind
+        self._ref: torch.Tensor | None = None
+
+    def _table(self, state: DecodeState) -> torch.Tensor:
+        if self._ref is None:
+            layout, kinds = state.layout, ("left", "above", "prev-frame")
+            ref = torch.full((layout.length,), -1)
+            for kind in kinds[: kinds.index(self.kind) + 1]:  # the wanted kind wins where it exists
+                if kind in layout.neighbour_kinds:
+                    nb = layout.neighbour(kind)
+                    ref = torch.where(nb >= 0, nb, ref)
+            overhang = torch.arange(layout.length, layout.length + state.window) - 1  # past the end: left
+            self._ref = torch.cat([ref, overhang]).to(state.seq.device)
+        return self._ref
+
+    def __call__(self, state: DecodeState, first: torch.Tensor) -> None:
+        index, fresh = _fresh_index(state, first)
+        ref_table = self._table(state)
+        ref = ref_table[index]
+        while True:  # follow references that land on other fresh slots back to known tokens
+            again = fresh & (ref >= first[:, None])
+            if not again.any():
+                break
+            ref = torch.where(again, ref_table[ref.clamp(min=0)], ref)
+        tokens = state.seq.gather(1, ref.clamp(min=0))
+        fallback = state.streams.randint(state.vocab_size, state.window - 1).to(index.device)
+        _write(state, index, fresh, torch.where(ref >= 0, tokens, fallback))
+
+
+class NGramFill:
+    """Prompt lookup: find the latest earlier match of the last n tokens (n = max_ngram .. 1) in the
+    prompt and the tokens so far, and propose what followed it; unmatched slots copy the left token."""
+
+    def __init__(self, max_ngram: int = 3):
+        self.max_ngram = max_ngram
+        self._left = CopyFill("left")
+
+    def __call__(self, state: DecodeState, first: torch.Tensor) -> None:
+        index, fresh = _fresh_index(state, first)
+        proposal = torch.full_like(index, -1)
+        for b in range(state.batch_size):
+            f = int(first[b])
+            history = state.seq[b, :f]
+            if state.prompt is not None:
+                history = torch.cat([state.prompt[b], history])
+            cont = _continuation(history, self.max_ngram, int(fresh[b].sum()))
+            proposal[b, fresh[b].nonzero().squeeze(-1)[: len(cont)]] = cont
+        _write(state, index, fresh & (proposal >= 0), proposal)
+        unmatched = torch.where(fresh & (proposal < 0), index, torch.full_like(index, 1 << 62))
+        self._left(state, unmatched.min(1).values)
+
+
+def _continuation(history: torch.Tensor, max_ngram: int, count: int) -> torch.Tensor:
+    for n in range(min(max_ngram, len(history) - 1), 0, -1):
+        tail = history[-n:]
+        windows = history[:-1].unfold(0, n, 1)  # every earlier n-gram that has a next token
+        hits = (windows == tail).all(-1).nonzero().squeeze(-1)
+        if len(hits):
+            start = int(hits[-1]) + n
+            return history[start:start + count]
+    return history[:0]
+
+
+FILLS = {
+    "random": RandomFill,
+    "left": lambda: CopyFill("left"),
+    "above": lambda: CopyFill("above"),
+    "prev-frame": lambda: CopyFill("prev-frame"),
+    "ngram": NGramFill,
+}
+
+
+def make_fill(fill: "str | Fill") -> Fill:
+    if not isinstance(fill, str):
+        return fill
+    if fill not in FILLS:
+        raise ValueError(f"unknown fill policy {fill!r}; choose one of {sorted(FILLS)}")
+    return FILLS[fill]()

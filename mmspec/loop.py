@@ -1,0 +1,85 @@
+"""The decode loop, the only one: prefill -> (propose -> one target forward -> verify -> commit).
+
+Every row of the batch verifies the same number of positions per forward (static shapes) but has
+its own committed length, acceptance and random streams; rows that are done ride along masked.
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+
+from mmspec.adapters.base import Session
+from mmspec.drafters.base import Draft, Drafter
+from mmspec.state import DecodeState, one_hot
+from mmspec.stats import Stats
+from mmspec.verify import Verdict, Verifier
+
+
+def decode(session: Session, drafter: Drafter, verifier: Verifier, state: DecodeState,
+           stop_tokens: torch.Tensor | None = None) -> Stats:
+    t0 = time.perf_counter()
+    stats = Stats.empty(state.batch_size, state.length, state.window, state.seq.device)
+    commit_step = torch.full_like(state.seq, -1)  # [B, N + L]
+    drafter.start(state)
+    while state.active.any():
+        draft = _force_draft(state, drafter.propose(state))
+        inputs = torch.cat([state.pending[:, None], draft.tokens], 1)  # [B, L]: last committed + drafts
+        logp = _force_p(state, state.sampling.logp(*session.forward(inputs, state.n - 1)))  # [B, L, V]
+        verdict = verifier(state, draft, logp)
+        k = _commit(state, verdict, stats, commit_step, stop_tokens)
+        drafter.update(state, draft, verdict, logp, k)
+        state.step += 1
+    stats.commit_step = commit_step[:, : state.length]
+    stats.seconds = time.perf_counter() - t0
+    return stats
+
+
+def _force_draft(state: DecodeState, draft: Draft) -> Draft:
+    """Structural tokens are drafted as what they must be, with a one-hot q."""
+    forced = state.structural(state.index(state.window - 1))
+    if not (forced >= 0).any():
+        return draft
+    tokens = torch.where(forced >= 0, forced, draft.tokens)
+    q = torch.where((forced >= 0)[..., None], one_hot(forced, state.vocab_size), draft.q)
+    return Draft(tokens, q)
+
+
+def _force_p(state: DecodeState, logp: torch.Tensor) -> torch.Tensor:
+    forced = state.structural(state.index())
+    if not (forced >= 0).any():
+        return logp
+    return torch.where((forced >= 0)[..., None], one_hot(forced, state.vocab_size).log(), logp)
+
+
+def _commit(state: DecodeState, verdict: Verdict, stats: Stats, commit_step: torch.Tensor,
+            stop_tokens: torch.Tensor | None) -> torch.Tensor:
+    """Write the committed prefix of every active row; return k [B] (0 for rows already done)."""
+    L, N = state.window, state.length
+    index = state.index()  # [B, L]
+    slots = torch.arange(L, device=index.device)
+    lead = verdict.accepted.long().cumprod(1).sum(1)  # drafts accepted before the first rejection
+    k = torch.minimum(lead + 1, N - state.n) * state.active
+    stopped = torch.zeros_like(state.active)
+    if stop_tokens is not None:
+        hit = torch.isin(verdict.y, stop_tokens) & (slots < k[:, None])
+        stopped = hit.any(1)
+        k = torch.where(stopped, hit.long().argmax(1) + 1, k)
+    keep = slots < k[:, None]  # [B, L]
+    state.seq.scatter_(1, index, torch.where(keep, verdict.y, state.seq.gather(1, index)))
+    commit_step.scatter_(1, index, torch.where(keep, state.step, commit_step.gather(1, index)))
+
+    free = state.structural(index[:, :-1]) < 0  # [B, L-1]
+    inside = index[:, :-1] < N
+    accepted = (slots[:-1] < torch.minimum(lead, k)[:, None]) & free
+    stats.nfe += state.active
+    stats.committed += k
+    stats.drafted += (free & inside & state.active[:, None]).sum(1)
+    stats.accepted += accepted.sum(1)
+    stats.accepted_at += accepted
+
+    last = verdict.y.gather(1, (k - 1).clamp(min=0)[:, None]).squeeze(1)
+    state.pending = torch.where(k > 0, last, state.pending)
+    state.n = state.n + k
+    state.active = state.active & (state.n < N) & ~stopped
+    return k

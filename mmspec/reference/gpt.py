@@ -1,0 +1,216 @@
+"""Reference LlamaGen-style GPT for token grids (1D, 2D and 3D RoPE).
+
+Lineage: FoundationVision/LlamaGen `autoregressive/models/gpt.py` (MIT), itself after gpt-fast and
+Llama: RMSNorm, SwiGLU feed-forward, fused wqkv, interleaved-pair RoPE whose pairs are split
+between the grid axes, class-label conditioning with a null class for CFG. Parameter names match
+LlamaGen's so its checkpoints load key for key. Changes: positions come in explicitly (so one
+forward can verify L drafted positions of a grid), the KV cache is mmspec's StaticKVCache, and a
+token-prefix condition (prompt word ids, pad id 0 = the null condition) sits beside the class label.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from mmspec.cache import StaticKVCache
+
+
+@dataclass
+class GPTConfig:
+    vocab_size: int = 16384
+    dim: int = 768
+    n_layer: int = 12
+    n_head: int = 12
+    n_kv_head: int | None = None
+    multiple_of: int = 256
+    ffn_dim_multiplier: float | None = None
+    norm_eps: float = 1e-5
+    rope_base: float = 10000.0
+    rope_axes: int = 2  # 1: text, 2: (row, col), 3: (frame, row, col)
+    block_size: int = 256  # longest generated sequence the model was trained for
+    num_classes: int = 0  # > 0: class-label condition, null class = num_classes (LlamaGen c2i)
+    cond_vocab_size: int = 0  # > 0: token-prefix condition of cond_len ids, id 0 = pad / null
+    cond_len: int = 0
+    cond_rope: str = "zero"  # "zero": condition q/k rotate by 0 -> vanish (LlamaGen); "identity": angle 0
+
+    def __post_init__(self):
+        if self.rope_axes not in (1, 2, 3):
+            raise ValueError(f"rope_axes must be 1, 2 or 3, got {self.rope_axes}")
+        if (self.num_classes > 0) == (self.cond_vocab_size > 0):
+            raise ValueError("set exactly one of num_classes (class labels) or cond_vocab_size (token prefix)")
+        if self.cond_vocab_size > 0 and self.cond_len < 1:
+            raise ValueError("a token-prefix condition needs cond_len >= 1")
+        if self.cond_rope not in ("zero", "identity"):
+            raise ValueError(f"cond_rope must be 'zero' or 'identity', got {self.cond_rope!r}")
+        if (self.dim // self.n_head) % (2 * self.rope_axes):
+            raise ValueError(f"head dim {self.dim // self.n_head} must split into {self.rope_axes} rotary groups")
+
+    @property
+    def prefix_len(self) -> int:
+        return 1 if self.num_classes else self.cond_len
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        xf = x.float()
+        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)).type_as(x) * self.weight
+
+
+class FeedForward(nn.Module):
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        hidden = int(2 * 4 * cfg.dim / 3)
+        if cfg.ffn_dim_multiplier is not None:
+            hidden = int(cfg.ffn_dim_multiplier * hidden)
+        hidden = cfg.multiple_of * math.ceil(hidden / cfg.multiple_of)
+        self.w1 = nn.Linear(cfg.dim, hidden, bias=False)
+        self.w3 = nn.Linear(cfg.dim, hidden, bias=False)
+        self.w2 = nn.Linear(hidden, cfg.dim, bias=False)
+
+    def forward(self, x):
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+
+def rope_angles(positions: torch.Tensor, head_dim: int, base: float) -> torch.Tensor:
+    """positions [B, T, A] -> rotation angles [B, T, head_dim/2]; the pairs are split evenly over the A axes.
+
+    Per axis this is standard RoPE over head_dim/A channels; for A = 2 it is LlamaGen's 2D table.
+    """
+    axes = positions.shape[-1]
+    axis_dim = head_dim // axes
+    freqs = 1.0 / base ** (torch.arange(0, axis_dim, 2, device=positions.device, dtype=torch.float64) / axis_dim)
+    return torch.cat([positions[..., a, None].double() * freqs for a in range(axes)], -1)
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x [B, H, T, D] with interleaved pairs (x0, x1), (x2, x3)...; cos/sin [B, 1, T, D/2]."""
+    x = x.float().unflatten(-1, (-1, 2))
+    x0, x1 = x[..., 0], x[..., 1]
+    return torch.stack([x0 * cos - x1 * sin, x0 * sin + x1 * cos], -1).flatten(-2)
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg: GPTConfig, layer: int):
+        super().__init__()
+        self.layer = layer
+        self.n_head, self.n_kv_head = cfg.n_head, cfg.n_kv_head or cfg.n_head
+        self.head_dim = cfg.dim // cfg.n_head
+        self.wqkv = nn.Linear(cfg.dim, (self.n_head + 2 * self.n_kv_head) * self.head_dim, bias=False)
+        self.wo = nn.Linear(cfg.dim, cfg.dim, bias=False)
+
+    def forward(self, x, cos, sin, cache: StaticKVCache | None, slots: torch.Tensor | None):
+        B, T, _ = x.shape
+        kv = self.n_kv_head * self.head_dim
+        q, k, v = self.wqkv(x).split([self.n_head * self.head_dim, kv, kv], dim=-1)
+        q = apply_rope(q.view(B, T, self.n_head, -1).transpose(1, 2), cos, sin).type_as(x)  # [B, H, T, D]
+        k = apply_rope(k.view(B, T, self.n_kv_head, -1).transpose(1, 2), cos, sin).type_as(x)
+        v = v.view(B, T, self.n_kv_head, -1).transpose(1, 2)
+        if cache is None:
+            mask = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
+        else:
+            k, v = cache.update(self.layer, k, v, slots)
+            mask = cache.mask(slots)
+        if self.n_kv_head != self.n_head:
+            k = k.repeat_interleave(self.n_head // self.n_kv_head, dim=1)
+            v = v.repeat_interleave(self.n_head // self.n_kv_head, dim=1)
+        y = F.scaled_dot_product_attention(q, k.type_as(q), v.type_as(q), attn_mask=mask)
+        return self.wo(y.transpose(1, 2).reshape(B, T, -1))
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: GPTConfig, layer: int):
+        super().__init__()
+        self.attention = Attention(cfg, layer)
+        self.feed_forward = FeedForward(cfg)
+        self.attention_norm = RMSNorm(cfg.dim, cfg.norm_eps)
+        self.ffn_norm = RMSNorm(cfg.dim, cfg.norm_eps)
+
+    def forward(self, x, cos, sin, cache, slots):
+        h = x + self.attention(self.attention_norm(x), cos, sin, cache, slots)
+        return h + self.feed_forward(self.ffn_norm(h))
+
+
+class LabelEmbedder(nn.Module):
+    """Class embedding with one extra row, the null class used for CFG (LlamaGen's LabelEmbedder)."""
+
+    def __init__(self, num_classes: int, dim: int):
+        super().__init__()
+        self.embedding_table = nn.Embedding(num_classes + 1, dim)
+
+    def forward(self, labels):
+        return self.embedding_table(labels)[:, None]  # [B, 1, D]
+
+
+class GPT(nn.Module):
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        self.config = cfg
+        self.tok_embeddings = nn.Embedding(cfg.vocab_size, cfg.dim)
+        if cfg.num_classes:
+            self.cls_embedding = LabelEmbedder(cfg.num_classes, cfg.dim)
+        else:
+            self.cond_embeddings = nn.Embedding(cfg.cond_vocab_size, cfg.dim)
+        self.layers = nn.ModuleList(Block(cfg, i) for i in range(cfg.n_layer))
+        self.norm = RMSNorm(cfg.dim, cfg.norm_eps)
+        self.output = nn.Linear(cfg.dim, cfg.vocab_size, bias=False)
+
+    @property
+    def head_dim(self) -> int:
+        return self.config.dim // self.config.n_head
+
+    def null_condition(self, batch: int) -> torch.Tensor:
+        """The condition CFG mixes against: the null class, or an all-pad prompt."""
+        device = self.tok_embeddings.weight.device
+        if self.config.num_classes:
+            return torch.full((batch,), self.config.num_classes, dtype=torch.long, device=device)
+        return torch.zeros(batch, self.config.cond_len, dtype=torch.long, device=device)
+
+    def check_condition(self, cond: torch.Tensor) -> None:
+        cfg = self.config
+        if cfg.num_classes:
+            if cond.dim() != 1 or cond.min() < 0 or cond.max() > cfg.num_classes:
+                raise ValueError(f"class condition must be ids [B] in [0, {cfg.num_classes}], got shape "
+                                 f"{tuple(cond.shape)}")
+        elif cond.dim() != 2 or cond.shape[1] != cfg.cond_len or cond.min() < 0 or cond.max() >= cfg.cond_vocab_size:
+            raise ValueError(f"prompt condition must be ids [B, {cfg.cond_len}] in [0, {cfg.cond_vocab_size}), "
+                             f"got shape {tuple(cond.shape)}")
+
+    def embed_condition(self, cond: torch.Tensor) -> torch.Tensor:
+        """cond: class ids [B] or prompt ids [B, P] -> prefix embeddings [B, P, D]."""
+        self.check_condition(cond)
+        if self.config.num_classes:
+            return self.cls_embedding(cond)
+        return self.cond_embeddings(cond)
+
+    def rope(self, positions: torch.Tensor, is_cond: torch.Tensor):
+        """positions [B, T, A], is_cond [B, T] -> cos, sin [B, 1, T, head_dim/2] in fp32."""
+        ang = rope_angles(positions, self.head_dim, self.config.rope_base)
+        cos, sin = ang.cos(), ang.sin()
+        if self.config.cond_rope == "zero":
+            keep = (~is_cond)[..., None].double()
+            cos, sin = cos * keep, sin * keep
+        return cos.float()[:, None], sin.float()[:, None]
+
+    def forward(self, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                cache: StaticKVCache | None = None, slots: torch.Tensor | None = None) -> torch.Tensor:
+        """Embeddings h [B, T, D] at cache `slots` [B, T] (or a plain causal pass) -> logits [B, T, V]."""
+        for layer in self.layers:
+            h = layer(h, cos, sin, cache, slots)
+        return self.output(self.norm(h))
+
+    def new_cache(self, batch: int, max_len: int) -> StaticKVCache:
+        cfg, w = self.config, self.tok_embeddings.weight
+        return StaticKVCache(cfg.n_layer, batch, cfg.n_kv_head or cfg.n_head, max_len, self.head_dim,
+                             dtype=w.dtype, device=w.device)

@@ -1,0 +1,104 @@
+"""Logits -> p: classifier-free guidance, temperature, top-k, top-p, all in fp32.
+
+`Sampling.logp` returns log p, the *processed* target distribution that plain AR sampling draws
+from. Every verifier takes its ratios against exactly this p, so speculation stays lossless.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import torch
+
+CFG_MODES = ("logits", "log_softmax")
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How p is made from the model's logits.
+
+    cfg_mode "logits" mixes raw logits, u + s * (c - u) (LlamaGen, Janus); "log_softmax" mixes
+    log-probabilities, lu + s * (lc - lu) (Emu3, Lumina). temperature 0 is greedy: p is one-hot
+    on the argmax. Temperature is applied before top-k / top-p, as transformers and LlamaGen do.
+    """
+
+    temperature: float = 1.0
+    top_k: int | None = None
+    top_p: float | None = None
+    cfg_scale: float = 1.0
+    cfg_mode: str = "logits"
+
+    def __post_init__(self):
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if self.top_k is not None and self.top_k < 1:
+            raise ValueError(f"top_k must be >= 1 or None, got {self.top_k}")
+        if self.top_p is not None and not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.cfg_mode not in CFG_MODES:
+            raise ValueError(f"cfg_mode must be one of {CFG_MODES}, got {self.cfg_mode!r}")
+
+    @property
+    def cfg(self) -> bool:
+        return self.cfg_scale != 1.0
+
+    @classmethod
+    def coerce(cls, value: "Sampling | dict | None") -> "Sampling":
+        if value is None:
+            return cls()
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, dict):
+            unknown = set(value) - set(asdict(cls()))
+            if unknown:
+                raise ValueError(f"unknown sampling options {sorted(unknown)}; known: {sorted(asdict(cls()))}")
+            return cls(**value)
+        raise TypeError(f"sampling must be a Sampling, a dict or None, not {type(value).__name__}")
+
+    def logp(self, cond: torch.Tensor, uncond: torch.Tensor | None = None) -> torch.Tensor:
+        """[..., V] logits (and the null-condition logits when CFG is on) -> [..., V] fp32 log p."""
+        z = _finite(cond.float(), "conditional")
+        if self.cfg:
+            if uncond is None:
+                raise ValueError(f"cfg_scale={self.cfg_scale} needs logits for the null condition")
+            u = _finite(uncond.float(), "null-condition")
+            if self.cfg_mode == "log_softmax":
+                z, u = z.log_softmax(-1), u.log_softmax(-1)
+            z = u + self.cfg_scale * (z - u)
+        if self.temperature == 0:
+            return torch.full_like(z, -torch.inf).scatter_(-1, z.argmax(-1, keepdim=True), 0.0)
+        z = z / self.temperature
+        if self.top_k is not None and self.top_k < z.shape[-1]:
+            kth = z.topk(self.top_k, dim=-1).values[..., -1:]
+            z = z.masked_fill(z < kth, -torch.inf)
+        if self.top_p is not None and self.top_p < 1:
+            z = _top_p(z, self.top_p)
+        return z.log_softmax(-1)
+
+
+def _finite(logits: torch.Tensor, what: str) -> torch.Tensor:
+    if torch.isnan(logits).any():
+        raise FloatingPointError(f"the target produced NaN {what} logits; check the model weights and dtype")
+    return logits
+
+
+def _top_p(z: torch.Tensor, top_p: float) -> torch.Tensor:
+    """Keep the smallest set of tokens whose mass reaches top_p (transformers' rule; the top token always stays)."""
+    sorted_z, order = z.sort(-1)  # ascending
+    cum = sorted_z.softmax(-1).cumsum(-1)
+    drop_sorted = cum <= 1 - top_p
+    drop_sorted[..., -1] = False
+    drop = drop_sorted.scatter(-1, order, drop_sorted)
+    return z.masked_fill(drop, -torch.inf)
+
+
+def sample_from(weights: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """Inverse-CDF draw from unnormalised weights [..., V] >= 0 with uniforms u [...] -> token ids [...].
+
+    One uniform per draw keeps every row's random stream short and fixed in length.
+    """
+    cdf = weights.cumsum(-1)
+    x = (u * cdf[..., -1]).unsqueeze(-1)
+    idx = torch.searchsorted(cdf.contiguous(), x.contiguous(), right=True).squeeze(-1)
+    # rounding can push x onto the total: fall back to the last token with mass
+    last = (weights > 0).long().mul(torch.arange(weights.shape[-1], device=weights.device)).argmax(-1)
+    return torch.minimum(idx, last)

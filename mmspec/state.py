@@ -1,0 +1,68 @@
+"""The state of one batched generation, as drafters and verifiers see it."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from mmspec.layouts import FREE, Layout
+from mmspec.rng import Streams
+from mmspec.sampling import Sampling
+
+
+@dataclass
+class DecodeState:
+    layout: Layout
+    window: int  # L: positions verified per target forward (L-1 drafts + 1)
+    vocab_size: int
+    sampling: Sampling
+    streams: Streams
+    seq: torch.Tensor  # [B, N + L] committed tokens, then the current drafts (-1 = nothing yet)
+    forced: torch.Tensor  # [N + L] structural token per index, or FREE
+    condition: Any = None  # as given to the target, for a draft model
+    num_samples: int = 1
+    prompt: torch.Tensor | None = None  # [B, P] target-vocabulary ids before generation (n-gram lookup)
+    n: torch.Tensor = field(init=False)  # [B] committed tokens per row
+    pending: torch.Tensor = field(init=False)  # [B] last committed token, fed first in the next window
+    active: torch.Tensor = field(init=False)  # [B] rows still generating
+    step: int = 0
+    _gumbel: tuple[int, torch.Tensor] | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self):
+        B, device = self.seq.shape[0], self.seq.device
+        self.n = torch.zeros(B, dtype=torch.long, device=device)
+        self.pending = torch.full((B,), -1, dtype=torch.long, device=device)
+        self.active = torch.ones(B, dtype=torch.bool, device=device)
+
+    @property
+    def batch_size(self) -> int:
+        return self.seq.shape[0]
+
+    @property
+    def length(self) -> int:
+        return self.layout.length
+
+    def index(self, width: int | None = None, offset: int = 0) -> torch.Tensor:
+        """[B, width] generated indices n+offset .. of the current window (width defaults to L)."""
+        width = self.window if width is None else width
+        return self.n[:, None] + offset + torch.arange(width, device=self.n.device)
+
+    def window_gumbel(self) -> torch.Tensor:
+        """[B, L, V] Gumbel noise of the window positions n .. n+L-1, from the position-ordered stream."""
+        if self._gumbel is None or self._gumbel[0] != self.step:
+            self._gumbel = (self.step, self.streams.gumbel(self.n, self.window).to(self.seq.device))
+        return self._gumbel[1]
+
+    def structural(self, index: torch.Tensor) -> torch.Tensor:
+        """[B, W] structural token at each index, or FREE."""
+        return self.forced[index.clamp(max=len(self.forced) - 1)]
+
+
+def one_hot(tokens: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """[...] ids -> [..., V] fp32 one-hot laws (the q of a token that was copied or chosen, not drawn)."""
+    return torch.nn.functional.one_hot(tokens.clamp(min=0), vocab_size).float()
+
+
+def is_free(token: torch.Tensor) -> torch.Tensor:
+    return token == FREE

@@ -1,0 +1,60 @@
+"""Speculation statistics, per row and aggregated.
+
+NFE counts target forwards while a row was generating. Mean acceptance length is committed tokens
+per forward (vLLM's definition: it includes the corrected / bonus token). Acceptance rate is
+accepted drafts / drafts verified. Structural tokens are committed but never count as drafts.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class Stats:
+    nfe: torch.Tensor  # [B] target forwards per row
+    committed: torch.Tensor  # [B] tokens committed
+    drafted: torch.Tensor  # [B] draft tokens verified (non-structural, inside the layout)
+    accepted: torch.Tensor  # [B] drafts accepted into the committed prefix
+    accepted_at: torch.Tensor  # [B, L-1] how often the draft at window slot j was accepted
+    commit_step: torch.Tensor  # [B, N] forward (0-based) that committed each token; -1 if never
+    seconds: float = 0.0
+    window: int = 1
+
+    @classmethod
+    def empty(cls, batch: int, length: int, window: int, device) -> "Stats":
+        z = lambda *s: torch.zeros(*s, dtype=torch.long, device=device)  # noqa: E731
+        return cls(z(batch), z(batch), z(batch), z(batch), z(batch, max(window - 1, 0)),
+                   torch.full((batch, length), -1, dtype=torch.long, device=device), window=window)
+
+    @property
+    def mean_acceptance_length(self) -> float:
+        return self.committed.sum().item() / max(self.nfe.sum().item(), 1)
+
+    @property
+    def acceptance_rate(self) -> float:
+        return self.accepted.sum().item() / max(self.drafted.sum().item(), 1)
+
+    @property
+    def acceptance_per_position(self) -> list[float]:
+        """Fraction of forwards in which the draft at window slot j was accepted (vLLM's per-position rate)."""
+        return (self.accepted_at.sum(0).float() / max(self.nfe.sum().item(), 1)).tolist()
+
+    @property
+    def total_nfe(self) -> int:
+        """Forwards of the batch (rows share them)."""
+        return int(self.nfe.max().item()) if self.nfe.numel() else 0
+
+    def row(self, b: int) -> dict:
+        return {"nfe": int(self.nfe[b]), "committed": int(self.committed[b]),
+                "mean_acceptance_length": int(self.committed[b]) / max(int(self.nfe[b]), 1),
+                "acceptance_rate": int(self.accepted[b]) / max(int(self.drafted[b]), 1)}
+
+    def summary(self) -> dict:
+        return {"rows": len(self.nfe), "window": self.window, "nfe": self.total_nfe,
+                "tokens": int(self.committed.sum()), "mean_acceptance_length": round(self.mean_acceptance_length, 3),
+                "acceptance_rate": round(self.acceptance_rate, 3), "seconds": round(self.seconds, 3)}
+
+    def __str__(self) -> str:
+        return " ".join(f"{k}={v}" for k, v in self.summary().items())
