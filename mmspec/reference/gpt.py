@@ -95,8 +95,9 @@ def rope_angles(positions: torch.Tensor, head_dim: int, base: float) -> torch.Te
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """x [B, H, T, D] with interleaved pairs (x0, x1), (x2, x3)...; cos/sin [B, 1, T, D/2]."""
-    x = x.float().unflatten(-1, (-1, 2))
+    """x [B, H, T, D] with interleaved pairs (x0, x1), (x2, x3)...; cos/sin [B, 1, T, D/2]. Rotates in fp32 or better."""
+    dt = torch.promote_types(x.dtype, torch.float32)
+    x, cos, sin = x.to(dt).unflatten(-1, (-1, 2)), cos.to(dt), sin.to(dt)
     x0, x1 = x[..., 0], x[..., 1]
     return torch.stack([x0 * cos - x1 * sin, x0 * sin + x1 * cos], -1).flatten(-2)
 
@@ -195,13 +196,13 @@ class GPT(nn.Module):
         return self.cond_embeddings(cond)
 
     def rope(self, positions: torch.Tensor, is_cond: torch.Tensor):
-        """positions [B, T, A], is_cond [B, T] -> cos, sin [B, 1, T, head_dim/2] in fp32."""
+        """positions [B, T, A], is_cond [B, T] -> cos, sin [B, 1, T, head_dim/2] (fp64; cast where applied)."""
         ang = rope_angles(positions, self.head_dim, self.config.rope_base)
         cos, sin = ang.cos(), ang.sin()
         if self.config.cond_rope == "zero":
             keep = (~is_cond)[..., None].double()
             cos, sin = cos * keep, sin * keep
-        return cos.float()[:, None], sin.float()[:, None]
+        return cos[:, None], sin[:, None]
 
     def forward(self, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                 cache: StaticKVCache | None = None, slots: torch.Tensor | None = None) -> torch.Tensor:
@@ -209,6 +210,17 @@ class GPT(nn.Module):
         for layer in self.layers:
             h = layer(h, cos, sin, cache, slots)
         return self.output(self.norm(h))
+
+    def forward_sequence(self, cond: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """Teacher-forced pass without a cache (training, reference checks): condition ids, tokens [B, N]
+        with their layout positions [N, A] -> logits [B, N, V] predicting every token."""
+        prefix = self.embed_condition(cond)  # [B, P, D]
+        B, P, N = prefix.shape[0], prefix.shape[1], tokens.shape[1]
+        h = torch.cat([prefix, self.tok_embeddings(tokens[:, :-1])], 1)
+        pos = torch.cat([positions.new_zeros(P, positions.shape[1]), positions[:-1]])[None].expand(B, -1, -1)
+        is_cond = (torch.arange(P + N - 1, device=h.device) < P)[None].expand(B, -1)
+        cos, sin = self.rope(pos, is_cond)
+        return self(h, cos, sin)[:, P - 1:]
 
     def new_cache(self, batch: int, max_len: int) -> StaticKVCache:
         cfg, w = self.config, self.tok_embeddings.weight

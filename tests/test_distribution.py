@@ -1,0 +1,82 @@
+"""Every lossless method, sampled thousands of times, against the exact enumerated AR law."""
+import pytest
+import torch
+
+import mmspec
+from mmspec.drafters import CoupledRedraw, JacobiDrafter, make_fill
+from mmspec.verify import RejectionVerifier
+from tiny import TabularTarget, chi_square_pvalue, gpt_law, sequence_id, tabular_law, tiny_gpt
+
+SAMPLES = 20_000
+ALPHA = 1e-3
+METHODS = ["ar", "jacobi", "coupled", "gumbel", "exact", "lookup", "draft-model",
+           {"name": "coupled", "init": "left"}, {"name": "gumbel", "init": "above"}]
+
+
+def _case(name):
+    if name == "tabular-1d":
+        target, draft = TabularTarget(3, 4, seed=2), TabularTarget(3, 4, seed=99)
+        s = mmspec.Sampling(temperature=0.8, top_k=2, cfg_scale=1.5)
+        return target, draft, mmspec.Sequence1D(4), s, tabular_law(target, 0, s)
+    if name == "tabular-grid":
+        target, draft = TabularTarget(3, 4, seed=5), TabularTarget(3, 4, seed=98)
+        s = mmspec.Sampling(temperature=1.3, top_p=0.9, cfg_scale=2.0, cfg_mode="log_softmax")
+        return target, draft, mmspec.Grid2D(2, 2), s, tabular_law(target, 0, s)
+    model, layout = tiny_gpt(vocab_size=4, num_classes=2, block_size=4, dtype=torch.float32), mmspec.Grid2D(2, 2)
+    target, draft = mmspec.ReferenceTarget(model), mmspec.ReferenceTarget(tiny_gpt(vocab_size=4, num_classes=2, seed=7, dtype=torch.float32))
+    s = mmspec.Sampling(temperature=0.9, top_k=3, cfg_scale=1.5)
+    return target, draft, layout, s, gpt_law(model, 0, layout, s)
+
+
+CASES = {name: None for name in ("tabular-1d", "tabular-grid", "gpt-grid")}
+
+
+def case(name):
+    if CASES[name] is None:
+        CASES[name] = _case(name)
+    return CASES[name]
+
+
+def _sample(target, layout, sampling, method, window=4):
+    g = mmspec.generate(target, torch.tensor([0]), layout, method=method, window=window, sampling=sampling,
+                        seed=0, num_samples=SAMPLES)
+    return sequence_id(g.tokens, target.vocab_size)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+@pytest.mark.parametrize("method", METHODS, ids=str)
+def test_matches_exact_law(name, method):
+    target, draft, layout, sampling, law = case(name)
+    if method == "draft-model":
+        method = {"name": "draft-model", "model": draft}
+    pvalue = chi_square_pvalue(_sample(target, layout, sampling, method), law)
+    assert pvalue > ALPHA, f"{method} on {name}: chi-square p = {pvalue:.2e}"
+
+
+def test_window_of_three_and_batch_of_conditions():
+    target, _, layout, sampling, _ = case("tabular-1d")
+    g = mmspec.generate(target, torch.tensor([0, 1]), layout, method="coupled", window=3, sampling=sampling,
+                        seed=0, num_samples=SAMPLES // 2)
+    for c in (0, 1):
+        ids = sequence_id(g.tokens[c * SAMPLES // 2:(c + 1) * SAMPLES // 2], 3)
+        assert chi_square_pvalue(ids, tabular_law(target, c, sampling)) > ALPHA
+
+
+class KeepOldQ(CoupledRedraw):
+    """The public-SCD bug: a carried slot whose token was kept stores its old q instead of the new p."""
+
+    def __call__(self, state, draft, verdict, logp):
+        z, p = super().__call__(state, draft, verdict, logp)
+        q_old = torch.cat([draft.q, p[:, -1:]], 1)
+        kept = torch.cat([verdict.accepted, torch.zeros_like(verdict.accepted[:, :1])], 1)
+        return z, torch.where(kept[..., None], q_old, p)
+
+
+def test_the_test_has_power_against_storing_the_old_q():
+    target = TabularTarget(3, 4, seed=2)
+    sampling = mmspec.Sampling(cfg_scale=1.5)
+    law = tabular_law(target, 0, sampling)
+    buggy = mmspec.Method("keep-old-q", lambda layout: JacobiDrafter(KeepOldQ(), make_fill("random")),
+                          RejectionVerifier())
+    assert chi_square_pvalue(_sample(target, mmspec.Sequence1D(4), sampling, buggy), law) < ALPHA
+    assert chi_square_pvalue(_sample(target, mmspec.Sequence1D(4), sampling, "coupled"), law) > ALPHA

@@ -1,0 +1,146 @@
+"""Tiny seeded components for the tests: a tabular target, tiny GPTs, and an exact reference law."""
+from __future__ import annotations
+
+import itertools
+
+import torch
+
+import mmspec
+from mmspec.adapters.base import repeat_condition, window_index
+
+
+class TabularTarget:
+    """Every prefix has its own random logit vector, per condition and for the null condition: the
+    sharpest instrument for lossless tests, since any context change really changes p."""
+
+    def __init__(self, vocab_size: int, length: int, num_conditions: int = 2, scale: float = 1.0,
+                 seed: int = 0, null: bool = True):
+        g = torch.Generator().manual_seed(seed)
+        self.vocab_size, self.length, self.null = vocab_size, length, null
+        self.num_conditions = num_conditions
+        self.table = torch.randn(num_conditions + null, (vocab_size + 1) ** length, vocab_size, generator=g,
+                                 dtype=torch.float64) * scale
+
+    def code(self, prefix: torch.Tensor) -> torch.Tensor:
+        """[..., t] tokens -> [...] prefix ids, unique per (length, tokens)."""
+        weights = (self.vocab_size + 1) ** torch.arange(prefix.shape[-1])
+        return ((prefix + 1) * weights).sum(-1)
+
+    def logits(self, cond: int, prefix: tuple[int, ...]) -> torch.Tensor:
+        return self.table[cond, int(self.code(torch.tensor(prefix, dtype=torch.long)))]
+
+    def session(self, condition, layout, *, cfg, num_samples=1, max_window=1):
+        if cfg and not self.null:
+            raise ValueError("this target has no null condition, so it cannot run CFG")
+        if layout.length != self.length:
+            raise ValueError(f"layout has {layout.length} tokens, the table covers {self.length}")
+        return _TabularSession(self, repeat_condition(torch.as_tensor(condition), num_samples), cfg, max_window)
+
+
+class _TabularSession:
+    def __init__(self, target, cond, cfg, max_window):
+        self.t, self.cond, self.cfg = target, cond, cfg
+        self.batch_size, self.vocab_size, self.device, self.prompt = len(cond), target.vocab_size, "cpu", None
+        self.buf = torch.zeros(len(cond), target.length + max_window + 1, dtype=torch.long)  # token at index i -> i+1
+
+    def forward(self, tokens, start):
+        index = window_index(start, tokens.shape[1])
+        self.buf.scatter_(1, index + 1, tokens.clamp(min=0))
+        N, V = self.t.length, self.vocab_size
+        weights = (V + 1) ** torch.arange(N)
+        terms = (self.buf[:, 1:N + 1] + 1) * weights  # prefix of length m = indices 0..m-1
+        codes = torch.cat([torch.zeros(len(terms), 1, dtype=torch.long), terms.cumsum(1)], 1)  # [B, N+1]
+        q_codes = codes.gather(1, (index + 1).clamp(max=N))  # query at index i sees indices 0..i
+        logits = self.t.table[self.cond[:, None], q_codes]
+        null = self.t.table[self.t.num_conditions, q_codes] if self.cfg else None
+        return logits, null
+
+
+def tiny_gpt(vocab_size=16, rope_axes=2, num_classes=4, seed=0, dim=32, n_layer=2, dtype=torch.float64,
+             block_size=64, **kw) -> mmspec.GPT:
+    torch.manual_seed(seed)
+    cfg = mmspec.GPTConfig(vocab_size=vocab_size, dim=dim, n_layer=n_layer, n_head=2, multiple_of=16,
+                           rope_axes=rope_axes, block_size=block_size, num_classes=num_classes, **kw)
+    model = mmspec.GPT(cfg).to(dtype)
+    with torch.no_grad():  # larger than default init so p is far from uniform and context matters
+        for p in model.parameters():
+            if p.dim() > 1:
+                p.normal_(0, 0.5)
+    return model.eval()
+
+
+def reference_p(cond: torch.Tensor, uncond: torch.Tensor | None, s: mmspec.Sampling) -> torch.Tensor:
+    """Plain, independent re-statement of the processing rule, in float64."""
+    z = cond.double()
+    if s.cfg_scale != 1.0:
+        u = uncond.double()
+        if s.cfg_mode == "log_softmax":
+            z, u = torch.log_softmax(z, -1), torch.log_softmax(u, -1)
+        z = u + s.cfg_scale * (z - u)
+    if s.temperature == 0:
+        return torch.nn.functional.one_hot(z.argmax(-1), z.shape[-1]).double()
+    z = z / s.temperature
+    order = torch.argsort(z, descending=True).tolist()
+    if s.top_k is not None:
+        z = z.clone()
+        z[order[s.top_k:]] = -torch.inf
+    if s.top_p is not None:
+        probs, mass = torch.softmax(z, -1), 0.0
+        for v in order:
+            if mass >= s.top_p:
+                z[v] = -torch.inf
+            mass += probs[v].item()
+    return torch.softmax(z, -1)
+
+
+def tabular_law(target: TabularTarget, cond: int, s: mmspec.Sampling) -> torch.Tensor:
+    """Exact law over all V^N sequences (index = sum x_i V^i), prefix by prefix."""
+    V, N = target.vocab_size, target.length
+    law = torch.zeros(V ** N, dtype=torch.float64)
+    for seq in itertools.product(range(V), repeat=N):
+        prob = 1.0
+        for i in range(N):
+            c = target.logits(cond, seq[:i])
+            u = target.logits(target.num_conditions, seq[:i]) if target.null else None
+            prob *= reference_p(c, u, s)[seq[i]].item()
+        law[sequence_id(torch.tensor(seq), V)] = prob
+    return law
+
+
+def gpt_law(model: mmspec.GPT, cond: int, layout, s: mmspec.Sampling) -> torch.Tensor:
+    """Exact law over all V^N sequences of a tiny GPT, from teacher-forced passes over every sequence."""
+    V, N = model.config.vocab_size, layout.length
+    seqs = torch.tensor(list(itertools.product(range(V), repeat=N)))  # [V^N, N]
+    pos = layout.positions()
+    with torch.no_grad():
+        c = model.forward_sequence(torch.full((len(seqs),), cond), seqs, pos)
+        u = model.forward_sequence(model.null_condition(len(seqs)), seqs, pos)
+    law = torch.zeros(V ** N, dtype=torch.float64)
+    for row, seq in enumerate(seqs):
+        prob = 1.0
+        for i in range(N):
+            prob *= reference_p(c[row, i], u[row, i], s)[seq[i]].item()
+        law[sequence_id(seq, V)] = prob
+    return law
+
+
+def sequence_id(tokens: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """[..., N] -> [...] cell index sum x_i V^i."""
+    return (tokens * vocab_size ** torch.arange(tokens.shape[-1])).sum(-1)
+
+
+def chi_square_pvalue(samples: torch.Tensor, law: torch.Tensor) -> float:
+    """Pearson chi-square of sample cells against an exact law; cells expected < 5 are pooled."""
+    n = len(samples)
+    observed = torch.bincount(samples, minlength=len(law)).double()
+    expected = law * n
+    small = expected < 5
+    obs = torch.cat([observed[~small], observed[small].sum()[None]])
+    exp = torch.cat([expected[~small], expected[small].sum()[None]])
+    keep = exp > 0
+    if (observed[law == 0] > 0).any():
+        return 0.0  # a sequence of probability zero was produced
+    obs, exp = obs[keep], exp[keep]
+    stat = ((obs - exp) ** 2 / exp).sum()
+    dof = len(obs) - 1
+    return torch.special.gammaincc(torch.tensor(dof / 2, dtype=torch.float64), stat / 2).item()
