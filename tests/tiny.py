@@ -56,7 +56,7 @@ class _TabularSession:
         return logits, null
 
 
-def tiny_gpt(vocab_size=16, rope_axes=2, num_classes=4, seed=0, dim=32, n_layer=2, dtype=torch.float64,
+def tiny_gpt(vocab_size=16, rope_axes=2, num_classes=4, seed=0, dim=24, n_layer=2, dtype=torch.float64,
              block_size=64, **kw) -> mmspec.GPT:
     torch.manual_seed(seed)
     cfg = mmspec.GPTConfig(vocab_size=vocab_size, dim=dim, n_layer=n_layer, n_head=2, multiple_of=16,

@@ -1,0 +1,40 @@
+import torch
+
+from mmspec.drafters.fill import CopyFill, NGramFill, _continuation
+from mmspec.layouts import Grid2D, Sequence1D
+from mmspec.rng import Streams
+from mmspec.sampling import Sampling
+from mmspec.state import DecodeState
+
+
+def _state(layout, window, seq, n, prompt=None):
+    B = seq.shape[0]
+    full = torch.full((B, layout.length + window), -1)
+    full[:, : seq.shape[1]] = seq
+    state = DecodeState(layout=layout, window=window, vocab_size=10, sampling=Sampling(),
+                        streams=Streams(list(range(B)), 10), seq=full,
+                        forced=torch.full((layout.length + window,), -1), prompt=prompt)
+    state.n = torch.tensor(n)
+    return state
+
+
+def test_copy_above_follows_chains_through_fresh_slots():
+    layout = Grid2D(4, 2)
+    state = _state(layout, 5, torch.tensor([[1, 2, 3]]), [3])  # drafts at indices 3..6
+    CopyFill("above")(state, state.n)
+    # index 3 <- above 1 (=2); 4 <- 2 (=3); 5 <- 3 (fresh, =2); 6 <- 4 (fresh, =3)
+    assert state.seq[0, :7].tolist() == [1, 2, 3, 2, 3, 2, 3]
+
+
+def test_copy_left_repeats_the_last_known_token_and_keeps_carried_slots():
+    state = _state(Sequence1D(8), 4, torch.tensor([[4, 5, 6, 7]]), [2])  # 6, 7 at indices 2, 3 are carried
+    CopyFill("left")(state, torch.tensor([4]))
+    assert state.seq[0, :5].tolist() == [4, 5, 6, 7, 7]
+
+
+def test_ngram_lookup_proposes_the_continuation_of_the_latest_match():
+    history = torch.tensor([1, 2, 3, 9, 1, 2, 3, 8, 5, 1, 2])
+    assert _continuation(history, 3, 3).tolist() == [3, 8, 5]
+    state = _state(Sequence1D(12), 4, history[None, 4:], [7], prompt=history[None, :4])
+    NGramFill()(state, state.n)
+    assert state.seq[0, 7:10].tolist() == [3, 8, 5]  # the prompt plus the tokens so far form the history
