@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -27,7 +27,8 @@ class Generation:
 
 def generate(target: Target, condition: Any, layout: Layout, *, method: "str | dict | Method" = "coupled",
              window: int = 16, sampling: "Sampling | dict | None" = None, seed: "int | Sequence[int]" = 0,
-             num_samples: int = 1, stop_tokens: "Sequence[int] | None" = None) -> Generation:
+             num_samples: int = 1, stop_tokens: "Sequence[int] | None" = None,
+             on_commit: "Callable[[DecodeState, torch.Tensor], None] | None" = None) -> Generation:
     """Generate `num_samples` token sequences per condition, losslessly, with speculation.
 
     target: a Target (e.g. `ReferenceTarget(gpt)`); condition: what the target is conditioned on
@@ -35,6 +36,8 @@ def generate(target: Target, condition: Any, layout: Layout, *, method: "str | d
     {'name': ..., options} or a Method; window: positions verified per target forward (1..256);
     sampling: Sampling or a dict of its fields; seed: an int (row i gets seed + i) or one seed per
     row. Rows are ordered condition-major: row i is sample i % num_samples of condition i // num_samples.
+    stop_tokens end a row when committed (kept as its last token); on_commit(state, k) is called after
+    every forward with the k [B] new tokens per row (streaming; it may end rows with state.finish).
     """
     if not isinstance(layout, Layout):
         raise TypeError(f"layout must be a Sequence1D, Grid2D or Grid3D, not {type(layout).__name__}")
@@ -56,7 +59,7 @@ def generate(target: Target, condition: Any, layout: Layout, *, method: "str | d
         forced=torch.cat([layout.forced(), torch.full((L,), -1)]).to(device),
         condition=condition, num_samples=num_samples, prompt=session.prompt)
     stop = None if stop_tokens is None else torch.as_tensor(list(stop_tokens), device=device)
-    stats = decode(session, method.make_drafter(layout), method.verifier, state, stop)
+    stats = decode(session, method.make_drafter(layout), method.verifier, state, stop, on_commit)
     tokens = state.seq[:, :N].masked_fill(torch.arange(N, device=device) >= state.n[:, None], -1)
     return Generation(tokens, state.n.clone(), stats)
 

@@ -17,6 +17,7 @@ class StaticKVCache:
         self.k = torch.zeros(shape, dtype=dtype, device=device)  # [layers, B, H, S, D]
         self.v = torch.zeros(shape, dtype=dtype, device=device)
         self.lengths = torch.zeros(batch, dtype=torch.long, device=device)  # [B] valid slots
+        self.first = torch.zeros(batch, dtype=torch.long, device=device)  # [B] slots before it are padding
 
     @property
     def max_len(self) -> int:
@@ -37,9 +38,11 @@ class StaticKVCache:
         return slots
 
     def mask(self, slots: torch.Tensor) -> torch.Tensor:
-        """Attention mask [B, 1, T, S'] for queries at `slots` [B, T]: key slot <= query slot."""
+        """Attention mask [B, 1, T, S'] for queries at `slots` [B, T]: first[b] <= key slot <= query slot.
+        A padding query sees itself only, so it stays finite and never reaches a real query."""
         keys = torch.arange(int(slots.max()) + 1, device=slots.device)
-        return (keys <= slots[..., None])[:, None]
+        q = slots[..., None]
+        return ((keys <= q) & ((keys >= self.first[:, None, None]) | (keys == q)))[:, None]
 
     def update(self, layer: int, k: torch.Tensor, v: torch.Tensor, slots: torch.Tensor):
         """Write k, v [B, H, T, D] at `slots` [B, T]; return all keys/values up to the last slot [B, H, S', D]."""

@@ -6,6 +6,7 @@ its own committed length, acceptance and random streams; rows that are done ride
 from __future__ import annotations
 
 import time
+from typing import Callable
 
 import torch
 
@@ -17,7 +18,10 @@ from mmspec.verify import Verdict, Verifier
 
 
 def decode(session: Session, drafter: Drafter, verifier: Verifier, state: DecodeState,
-           stop_tokens: torch.Tensor | None = None) -> Stats:
+           stop_tokens: torch.Tensor | None = None,
+           on_commit: Callable[[DecodeState, torch.Tensor], None] | None = None) -> Stats:
+    """Run to the end of the layout (or each row's stop). `on_commit(state, k)` sees every step's
+    commits (k [B] new tokens per row) and may end rows early with `state.finish`."""
     t0 = time.perf_counter()
     stats = Stats.empty(state.batch_size, state.length, state.window, state.seq.device)
     commit_step = torch.full_like(state.seq, -1)  # [B, N + L]
@@ -28,6 +32,8 @@ def decode(session: Session, drafter: Drafter, verifier: Verifier, state: Decode
         logp = _force_p(state, state.sampling.logp(*session.forward(inputs, state.n - 1)))  # [B, L, V]
         verdict = verifier(state, draft, logp)
         k = _commit(state, verdict, stats, commit_step, stop_tokens)
+        if on_commit is not None:
+            on_commit(state, k)
         drafter.update(state, draft, verdict, logp, k)
         state.step += 1
     stats.commit_step = commit_step[:, : state.length]

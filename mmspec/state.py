@@ -22,7 +22,7 @@ class DecodeState:
     forced: torch.Tensor  # [N + L] structural token per index, or FREE
     condition: Any = None  # as given to the target, for a draft model
     num_samples: int = 1
-    prompt: torch.Tensor | None = None  # [B, P] target-vocabulary ids before generation (n-gram lookup)
+    prompt: list[torch.Tensor] | None = None  # per row: target-vocabulary ids before generation (n-gram lookup)
     n: torch.Tensor = field(init=False)  # [B] committed tokens per row
     pending: torch.Tensor = field(init=False)  # [B] last committed token, fed first in the next window
     active: torch.Tensor = field(init=False)  # [B] rows still generating
@@ -47,6 +47,13 @@ class DecodeState:
         """[B, width] generated indices n+offset .. of the current window (width defaults to L)."""
         width = self.window if width is None else width
         return self.n[:, None] + offset + torch.arange(width, device=self.n.device)
+
+    def finish(self, row: int, length: int) -> None:
+        """End `row` with its first `length` committed tokens (a stop string was found, say)."""
+        if length > int(self.n[row]):
+            raise ValueError(f"row {row} has only {int(self.n[row])} committed tokens, cannot keep {length}")
+        self.n[row] = length
+        self.active[row] = False
 
     def window_gumbel(self) -> torch.Tensor:
         """[B, L, V] Gumbel noise of the window positions n .. n+L-1, from the position-ordered stream."""

@@ -18,7 +18,7 @@ class Session(Protocol):
     batch_size: int
     vocab_size: int
     device: torch.device
-    prompt: torch.Tensor | None  # [B, P] ids in the target vocabulary that precede generation, if any
+    prompt: list[torch.Tensor] | None  # per row: ids in the target vocabulary before generation, if any
 
     def forward(self, tokens: torch.Tensor, start: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """tokens [B, L] at generated indices start[b] .. start[b]+L-1 -> logits for the next index of

@@ -35,6 +35,6 @@ def test_copy_left_repeats_the_last_known_token_and_keeps_carried_slots():
 def test_ngram_lookup_proposes_the_continuation_of_the_latest_match():
     history = torch.tensor([1, 2, 3, 9, 1, 2, 3, 8, 5, 1, 2])
     assert _continuation(history, 3, 3).tolist() == [3, 8, 5]
-    state = _state(Sequence1D(12), 4, history[None, 4:], [7], prompt=history[None, :4])
+    state = _state(Sequence1D(12), 4, history[None, 4:], [7], prompt=[history[:4]])
     NGramFill()(state, state.n)
     assert state.seq[0, 7:10].tolist() == [3, 8, 5]  # the prompt plus the tokens so far form the history

@@ -1,0 +1,116 @@
+"""Any transformers causal LM (Llama, GPT-2, Qwen...) as a text target, from a local folder or object."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+import torch
+
+from mmspec.adapters.hf import PrefixSession, cached_attention, left_pad
+from mmspec.layouts import Layout, Sequence1D
+from mmspec.stats import Stats
+
+
+class HFCausalLM:
+    """Conditioned on prompts: token-id lists / tensors, or strings when a tokenizer is given."""
+
+    def __init__(self, model, tokenizer=None):
+        self.model, self.tokenizer = model.eval(), tokenizer
+        self.vocab_size = model.get_output_embeddings().weight.shape[0]
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path, dtype: torch.dtype = torch.float32, device="cpu",
+                        trust_remote_code: bool = False):
+        from mmspec.adapters.loading import load_causal_lm
+
+        model, tokenizer = load_causal_lm(path, dtype=dtype, trust_remote_code=trust_remote_code)
+        return cls(model.to(device), tokenizer)
+
+    @property
+    def eos_token_ids(self) -> list[int]:
+        eos = self.model.generation_config.eos_token_id
+        return [] if eos is None else [eos] if isinstance(eos, int) else list(eos)
+
+    def encode(self, prompts) -> list[torch.Tensor]:
+        if isinstance(prompts, str) or (isinstance(prompts, (list, tuple)) and prompts and isinstance(prompts[0], int)):
+            prompts = [prompts]
+        if isinstance(prompts, torch.Tensor):
+            prompts = list(prompts if prompts.dim() == 2 else prompts[None])
+        out = []
+        for p in prompts:
+            if isinstance(p, str):
+                if self.tokenizer is None:
+                    raise ValueError("string prompts need a tokenizer: HFCausalLM(model, tokenizer)")
+                p = self.tokenizer(p, return_tensors="pt").input_ids[0]
+            out.append(torch.as_tensor(p, dtype=torch.long))
+        return out
+
+    def session(self, condition, layout: Layout, *, cfg: bool, num_samples: int = 1, max_window: int = 1):
+        if cfg:
+            raise ValueError("text models have no null condition here: CFG (cfg_scale != 1) is not supported")
+        if not isinstance(layout, Sequence1D):
+            raise ValueError(f"a text model generates a Sequence1D, not {layout!r}")
+        prompts = [p for p in self.encode(condition) for _ in range(num_samples)]
+        ids, lengths = left_pad(prompts, pad_id=0)
+        device = self.model.get_input_embeddings().weight.device
+        with torch.no_grad():
+            prefix = self.model.get_input_embeddings()(ids.to(device))
+        return _TextSession(self.model, prefix, lengths, prompts, layout.length + max_window)
+
+
+class _TextSession(PrefixSession):
+    def __init__(self, model, prefix, lengths, prompts, max_new):
+        self.model = model
+        config = model.config.get_text_config()
+        with torch.no_grad():
+            super().__init__(prefix, lengths, len(prompts), False, config, max_new,
+                             model.get_output_embeddings().weight.shape[0])
+        self.prompt = [p.to(self.device) for p in prompts]
+
+    def embed(self, tokens):
+        return self.model.get_input_embeddings()(tokens)
+
+    def logits(self, h, position_ids, cache, slots):
+        with cached_attention(self.model):
+            out = self.model(inputs_embeds=h, position_ids=position_ids, use_cache=False,
+                             mmspec_cache=cache, mmspec_slots=slots)
+        return out.logits
+
+
+@dataclass
+class TextGeneration:
+    texts: list[str]  # generated text per row (prompt excluded, stop string included)
+    tokens: list[torch.Tensor]  # generated ids per row
+    stats: Stats
+
+
+def generate_text(target: HFCausalLM, prompts, max_new_tokens: int = 64, *, stop_strings: Sequence[str] = (),
+                  stream: Callable[[int, str], None] | None = None, **options) -> TextGeneration:
+    """Speculative text generation: stops at EOS or a stop string, per row; `stream(row, text)` gets
+    each row's new text as soon as it is committed. Other options go to `mmspec.generate`."""
+    from mmspec.api import generate
+
+    if target.tokenizer is None:
+        raise ValueError("generate_text needs a tokenizer: HFCausalLM(model, tokenizer)")
+    decode = lambda ids: target.tokenizer.decode(ids, skip_special_tokens=True)  # noqa: E731
+    shown: dict[int, int] = {}
+
+    def on_commit(state, k):
+        for row in k.nonzero().flatten().tolist():
+            n = int(state.n[row])
+            text = decode(state.seq[row, :n].tolist())
+            hits = [text.find(s) + len(s) for s in stop_strings if s in text]
+            if hits:  # keep the fewest tokens whose text reaches the earliest stop string
+                end = min(hits)
+                n = next(m for m in range(1, n + 1) if len(decode(state.seq[row, :m].tolist())) >= end)
+                state.finish(row, n)
+                text = decode(state.seq[row, :n].tolist())
+            if stream is not None and len(text) > shown.get(row, 0):
+                stream(row, text[shown.get(row, 0):])
+                shown[row] = len(text)
+
+    out = generate(target, prompts, Sequence1D(max_new_tokens), stop_tokens=target.eos_token_ids or None,
+                   on_commit=on_commit, **options)
+    tokens = [row[:n] for row, n in zip(out.tokens, out.lengths.tolist())]
+    return TextGeneration([decode(t.tolist()) for t in tokens], tokens, out.stats)
