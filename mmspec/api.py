@@ -57,7 +57,8 @@ def generate(target: Target, condition: Any, layout: Layout, *, method: "str | d
         streams=Streams(seeds, target.vocab_size, device),
         seq=torch.full((B, N + L), -1, dtype=torch.long, device=device),
         forced=torch.cat([layout.forced(), torch.full((L,), -1)]).to(device),
-        condition=condition, num_samples=num_samples, prompt=session.prompt)
+        condition=condition, num_samples=num_samples, prompt=session.prompt,
+        draft_vocab=getattr(session, "draft_vocab", None))
     stop = None if stop_tokens is None else torch.as_tensor(list(stop_tokens), device=device)
     stats = decode(session, method.make_drafter(layout), method.verifier, state, stop, on_commit)
     tokens = state.seq[:, :N].masked_fill(torch.arange(N, device=device) >= state.n[:, None], -1)

@@ -100,19 +100,23 @@ def _grid(t: int, h: int, w: int, row_end: int | None, frame_end: int | None):
 
 
 class Grid2D(Layout):
-    """An h x w image grid in raster order; `row_end_token` adds a structural token after each row (Emu3)."""
+    """An h x w image grid in raster order. `row_end_token` adds a structural token after each row and
+    `end_tokens` structural tokens after the grid (Emu3: end-of-line, then end-of-frame, image and text),
+    placed at (h, 0), (h, 1)..."""
 
     axes = 2
     default_lookup = "above"
 
-    def __init__(self, h: int, w: int, row_end_token: int | None = None):
+    def __init__(self, h: int, w: int, row_end_token: int | None = None, end_tokens: tuple[int, ...] = ()):
         _check_sizes(h=h, w=w)
-        self.h, self.w, self.row_end_token = h, w, row_end_token
+        self.h, self.w, self.row_end_token, self.end_tokens = h, w, row_end_token, tuple(end_tokens)
         cells, forced, row_len, _ = _grid(1, h, w, row_end_token, None)
-        super().__init__(cells[:, 1:], forced, {"left": 1, "above": row_len})
+        tail = torch.stack([torch.full((len(end_tokens),), h), torch.arange(len(end_tokens))], -1)
+        super().__init__(torch.cat([cells[:, 1:], tail]), torch.cat([forced, torch.tensor(self.end_tokens, dtype=torch.long)]),
+                         {"left": 1, "above": row_len})
 
     def _args(self) -> dict:
-        return {"h": self.h, "w": self.w, "row_end_token": self.row_end_token}
+        return {"h": self.h, "w": self.w, "row_end_token": self.row_end_token, "end_tokens": self.end_tokens}
 
 
 class Grid3D(Layout):

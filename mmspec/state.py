@@ -23,6 +23,7 @@ class DecodeState:
     condition: Any = None  # as given to the target, for a draft model
     num_samples: int = 1
     prompt: list[torch.Tensor] | None = None  # per row: target-vocabulary ids before generation (n-gram lookup)
+    draft_vocab: torch.Tensor | None = None  # ids random drafts are drawn from (e.g. only visual tokens)
     n: torch.Tensor = field(init=False)  # [B] committed tokens per row
     pending: torch.Tensor = field(init=False)  # [B] last committed token, fed first in the next window
     active: torch.Tensor = field(init=False)  # [B] rows still generating

@@ -32,3 +32,10 @@ def test_grid3d_frames():
     above = g.neighbour("above")
     assert above[5:].tolist() == [-1, -1, 5, 6, 7]  # first row of frame 1 has nothing above in its frame
     assert torch.equal(Grid3D(1, 2, 2).positions()[:, 1:], Grid2D(2, 2).positions())
+
+
+def test_grid2d_end_tokens_follow_the_grid():
+    g = Grid2D(2, 2, row_end_token=9, end_tokens=(5, 6, 2))
+    assert len(g) == 9
+    assert g.forced().tolist() == [FREE, FREE, 9, FREE, FREE, 9, 5, 6, 2]
+    assert g.positions()[-3:].tolist() == [[2, 0], [2, 1], [2, 2]]

@@ -19,6 +19,7 @@ class Session(Protocol):
     vocab_size: int
     device: torch.device
     prompt: list[torch.Tensor] | None  # per row: ids in the target vocabulary before generation, if any
+    # optional: draft_vocab, a tensor of the ids random drafts should come from (e.g. visual tokens only)
 
     def forward(self, tokens: torch.Tensor, start: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """tokens [B, L] at generated indices start[b] .. start[b]+L-1 -> logits for the next index of

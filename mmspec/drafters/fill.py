@@ -29,13 +29,20 @@ def _write(state: DecodeState, index: torch.Tensor, fresh: torch.Tensor, tokens:
     state.seq.scatter_(1, index, torch.where(fresh, tokens, old))
 
 
+def random_tokens(state: DecodeState, count: int) -> torch.Tensor:
+    """[B, count] uniform draws over the target's draft vocabulary (all tokens, or e.g. visual ones)."""
+    vocab = state.draft_vocab
+    high = state.vocab_size if vocab is None else len(vocab)
+    draws = state.streams.randint(high, count).to(state.seq.device)
+    return draws if vocab is None else vocab[draws]
+
+
 class RandomFill:
     """Uniform random tokens (SJD / SCD default)."""
 
     def __call__(self, state: DecodeState, first: torch.Tensor) -> None:
         index, fresh = _fresh_index(state, first)
-        tokens = state.streams.randint(state.vocab_size, state.window - 1).to(index.device)
-        _write(state, index, fresh, tokens)
+        _write(state, index, fresh, random_tokens(state, state.window - 1))
 
 
 class CopyFill:
@@ -71,8 +78,7 @@ class CopyFill:
                 break
             ref = torch.where(again, ref_table[ref.clamp(min=0)], ref)
         tokens = state.seq.gather(1, ref.clamp(min=0))
-        fallback = state.streams.randint(state.vocab_size, state.window - 1).to(index.device)
-        _write(state, index, fresh, torch.where(ref >= 0, tokens, fallback))
+        _write(state, index, fresh, torch.where(ref >= 0, tokens, random_tokens(state, state.window - 1)))
 
 
 class NGramFill:
