@@ -1,0 +1,280 @@
+"""Data for the bundled models: emoji images, emoji sprite videos, Python stdlib source.
+
+Nothing here is committed: raw downloads and built arrays live in `.cache/` (gitignored).
+
+    python models/recipes/data.py            # fetch the emoji art (npm pack) and build every dataset
+
+Sources
+- `emoji-datasource-google` (Noto Emoji art, Apache-2.0) and `emoji-datasource-twitter` (Twemoji art,
+  CC-BY-4.0, (c) Twitter, Inc and other contributors), fetched with `npm pack`; we use the 64x64 PNGs
+  in `img/<set>/64/` and `emoji.json` (names, short names, category, skin-tone variants).
+- The Python standard library of the running interpreter (`sysconfig.get_paths()["stdlib"]`, PSF licence).
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import sysconfig
+import tarfile
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+ROOT = Path(__file__).resolve().parents[2]
+CACHE = Path(os.environ.get("MMSPEC_CACHE", ROOT / ".cache"))
+EMOJI_SETS = {"google": "emoji-datasource-google", "twitter": "emoji-datasource-twitter"}
+EMOJI_VERSION = "16.0.0"
+SKIN_TONES = {"1F3FB": "light skin tone", "1F3FC": "medium light skin tone", "1F3FD": "medium skin tone",
+              "1F3FE": "medium dark skin tone", "1F3FF": "dark skin tone"}
+STOPWORDS = {"and", "of", "with", "the", "a", "an", "in", "on", "for", "to"}
+MOTIONS = ["slide left", "slide right", "slide up", "slide down", "bounce", "zoom in", "zoom out", "rotate"]
+BACKGROUNDS = {"white": (255, 255, 255), "black": (0, 0, 0), "red": (220, 50, 50), "green": (60, 170, 80),
+               "blue": (60, 100, 220), "yellow": (240, 210, 60), "purple": (140, 80, 190), "gray": (128, 128, 128),
+               "orange": (240, 140, 40), "pink": (240, 150, 190), "sky": (150, 200, 240), "mint": (170, 230, 190)}
+HELD_OUT_PERCENT = 5
+
+
+# ----------------------------------------------------------------------------------------------- words
+
+def words(text: str) -> list[str]:
+    """Lowercase word tokens: letters and digits; underscores, colons, '&' and punctuation split."""
+    return [w for w in re.findall(r"[a-z0-9]+", text.lower().replace("'", "")) if w not in STOPWORDS]
+
+
+def dedupe(ws):
+    seen, out = set(), []
+    for w in ws:
+        if w not in seen:
+            seen.add(w)
+            out.append(w)
+    return out
+
+
+def held_out(key: str) -> bool:
+    """Deterministic ~5% split by emoji code point (the same emoji is held out in both art sets)."""
+    return int(hashlib.sha1(key.encode()).hexdigest(), 16) % 100 < HELD_OUT_PERCENT
+
+
+# ----------------------------------------------------------------------------------------------- emoji
+
+def fetch_emoji() -> Path:
+    """npm pack both emoji-datasource packages into .cache/emoji/ and extract the 64x64 PNGs + emoji.json."""
+    out = CACHE / "emoji"
+    out.mkdir(parents=True, exist_ok=True)
+    for art, pkg in EMOJI_SETS.items():
+        tgz = out / f"{pkg}-{EMOJI_VERSION}.tgz"
+        if not tgz.exists():
+            subprocess.run(["npm", "pack", f"{pkg}@{EMOJI_VERSION}", "--silent"], cwd=out, check=True)
+        dest = out / art
+        if not (dest / "emoji.json").exists():
+            dest.mkdir(exist_ok=True)
+            prefix = f"package/img/{art}/64/"
+            with tarfile.open(tgz) as tf:
+                for m in tf.getmembers():
+                    if m.name.startswith(prefix) and m.name.endswith(".png"):
+                        (dest / "64").mkdir(exist_ok=True)
+                        (dest / "64" / Path(m.name).name).write_bytes(tf.extractfile(m).read())
+                    elif m.name in ("package/emoji.json", "package/LICENSE"):
+                        (dest / Path(m.name).name).write_bytes(tf.extractfile(m).read())
+    return out
+
+
+def emoji_records(art: str) -> list[dict]:
+    """One record per image of an art set: file, code, prompt words, category; skin-tone variants included."""
+    root = CACHE / "emoji" / art
+    recs = []
+    for e in json.load(open(root / "emoji.json")):
+        base = words(e["name"] or "") + [w for s in e["short_names"] for w in words(s)]
+        cat = words(e["category"])
+        variants = [(e["unified"], e["image"], e.get(f"has_img_{art}", True), [])]
+        for tone, v in (e.get("skin_variations") or {}).items():
+            tone_words = [w for t in tone.split("-") for w in words(SKIN_TONES.get(t, ""))]
+            variants.append((v["unified"], v["image"], v.get(f"has_img_{art}", True), tone_words))
+        for code, image, has, tone_words in variants:
+            if has and (root / "64" / image).exists():
+                recs.append({"art": art, "code": code, "base": e["unified"], "file": str(root / "64" / image),
+                             "name": (e["name"] or e["short_name"]).lower(), "category": e["category"],
+                             "words": dedupe(base + tone_words + cat), "tone": bool(tone_words)})
+    return recs
+
+
+def load_rgba(path: str, size: int = 64) -> Image.Image:
+    im = Image.open(path).convert("RGBA")
+    if im.size != (size, size):
+        im = im.resize((size, size), Image.LANCZOS)
+    return im
+
+
+def on_background(im: Image.Image, rgb=(255, 255, 255)) -> np.ndarray:
+    bg = Image.new("RGBA", im.size, rgb + (255,))
+    return np.asarray(Image.alpha_composite(bg, im).convert("RGB"))
+
+
+def build_images() -> Path:
+    """.cache/data/emoji_images.npz: images uint8 [N,64,64,3] on white, alpha [N,64,64], words, split, metadata."""
+    path = CACHE / "data" / "emoji_images.npz"
+    if path.exists():
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    recs = emoji_records("google") + emoji_records("twitter")
+    rgba = [load_rgba(r["file"]) for r in recs]
+    imgs = np.stack([on_background(im) for im in rgba])
+    alpha = np.stack([np.asarray(im)[..., 3] for im in rgba])
+    meta = [{k: r[k] for k in ("art", "code", "base", "name", "category", "words", "tone")} for r in recs]
+    test = np.array([held_out(r["base"]) for r in recs])
+    np.savez(path, images=imgs, alpha=alpha, test=test, meta=np.array(json.dumps(meta)))
+    print(f"emoji images: {len(recs)} ({test.sum()} held out) -> {path}")
+    return path
+
+
+def load_images(with_alpha: bool = False):
+    z = np.load(build_images())
+    out = (z["images"], z["test"], json.loads(str(z["meta"])))
+    return out + (z["alpha"],) if with_alpha else out
+
+
+# ----------------------------------------------------------------------------------------------- vocab
+
+def build_vocab(meta: list[dict]) -> list[str]:
+    """Word vocabulary shared by the image and video models: id 0 = <pad> (null condition), 1 = <unk>."""
+    ws = sorted({w for m in meta for w in m["words"]} | {w for mo in MOTIONS for w in words(mo)}
+                | {w for b in BACKGROUNDS for w in words(b)} | {"background"})
+    return ["<pad>", "<unk>"] + ws
+
+
+def encode_prompt(text_or_words, vocab: list[str] | dict, cond_len: int) -> list[int]:
+    index = vocab if isinstance(vocab, dict) else {w: i for i, w in enumerate(vocab)}
+    ws = words(text_or_words) if isinstance(text_or_words, str) else list(text_or_words)
+    ids = [index.get(w, 1) for w in ws][:cond_len]
+    return ids + [0] * (cond_len - len(ids))
+
+
+# ----------------------------------------------------------------------------------------------- video
+
+def render_clip(sprite: Image.Image, motion: str, bg, frames: int = 8, size: int = 32, rng=None) -> np.ndarray:
+    """A sprite (RGBA, any size) moving on a plain background: uint8 [frames, size, size, 3]."""
+    rng = rng or np.random.default_rng(0)
+    s = int(rng.integers(14, 21))  # sprite edge in pixels
+    lo, hi = 0, size - s
+    cx, cy = rng.integers(lo, hi + 1, size=2)
+    out = []
+    for t in range(frames):
+        f = t / (frames - 1)
+        scale, angle, x, y = 1.0, 0.0, float(cx), float(cy)
+        if motion == "slide left":
+            x = hi - f * (hi - lo)
+        elif motion == "slide right":
+            x = lo + f * (hi - lo)
+        elif motion == "slide up":
+            y = hi - f * (hi - lo)
+        elif motion == "slide down":
+            y = lo + f * (hi - lo)
+        elif motion == "bounce":
+            y = hi - abs(math.sin(math.pi * 1.5 * f)) * (hi - lo)
+            x = float(cx)
+        elif motion == "zoom in":
+            scale = 0.4 + 0.9 * f
+        elif motion == "zoom out":
+            scale = 1.3 - 0.9 * f
+        elif motion == "rotate":
+            angle = -360.0 * f * 7 / 8
+        e = max(2, int(round(s * scale)))
+        sp = sprite.resize((e, e), Image.LANCZOS)
+        if angle:
+            sp = sp.rotate(angle, resample=Image.BICUBIC, expand=False)
+        canvas = Image.new("RGBA", (size, size), tuple(bg) + (255,))
+        if motion.startswith("zoom") or motion == "rotate":
+            x, y = (size - e) / 2 + (cx - hi / 2) * 0.3, (size - e) / 2 + (cy - hi / 2) * 0.3
+        canvas.alpha_composite(sp, (int(round(x)), int(round(y))))
+        out.append(np.asarray(canvas.convert("RGB")))
+    return np.stack(out)
+
+
+def video_caption(name_words: list[str], motion: str, bg_name: str) -> list[str]:
+    """Caption words: motion first (so it survives truncation), then the emoji name, then the background."""
+    return words(motion) + name_words + [bg_name, "background"]
+
+
+def build_videos(n_clips: int = 6000, seed: int = 0) -> Path:
+    """.cache/data/emoji_videos.npz: clips uint8 [N,8,32,32,3] and captions (word lists), split by emoji."""
+    path = CACHE / "data" / f"emoji_videos_{n_clips}.npz"
+    if path.exists():
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    recs = [r for r in emoji_records("google") + emoji_records("twitter") if not r["tone"]]  # base emoji only
+    rng = np.random.default_rng(seed)
+    bgs = list(BACKGROUNDS)
+    clips, caps, test = [], [], []
+    sprites = {}
+    for i in range(n_clips):
+        r = recs[int(rng.integers(len(recs)))]
+        if r["file"] not in sprites:
+            sprites[r["file"]] = load_rgba(r["file"])
+        motion = MOTIONS[int(rng.integers(len(MOTIONS)))]
+        bg = bgs[int(rng.integers(len(bgs)))]
+        clips.append(render_clip(sprites[r["file"]], motion, BACKGROUNDS[bg], rng=rng))
+        name_words = words(r["name"])
+        caps.append({"words": video_caption(name_words, motion, bg), "motion": motion, "name": r["name"],
+                     "background": bg, "art": r["art"], "code": r["code"]})
+        test.append(held_out(r["base"]))
+    np.savez(path, clips=np.stack(clips), test=np.array(test), meta=np.array(json.dumps(caps)))
+    print(f"emoji videos: {n_clips} clips ({sum(test)} held out) -> {path}")
+    return path
+
+
+def load_videos(n_clips: int = 6000):
+    z = np.load(build_videos(n_clips))
+    return z["clips"], z["test"], json.loads(str(z["meta"]))
+
+
+# ----------------------------------------------------------------------------------------------- text
+
+def stdlib_files() -> list[Path]:
+    """Python files of the running interpreter's standard library, without tests and site-packages."""
+    root = Path(sysconfig.get_paths()["stdlib"])
+    skip = {"site-packages", "test", "tests", "idle_test", "__pycache__", "lib2to3", "turtledemo", "dist-packages"}
+    files = [p for p in sorted(root.rglob("*.py")) if not (set(p.relative_to(root).parts[:-1]) & skip)]
+    return files
+
+
+def build_text(vocab_size: int = 4096) -> Path:
+    """.cache/data/stdlib/: tokenizer.json (byte-level BPE), train.bin / test.bin (uint16 ids, files joined by EOS)."""
+    from tokenizers import ByteLevelBPETokenizer
+
+    out = CACHE / "data" / "stdlib"
+    if (out / "train.bin").exists():
+        return out
+    out.mkdir(parents=True, exist_ok=True)
+    root = Path(sysconfig.get_paths()["stdlib"])
+    files = stdlib_files()
+    texts = {str(p.relative_to(root)): p.read_text(encoding="utf-8", errors="replace") for p in files}
+    train_keys = [k for k in texts if not held_out(k)]
+    test_keys = [k for k in texts if held_out(k)]
+    tok = ByteLevelBPETokenizer()
+    tok.train_from_iterator((texts[k] for k in train_keys), vocab_size=vocab_size, min_frequency=2,
+                            special_tokens=["<|endoftext|>"])
+    tok.save(str(out / "tokenizer.json"))
+    eos = tok.token_to_id("<|endoftext|>")
+    for split, keys in (("train", train_keys), ("test", test_keys)):
+        ids = []
+        for enc in tok.encode_batch([texts[k] for k in keys]):
+            ids.extend(enc.ids + [eos])
+        np.array(ids, dtype=np.uint16).tofile(out / f"{split}.bin")
+        print(f"stdlib {split}: {len(keys)} files, {len(ids)} tokens")
+    (out / "files.json").write_text(json.dumps({"python": sys.version, "root": str(root), "train": train_keys,
+                                                "test": test_keys}))
+    return out
+
+
+if __name__ == "__main__":
+    fetch_emoji()
+    build_images()
+    build_text()
+    build_videos()

@@ -1,0 +1,176 @@
+"""Train the emoji VQ image tokenizer (diffusers VQModel: 64x64 RGB -> 16x16 grid of codebook ids).
+
+    python models/recipes/train_vq.py                 # resumable; --max-minutes sets the total budget
+
+Data: the emoji images (both art sets, skin tones, composited on white), plus, for a quarter of each
+batch, 2x2 mosaics of 32x32 "video frames" (a shrunken sprite on a plain colour) so the same tokenizer
+serves the 32x32 frames of the video model. Loss: MSE + 0.1 L1 + the VQ commitment loss. Unused codes
+are restarted from encoder outputs of the current batch every 25 steps (keeps the codebook in use).
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import common  # noqa: E402
+import data  # noqa: E402
+
+VQ_CONFIG = dict(in_channels=3, out_channels=3, down_block_types=("DownEncoderBlock2D",) * 3,
+                 up_block_types=("UpDecoderBlock2D",) * 3, block_out_channels=(32, 64, 64), layers_per_block=1,
+                 latent_channels=8, vq_embed_dim=8, num_vq_embeddings=1024, norm_num_groups=32, sample_size=64)
+
+
+def make_vq():
+    from diffusers import VQModel
+    return VQModel(**VQ_CONFIG)
+
+
+def to_tensor(imgs: np.ndarray) -> torch.Tensor:
+    return torch.from_numpy(imgs).permute(0, 3, 1, 2).float() / 127.5 - 1.0
+
+
+def mosaic_batch(n: int, imgs: np.ndarray, alpha: np.ndarray, rng: np.random.Generator) -> torch.Tensor:
+    """n 64x64 images, each four 32x32 tiles of a shrunken sprite on a plain random colour, in [-1, 1]."""
+    cols = torch.tensor(list(data.BACKGROUNDS.values()), dtype=torch.float32) / 127.5 - 1
+    out = torch.empty(n, 3, 64, 64)
+    for b in range(n):
+        for ty in range(2):
+            for tx in range(2):
+                i = int(rng.integers(len(imgs)))
+                s = int(rng.integers(8, 33))
+                rgb = to_tensor(imgs[i:i + 1])
+                a = torch.from_numpy(alpha[i:i + 1, None]).float() / 255
+                sp = F.interpolate(torch.cat([rgb, a], 1), size=(s, s), mode="bilinear", antialias=True)[0]
+                tile = cols[int(rng.integers(len(cols)))][:, None, None].expand(3, 32, 32).clone()
+                x, y = (int(v) for v in rng.integers(-s // 4, 32 - s + s // 4 + 1, size=2))
+                x0, y0, x1, y1 = max(x, 0), max(y, 0), min(x + s, 32), min(y + s, 32)
+                patch = sp[:, y0 - y:y1 - y, x0 - x:x1 - x]
+                tile[:, y0:y1, x0:x1] = patch[3:] * patch[:3] + (1 - patch[3:]) * tile[:, y0:y1, x0:x1]
+                out[b, :, 32 * ty:32 * ty + 32, 32 * tx:32 * tx + 32] = tile
+    return out
+
+
+@torch.no_grad()
+def evaluate(vq, x: torch.Tensor, batch: int = 64):
+    """-> (PSNR in dB over pixels in [0,1], codebook ids used, all ids) on images x in [-1, 1]."""
+    vq.eval()
+    mse, ids = [], []
+    for i in range(0, len(x), batch):
+        xb = x[i:i + batch]
+        h = vq.encode(xb).latents
+        q, _, (_, _, idx) = vq.quantize(h)
+        rec = vq.decode(q, force_not_quantize=True).sample.clamp(-1, 1)
+        mse.append(((rec - xb) / 2).pow(2).flatten(1).mean(1))
+        ids.append(idx.flatten())
+    vq.train()
+    mse = torch.cat(mse)
+    psnr = (10 * torch.log10(1 / mse.clamp_min(1e-10))).mean().item()
+    ids = torch.cat(ids)
+    return psnr, ids.unique().numel(), ids
+
+
+def main():
+    p = common.base_parser("emoji-vq", minutes=35, lr=5e-4, batch=16)
+    p.add_argument("--mosaic-frac", type=float, default=0.25)
+    p.add_argument("--eval-every", type=int, default=100)
+    args = p.parse_args()
+    device = common.setup(args)
+    imgs, test, meta, alpha = data.load_images(with_alpha=True)
+    train_idx, test_idx = np.flatnonzero(~test), np.flatnonzero(test)
+    x_test = to_tensor(imgs[test_idx]).to(device)
+    rng = np.random.default_rng(args.seed)
+
+    vq = make_vq().to(device)
+    opt = torch.optim.AdamW(vq.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
+    run = common.Run(args, vq, opt, extra={"rng_np": None})
+    print(f"VQModel {common.count_params(vq) / 1e6:.2f}M params, train {len(train_idx)}, held out {len(test_idx)}",
+          flush=True)
+    if run.step == 0:  # initialise the codebook from encoder outputs
+        with torch.no_grad():
+            xb = to_tensor(imgs[rng.choice(train_idx, 64)]).to(device)
+            z = vq.encode(xb).latents.permute(0, 2, 3, 1).reshape(-1, VQ_CONFIG["vq_embed_dim"])
+            vq.quantize.embedding.weight.copy_(z[torch.randperm(len(z))[:VQ_CONFIG["num_vq_embeddings"]]])
+    rng = np.random.default_rng(args.seed + run.step)
+    usage = torch.zeros(VQ_CONFIG["num_vq_embeddings"], device=device)
+    lr = common.lr_at(args, run.step, run.elapsed)
+    n_mosaic = int(round(args.batch * args.mosaic_frac))
+    while not run.done and not args.export_only:
+        run.set_lr(lr)
+        xb = to_tensor(imgs[rng.choice(train_idx, args.batch - n_mosaic)])
+        if n_mosaic:
+            xb = torch.cat([xb, mosaic_batch(n_mosaic, imgs[train_idx], alpha[train_idx], rng)])
+        xb = xb.to(device)
+        h = vq.encode(xb).latents
+        q, commit, (_, _, idx) = vq.quantize(h)
+        rec = vq.decode(q, force_not_quantize=True).sample
+        mse = F.mse_loss(rec, xb)
+        loss = mse + 0.1 * F.l1_loss(rec, xb) + commit
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(vq.parameters(), 1.0)
+        opt.step()
+        usage.index_add_(0, idx.flatten(), torch.ones(idx.numel(), device=device))
+        if (run.step + 1) % 25 == 0:  # restart dead codes from this batch's encoder outputs
+            with torch.no_grad():
+                dead = (usage == 0).nonzero().flatten()
+                if len(dead):
+                    z = h.detach().permute(0, 2, 3, 1).reshape(-1, h.shape[1])
+                    pick = z[torch.randint(len(z), (len(dead),), device=device)]
+                    vq.quantize.embedding.weight[dead] = pick + 0.01 * torch.randn_like(pick)
+                run.extra["restarted"] = run.extra.get("restarted", 0) + len(dead)
+            usage.zero_()
+        lr = run.tick()
+        if run.step % 10 == 0:
+            psnr_b = (10 * torch.log10(4 / mse.detach())).item()
+            run.log(loss=round(loss.item(), 5), mse=round(mse.item(), 5), commit=round(commit.item(), 5),
+                    batch_psnr=round(psnr_b, 2), lr=round(lr, 6), restarted=run.extra.get("restarted", 0))
+        if run.step % args.eval_every == 0:
+            psnr, used, _ = evaluate(vq, x_test)
+            run.log(eval_psnr=round(psnr, 2), eval_codes_used=used)
+    run.save()
+    export(vq, imgs, test_idx, train_idx, args, run)
+
+
+def export(vq, imgs, test_idx, train_idx, args, run):
+    from PIL import Image
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    vq_cpu = make_vq()
+    vq_cpu.load_state_dict({k: v.cpu() for k, v in vq.state_dict().items()})
+    vq_cpu.eval()
+    x_test = to_tensor(imgs[test_idx])
+    psnr, used, ids = evaluate(vq_cpu, x_test)
+    sub = np.random.default_rng(0).choice(train_idx, 1024, replace=False)
+    _, used_train, ids_train = evaluate(vq_cpu, to_tensor(imgs[sub]))
+    all_ids = torch.cat([ids, ids_train])
+    counts = torch.bincount(all_ids, minlength=VQ_CONFIG["num_vq_embeddings"]).float()
+    pr = counts / counts.sum()
+    perplexity = torch.exp(-(pr[pr > 0] * pr[pr > 0].log()).sum()).item()
+    # bf16 export, then re-measure PSNR with the bf16 weights (what users load)
+    vq_cpu.to(torch.bfloat16).save_pretrained(out, safe_serialization=True)
+    from diffusers import VQModel
+    vq16 = VQModel.from_pretrained(out).float()
+    psnr16, used16, _ = evaluate(vq16, x_test)
+    # a reconstruction grid: 8 held-out originals (top) and reconstructions (bottom)
+    with torch.no_grad():
+        xb = x_test[:: max(1, len(x_test) // 8)][:8]
+        rec = vq16(xb).sample.clamp(-1, 1)
+    grid = torch.cat([torch.cat(list(xb), 2), torch.cat(list(rec), 2)], 1)
+    Image.fromarray(((grid.permute(1, 2, 0) + 1) * 127.5).round().byte().numpy()).save(out / "reconstructions.png")
+    metrics = {"heldout_psnr_db": round(psnr, 2), "heldout_psnr_db_bf16": round(psnr16, 2),
+               "codes_used_heldout": used, "codes_used_train_1024": used_train,
+               "codes_used_total": int((counts > 0).sum()), "codebook_size": VQ_CONFIG["num_vq_embeddings"],
+               "code_perplexity": round(perplexity, 1), "steps": run.step, "batch": args.batch,
+               "train_minutes": round(run.elapsed / 60, 1), "threads": args.threads, "device": args.device,
+               "params": common.count_params(vq_cpu)}
+    common.write_json(out / "metrics.json", metrics)
+    print(metrics, flush=True)
+
+
+if __name__ == "__main__":
+    main()
