@@ -27,14 +27,22 @@ class ReferenceSession:
             raise ValueError(f"{layout!r} has {layout.length} tokens, longer than the model's block_size "
                              f"{cfg_.block_size}")
         device = model.tok_embeddings.weight.device
+        mask = None
+        if isinstance(condition, (tuple, list)) and len(condition) == 2 and torch.is_tensor(condition[0]):
+            condition, mask = condition  # caption features and their mask [C, T] (1 = real, left-padded)
         cond = repeat_condition(torch.as_tensor(condition, device=device), num_samples)
         model.check_condition(cond)
+        if cfg and not model.has_null_condition:
+            raise ValueError("CFG needs a null condition, and this model has none (trained without label dropout)")
         self.model, self.cfg, self.prompt, self.device = model, cfg, None, device
         self.batch_size, self.vocab_size = cond.shape[0], cfg_.vocab_size
         rows = torch.cat([cond, model.null_condition(cond.shape[0])]) if cfg else cond
         self.positions = layout.positions().to(device)  # [N, A]
         self.prefix_len = P = cfg_.prefix_len
         self.cache = model.new_cache(rows.shape[0], P + layout.length + max_window)
+        if mask is not None:
+            self.cache.first = _padding(repeat_condition(torch.as_tensor(mask, device=device), num_samples), P)
+            self.cache.first = self.cache.first.repeat(2 if cfg else 1)
         with torch.no_grad():
             prefix = model.embed_condition(rows)  # [R, P, D]
             self.start_embedding = prefix[:, -1]  # index -1 is fed with the first window
@@ -63,3 +71,13 @@ class ReferenceSession:
         self.cache.truncate(self.prefix_len + start)
         logits = self._run(h, positions, is_cond)
         return (logits[: self.batch_size], logits[self.batch_size:]) if self.cfg else (logits, None)
+
+
+def _padding(mask: torch.Tensor, length: int) -> torch.Tensor:
+    """[B, T] condition mask (1 = real token) -> [B] count of leading padding; padding must be on the left."""
+    if mask.shape[1] != length:
+        raise ValueError(f"condition mask has {mask.shape[1]} entries, the model's condition has {length}")
+    pads = (mask == 0).long().sum(1)
+    if not (mask.long().cumsum(1) > 0).eq(torch.arange(length, device=mask.device) >= pads[:, None]).all():
+        raise ValueError("condition masks must pad on the left (zeros first, as LlamaGen flips them)")
+    return pads

@@ -3,9 +3,10 @@
 Lineage: FoundationVision/LlamaGen `autoregressive/models/gpt.py` (MIT), itself after gpt-fast and
 Llama: RMSNorm, SwiGLU feed-forward, fused wqkv, interleaved-pair RoPE whose pairs are split
 between the grid axes, class-label conditioning with a null class for CFG. Parameter names match
-LlamaGen's so its checkpoints load key for key. Changes: positions come in explicitly (so one
-forward can verify L drafted positions of a grid), the KV cache is mmspec's StaticKVCache, and a
-token-prefix condition (prompt word ids, pad id 0 = the null condition) sits beside the class label.
+LlamaGen's so its checkpoints load key for key (class labels, or T5 caption features through
+`cls_embedding.cap_proj` with the learned `uncond_embedding` as null). Changes: positions come in
+explicitly (so one forward can verify L drafted positions of a grid), the KV cache is mmspec's
+StaticKVCache, and a token-prefix condition (prompt word ids, pad id 0 = null) is added.
 """
 from __future__ import annotations
 
@@ -32,18 +33,21 @@ class GPTConfig:
     rope_base: float = 10000.0
     rope_axes: int = 2  # 1: text, 2: (row, col), 3: (frame, row, col)
     block_size: int = 256  # longest generated sequence the model was trained for
-    num_classes: int = 0  # > 0: class-label condition, null class = num_classes (LlamaGen c2i)
+    num_classes: int = 0  # > 0: class-label condition (LlamaGen c2i)
+    class_null: bool = True  # the class table has a null row num_classes (LlamaGen: class_dropout_prob > 0)
     cond_vocab_size: int = 0  # > 0: token-prefix condition of cond_len ids, id 0 = pad / null
+    caption_dim: int = 0  # > 0: cond_len caption feature vectors (LlamaGen t2i, T5 features)
     cond_len: int = 0
     cond_rope: str = "zero"  # "zero": condition q/k rotate by 0 -> vanish (LlamaGen); "identity": angle 0
 
     def __post_init__(self):
         if self.rope_axes not in (1, 2, 3):
             raise ValueError(f"rope_axes must be 1, 2 or 3, got {self.rope_axes}")
-        if (self.num_classes > 0) == (self.cond_vocab_size > 0):
-            raise ValueError("set exactly one of num_classes (class labels) or cond_vocab_size (token prefix)")
-        if self.cond_vocab_size > 0 and self.cond_len < 1:
-            raise ValueError("a token-prefix condition needs cond_len >= 1")
+        if sum(x > 0 for x in (self.num_classes, self.cond_vocab_size, self.caption_dim)) != 1:
+            raise ValueError("set exactly one of num_classes (class labels), cond_vocab_size (token prefix) "
+                             "or caption_dim (caption features)")
+        if not self.num_classes and self.cond_len < 1:
+            raise ValueError("a token-prefix or caption condition needs cond_len >= 1")
         if self.cond_rope not in ("zero", "identity"):
             raise ValueError(f"cond_rope must be 'zero' or 'identity', got {self.cond_rope!r}")
         if (self.dim // self.n_head) % (2 * self.rope_axes):
@@ -144,14 +148,37 @@ class Block(nn.Module):
 
 
 class LabelEmbedder(nn.Module):
-    """Class embedding with one extra row, the null class used for CFG (LlamaGen's LabelEmbedder)."""
+    """Class embedding, with an extra null row for CFG when trained with label dropout (LlamaGen)."""
 
-    def __init__(self, num_classes: int, dim: int):
+    def __init__(self, num_classes: int, dim: int, null: bool):
         super().__init__()
-        self.embedding_table = nn.Embedding(num_classes + 1, dim)
+        self.embedding_table = nn.Embedding(num_classes + null, dim)
 
     def forward(self, labels):
         return self.embedding_table(labels)[:, None]  # [B, 1, D]
+
+
+class MLP(nn.Module):
+    def __init__(self, in_features: int, hidden: int, out_features: int):
+        super().__init__()
+        self.fc1 = nn.Linear(in_features, hidden, bias=False)
+        self.act = nn.GELU(approximate="tanh")
+        self.fc2 = nn.Linear(hidden, out_features, bias=False)
+
+    def forward(self, x):
+        return self.fc2(self.act(self.fc1(x)))
+
+
+class CaptionEmbedder(nn.Module):
+    """Caption features [B, T, C] -> [B, T, D]; the null caption is the learned `uncond_embedding`."""
+
+    def __init__(self, caption_dim: int, dim: int, token_num: int):
+        super().__init__()
+        self.cap_proj = MLP(caption_dim, dim, dim)
+        self.register_buffer("uncond_embedding", torch.randn(token_num, caption_dim) / caption_dim**0.5)
+
+    def forward(self, caption):
+        return self.cap_proj(caption)
 
 
 class GPT(nn.Module):
@@ -160,7 +187,9 @@ class GPT(nn.Module):
         self.config = cfg
         self.tok_embeddings = nn.Embedding(cfg.vocab_size, cfg.dim)
         if cfg.num_classes:
-            self.cls_embedding = LabelEmbedder(cfg.num_classes, cfg.dim)
+            self.cls_embedding = LabelEmbedder(cfg.num_classes, cfg.dim, cfg.class_null)
+        elif cfg.caption_dim:
+            self.cls_embedding = CaptionEmbedder(cfg.caption_dim, cfg.dim, cfg.cond_len)
         else:
             self.cond_embeddings = nn.Embedding(cfg.cond_vocab_size, cfg.dim)
         self.layers = nn.ModuleList(Block(cfg, i) for i in range(cfg.n_layer))
@@ -171,28 +200,41 @@ class GPT(nn.Module):
     def head_dim(self) -> int:
         return self.config.dim // self.config.n_head
 
+    @property
+    def has_null_condition(self) -> bool:
+        return not self.config.num_classes or self.config.class_null
+
     def null_condition(self, batch: int) -> torch.Tensor:
-        """The condition CFG mixes against: the null class, or an all-pad prompt."""
-        device = self.tok_embeddings.weight.device
-        if self.config.num_classes:
-            return torch.full((batch,), self.config.num_classes, dtype=torch.long, device=device)
-        return torch.zeros(batch, self.config.cond_len, dtype=torch.long, device=device)
+        """The condition CFG mixes against: the null class, the learned null caption, or an all-pad prompt."""
+        cfg, device = self.config, self.tok_embeddings.weight.device
+        if not self.has_null_condition:
+            raise ValueError("this model was trained without a null class (class_dropout_prob = 0): it cannot run CFG")
+        if cfg.num_classes:
+            return torch.full((batch,), cfg.num_classes, dtype=torch.long, device=device)
+        if cfg.caption_dim:
+            return self.cls_embedding.uncond_embedding.expand(batch, -1, -1)
+        return torch.zeros(batch, cfg.cond_len, dtype=torch.long, device=device)
 
     def check_condition(self, cond: torch.Tensor) -> None:
         cfg = self.config
         if cfg.num_classes:
-            if cond.dim() != 1 or cond.min() < 0 or cond.max() > cfg.num_classes:
-                raise ValueError(f"class condition must be ids [B] in [0, {cfg.num_classes}], got shape "
-                                 f"{tuple(cond.shape)}")
-        elif cond.dim() != 2 or cond.shape[1] != cfg.cond_len or cond.min() < 0 or cond.max() >= cfg.cond_vocab_size:
+            top = cfg.num_classes + cfg.class_null
+            if cond.dim() != 1 or cond.is_floating_point() or cond.min() < 0 or cond.max() >= top:
+                raise ValueError(f"class condition must be ids [B] in [0, {top}), got {tuple(cond.shape)}")
+        elif cfg.caption_dim:
+            if cond.dim() != 3 or cond.shape[1:] != (cfg.cond_len, cfg.caption_dim):
+                raise ValueError(f"caption condition must be features [B, {cfg.cond_len}, {cfg.caption_dim}], "
+                                 f"got {tuple(cond.shape)}")
+        elif (cond.dim() != 2 or cond.is_floating_point() or cond.shape[1] != cfg.cond_len or cond.min() < 0
+              or cond.max() >= cfg.cond_vocab_size):
             raise ValueError(f"prompt condition must be ids [B, {cfg.cond_len}] in [0, {cfg.cond_vocab_size}), "
-                             f"got shape {tuple(cond.shape)}")
+                             f"got {tuple(cond.shape)}")
 
     def embed_condition(self, cond: torch.Tensor) -> torch.Tensor:
-        """cond: class ids [B] or prompt ids [B, P] -> prefix embeddings [B, P, D]."""
+        """cond: class ids [B], caption features [B, T, C] or prompt ids [B, P] -> prefix embeddings [B, P, D]."""
         self.check_condition(cond)
-        if self.config.num_classes:
-            return self.cls_embedding(cond)
+        if self.config.num_classes or self.config.caption_dim:
+            return self.cls_embedding(cond.to(self.tok_embeddings.weight.dtype) if cond.is_floating_point() else cond)
         return self.cond_embeddings(cond)
 
     def rope(self, positions: torch.Tensor, is_cond: torch.Tensor):

@@ -1,0 +1,112 @@
+"""Reference GPT folders (config.json + model.safetensors) and LlamaGen checkpoints.
+
+A folder is loaded strictly: every weight the config implies must be there with its shape, and no
+other. LlamaGen releases `.pt` files (pickles): they load only with `allow_pickle=True`, and even
+then through torch's weights-only unpickler; convert them once with `convert_llamagen`.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import fields
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from mmspec.reference.gpt import GPT, GPTConfig
+
+# LlamaGen's GPT_models table: (n_layer, n_head, dim)
+LLAMAGEN_MODELS = {
+    "GPT-B": (12, 12, 768), "GPT-L": (24, 16, 1024), "GPT-XL": (36, 20, 1280), "GPT-XXL": (48, 24, 1536),
+    "GPT-XXXL": (48, 40, 2560), "GPT-1B": (22, 32, 2048), "GPT-3B": (24, 32, 3200), "GPT-7B": (32, 32, 4096),
+}
+_NOT_WEIGHTS = ("freqs_cis", "causal_mask", "kv_cache")
+
+
+def save_gpt(model: GPT, path: str | Path, dtype: torch.dtype | None = None) -> None:
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "config.json").write_text(json.dumps({"model_type": "mmspec-gpt", **model.config.to_dict()}, indent=2))
+    sd = {k: (v.to(dtype) if dtype is not None else v).contiguous() for k, v in model.state_dict().items()}
+    save_file(sd, str(path / "model.safetensors"))
+
+
+def load_config(path: str | Path) -> GPTConfig:
+    raw = json.loads((Path(path) / "config.json").read_text())
+    if raw.pop("model_type", "mmspec-gpt") != "mmspec-gpt":
+        raise ValueError(f"{path} is not an mmspec reference GPT folder")
+    known = {f.name for f in fields(GPTConfig)}
+    if set(raw) - known:
+        raise ValueError(f"{path}/config.json has unknown fields {sorted(set(raw) - known)}")
+    return GPTConfig(**raw)
+
+
+def load_gpt(path: str | Path, dtype: torch.dtype = torch.float32, device="cpu") -> GPT:
+    from mmspec.adapters.loading import check_folder
+
+    path = check_folder(path, "reference GPT")
+    model = GPT(load_config(path))
+    load_strict(model, load_file(str(path / "model.safetensors")), str(path))
+    return model.to(device=device, dtype=dtype).eval()
+
+
+def load_strict(model: GPT, state_dict: dict[str, torch.Tensor], source: str) -> None:
+    expected = model.state_dict()
+    missing = sorted(set(expected) - set(state_dict))
+    unexpected = sorted(set(state_dict) - set(expected))
+    shapes = [f"{k}: {tuple(state_dict[k].shape)} vs config {tuple(v.shape)}" for k, v in expected.items()
+              if k in state_dict and state_dict[k].shape != v.shape]
+    if missing or unexpected or shapes:
+        raise ValueError(f"the weights in {source} do not match the config: missing {missing[:5]}, "
+                         f"unexpected {unexpected[:5]}, shape mismatches {shapes[:5]}")
+    model.load_state_dict({k: v.to(expected[k].dtype) for k, v in state_dict.items()})
+
+
+def llamagen_config(model: "str | tuple[int, int, int]" = "GPT-B", image_size: int = 256, downsample: int = 16, vocab_size: int = 16384,
+                    model_type: str = "c2i", num_classes: int = 1000, class_dropout_prob: float = 0.1,
+                    caption_dim: int = 2048, cls_token_num: int = 120) -> GPTConfig:
+    """The GPTConfig of a LlamaGen checkpoint, from the same arguments its sampling scripts take
+    (`model` is a GPT_models name or an explicit (n_layer, n_head, dim))."""
+    if isinstance(model, str) and model not in LLAMAGEN_MODELS:
+        raise ValueError(f"unknown LlamaGen model {model!r}; choose one of {sorted(LLAMAGEN_MODELS)}")
+    n_layer, n_head, dim = LLAMAGEN_MODELS[model] if isinstance(model, str) else model
+    grid = image_size // downsample
+    common = dict(vocab_size=vocab_size, dim=dim, n_layer=n_layer, n_head=n_head, rope_axes=2,
+                  block_size=grid * grid, cond_rope="zero")
+    if model_type == "c2i":
+        return GPTConfig(**common, num_classes=num_classes, class_null=class_dropout_prob > 0)
+    if model_type == "t2i":
+        return GPTConfig(**common, caption_dim=caption_dim, cond_len=cls_token_num)
+    raise ValueError(f"model_type must be 'c2i' or 't2i', got {model_type!r}")
+
+
+def read_llamagen_state_dict(file: str | Path, allow_pickle: bool = False) -> dict[str, torch.Tensor]:
+    """A LlamaGen checkpoint file -> its GPT state dict ({"model"|"module"|"state_dict": sd} or a raw sd)."""
+    file = Path(file)
+    if not file.is_file():
+        raise FileNotFoundError(f"no checkpoint file at {file}")
+    if file.suffix == ".safetensors":
+        sd = load_file(str(file))
+    elif allow_pickle:
+        sd = torch.load(file, map_location="cpu", weights_only=True)
+    else:
+        raise ValueError(f"{file} is a pickle; pass allow_pickle=True to read it with torch's weights-only "
+                         "unpickler (then save it as safetensors with convert_llamagen)")
+    for key in ("model", "module", "state_dict"):
+        if isinstance(sd, dict) and key in sd and isinstance(sd[key], dict):
+            sd = sd[key]
+    return {k: v for k, v in sd.items() if not any(part in k for part in _NOT_WEIGHTS)}
+
+
+def load_llamagen(file: str | Path, allow_pickle: bool = False, dtype: torch.dtype = torch.float32,
+                  **config) -> GPT:
+    """A LlamaGen GPT checkpoint into the reference GPT; `config` as for `llamagen_config`."""
+    model = GPT(llamagen_config(**config))
+    load_strict(model, read_llamagen_state_dict(file, allow_pickle), str(file))
+    return model.to(dtype).eval()
+
+
+def convert_llamagen(file: str | Path, out: str | Path, allow_pickle: bool = False, **config) -> Path:
+    """Write a LlamaGen checkpoint as a reference GPT folder (safetensors + config.json)."""
+    save_gpt(load_llamagen(file, allow_pickle, **config), out)
+    return Path(out)
