@@ -1,0 +1,105 @@
+"""LlamaGen VQ weights, written with LlamaGen's key layout, decode to LlamaGen's pixels through diffusers."""
+import pytest
+import torch
+import torch.nn.functional as F
+from safetensors.torch import save_file
+
+from mmspec.tokenizers.llamagen import load_llamagen_vq
+
+CH, MULT, Z, EMB, CODES = 32, (1, 2), 32, 4, 10
+
+
+def llamagen_vq_state_dict(seed=0):
+    g = torch.Generator().manual_seed(seed)
+    r = lambda *s: torch.randn(*s, generator=g) * 0.2  # noqa: E731
+    sd = {}
+
+    def res(p, cin, cout):
+        sd.update({p + "norm1.weight": 1 + r(cin), p + "norm1.bias": r(cin), p + "conv1.weight": r(cout, cin, 3, 3),
+                   p + "conv1.bias": r(cout), p + "norm2.weight": 1 + r(cout), p + "norm2.bias": r(cout),
+                   p + "conv2.weight": r(cout, cout, 3, 3), p + "conv2.bias": r(cout)})
+        if cin != cout:
+            sd.update({p + "nin_shortcut.weight": r(cout, cin, 1, 1), p + "nin_shortcut.bias": r(cout)})
+
+    def attn(p, c):
+        sd.update({p + "norm.weight": 1 + r(c), p + "norm.bias": r(c)})
+        for name in ("q", "k", "v", "proj_out"):
+            sd.update({p + f"{name}.weight": r(c, c, 1, 1), p + f"{name}.bias": r(c)})
+
+    n, top = len(MULT), CH * MULT[-1]
+    sd.update({"encoder.conv_in.weight": r(CH, 3, 3, 3), "encoder.conv_in.bias": r(CH)})
+    cin = CH
+    for i, m in enumerate(MULT):
+        for j in range(2):
+            res(f"encoder.conv_blocks.{i}.res.{j}.", cin, CH * m)
+            cin = CH * m
+            if i == n - 1:
+                attn(f"encoder.conv_blocks.{i}.attn.{j}.", cin)
+        if i != n - 1:
+            sd.update({f"encoder.conv_blocks.{i}.downsample.conv.weight": r(cin, cin, 3, 3),
+                       f"encoder.conv_blocks.{i}.downsample.conv.bias": r(cin)})
+    for part in ("encoder", "decoder"):
+        res(f"{part}.mid.0.", top, top)
+        attn(f"{part}.mid.1.", top)
+        res(f"{part}.mid.2.", top, top)
+    sd.update({"encoder.norm_out.weight": 1 + r(top), "encoder.norm_out.bias": r(top),
+               "encoder.conv_out.weight": r(Z, top, 3, 3), "encoder.conv_out.bias": r(Z),
+               "decoder.conv_in.weight": r(top, Z, 3, 3), "decoder.conv_in.bias": r(top)})
+    cin = top
+    for i, lvl in enumerate(reversed(range(n))):
+        for j in range(3):
+            res(f"decoder.conv_blocks.{i}.res.{j}.", cin, CH * MULT[lvl])
+            cin = CH * MULT[lvl]
+            if lvl == n - 1:
+                attn(f"decoder.conv_blocks.{i}.attn.{j}.", cin)
+        if lvl != 0:
+            sd.update({f"decoder.conv_blocks.{i}.upsample.conv.weight": r(cin, cin, 3, 3),
+                       f"decoder.conv_blocks.{i}.upsample.conv.bias": r(cin)})
+    sd.update({"decoder.norm_out.weight": 1 + r(cin), "decoder.norm_out.bias": r(cin),
+               "decoder.conv_out.weight": r(3, cin, 3, 3), "decoder.conv_out.bias": r(3),
+               "quant_conv.weight": r(EMB, Z, 1, 1), "quant_conv.bias": r(EMB),
+               "post_quant_conv.weight": r(Z, EMB, 1, 1), "post_quant_conv.bias": r(Z),
+               "quantize.embedding.weight": r(CODES, EMB), "quantize.codebook_used": torch.zeros(65536)})
+    return sd
+
+
+def llamagen_decode(sd, codes):
+    """LlamaGen's decode_code, restated: normalised codebook -> post_quant_conv -> taming decoder."""
+    gn = lambda x, p: F.group_norm(x, 32, sd[p + "weight"], sd[p + "bias"], eps=1e-6)  # noqa: E731
+    conv = lambda x, p, pad=1: F.conv2d(x, sd[p + "weight"], sd[p + "bias"], padding=pad)  # noqa: E731
+
+    def res(x, p):
+        h = conv(F.silu(gn(conv(F.silu(gn(x, p + "norm1.")), p + "conv1."), p + "norm2.")), p + "conv2.")
+        return (conv(x, p + "nin_shortcut.", 0) if p + "nin_shortcut.weight" in sd else x) + h
+
+    def attn(x, p):
+        h = gn(x, p + "norm.")
+        B, C, H, W = h.shape
+        q, k, v = (conv(h, p + f"{n}.", 0).reshape(B, C, H * W) for n in "qkv")
+        w = torch.softmax(q.transpose(1, 2) @ k * C**-0.5, -1)
+        return x + conv((v @ w.transpose(1, 2)).reshape(B, C, H, W), p + "proj_out.", 0)
+
+    emb = F.normalize(sd["quantize.embedding.weight"], dim=-1)[codes].permute(0, 3, 1, 2)
+    h = conv(conv(emb, "post_quant_conv.", 0), "decoder.conv_in.")
+    h = res(attn(res(h, "decoder.mid.0."), "decoder.mid.1."), "decoder.mid.2.")
+    for i in range(len(MULT)):
+        for j in range(3):
+            h = res(h, f"decoder.conv_blocks.{i}.res.{j}.")
+            if i == 0:
+                h = attn(h, f"decoder.conv_blocks.{i}.attn.{j}.")
+        if i != len(MULT) - 1:
+            h = conv(F.interpolate(h, scale_factor=2.0, mode="nearest"), f"decoder.conv_blocks.{i}.upsample.conv.")
+    return conv(F.silu(gn(h, "decoder.norm_out.")), "decoder.conv_out.")
+
+
+def test_llamagen_vq_decodes_like_llamagen(tmp_path):
+    sd = llamagen_vq_state_dict()
+    save_file(sd, str(tmp_path / "vq.safetensors"))
+    kw = dict(codebook_size=CODES, embed_dim=EMB, z_channels=Z, ch=CH)
+    with pytest.raises(ValueError, match="unknown LlamaGen VQ"):
+        load_llamagen_vq(tmp_path / "vq.safetensors", model="VQ-32", **kw)
+    tok = load_llamagen_vq(tmp_path / "vq.safetensors", model=MULT, **kw)
+    with pytest.raises(ValueError, match="do not match"):
+        load_llamagen_vq(tmp_path / "vq.safetensors", model=MULT, **{**kw, "codebook_size": CODES + 1})
+    codes = torch.randint(CODES, (2, 3, 3), generator=torch.Generator().manual_seed(1))
+    torch.testing.assert_close(tok.decode(codes), llamagen_decode(sd, codes).clamp(-1, 1), atol=1e-4, rtol=1e-4)
