@@ -1,0 +1,4 @@
+"""Image tokenizers: token grids <-> pixels."""
+from mmspec.tokenizers.vq import VQTokenizer
+
+__all__ = ["VQTokenizer"]

@@ -1,0 +1,250 @@
+"""Train `emoji-image` (2D RoPE, 16x16 tokens) or `emoji-video` (3D RoPE, 8 frames of 8x8 tokens).
+
+    python models/recipes/train_gpt.py --model emoji-image     # needs models/emoji-vq (train_vq.py)
+    python models/recipes/train_gpt.py --model emoji-video
+
+mmspec's reference GPT with a token-prefix condition: the prompt's word ids (vocab.json, id 0 = pad =
+the null condition, cond_rope "identity"), trained teacher-forced with
+`model.forward_sequence(cond, tokens, layout.positions())`. Condition dropout 0.1 (all-pad prompt) so
+classifier-free guidance works; otherwise the full word list (45%) or a random subset of its words
+(45%), so short prompts like "red heart" are in distribution. Images/frames are tokenized once with
+the VQ and cached in .cache/data/.
+"""
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import common  # noqa: E402
+import data  # noqa: E402
+
+ROOT = common.ROOT
+COND_LEN = 12
+MODELS = {
+    "emoji-image": dict(gpt=dict(dim=256, n_layer=6, n_head=8, multiple_of=32, rope_axes=2, block_size=256),
+                        layout=("Grid2D", [16, 16]), frame=64,
+                        sampling={"temperature": 1.0, "top_k": 100, "cfg_scale": 3.0},
+                        prompts=["red heart", "smiling face", "dog face", "pizza", "rocket", "sun", "tree",
+                                 "flag france"]),
+    "emoji-video": dict(gpt=dict(dim=192, n_layer=6, n_head=4, multiple_of=32, rope_axes=3, block_size=512),
+                        layout=("Grid3D", [8, 8, 8]), frame=32,
+                        sampling={"temperature": 1.0, "top_k": 100, "cfg_scale": 3.0},
+                        prompts=["bounce red apple", "slide right car", "zoom in red heart", "rotate sun",
+                                 "slide down dog face", "slide left rocket", "zoom out pizza", "bounce soccer ball"]),
+}
+
+
+def make_layout(spec):
+    import mmspec
+    kind, shape = spec
+    return getattr(mmspec, kind)(*shape)
+
+
+def tokenize(name: str, vq_path: Path, batch: int = 64):
+    """-> tokens int16 [N, L], words (list of lists), test mask; cached per VQ weights."""
+    from mmspec.tokenizers import VQTokenizer
+    import hashlib
+    h = hashlib.sha1((vq_path / "diffusion_pytorch_model.safetensors").read_bytes()).hexdigest()[:10]
+    path = common.CACHE / "data" / f"tokens_{name}_{h}.npz"
+    if path.exists():
+        z = np.load(path)
+        return z["tokens"], json.loads(str(z["words"])), z["test"]
+    vq = VQTokenizer.from_pretrained(vq_path)
+    if name == "emoji-image":
+        imgs, test, meta = data.load_images()
+        words = [m["words"] for m in meta]
+        toks = np.concatenate([vq.encode(imgs[i:i + batch]).flatten(1).numpy() for i in range(0, len(imgs), batch)])
+    else:
+        clips, test, meta = data.load_videos()
+        words = [m["words"] for m in meta]
+        frames = clips.reshape(-1, *clips.shape[2:])
+        toks = np.concatenate([vq.encode(frames[i:i + batch]).flatten(1).numpy()
+                               for i in range(0, len(frames), batch)])
+        toks = toks.reshape(len(clips), -1)  # frame-major raster order = Grid3D order
+    np.savez(path, tokens=toks.astype(np.int16), words=np.array(json.dumps(words)), test=test)
+    print(f"tokenized {name}: {toks.shape} -> {path}", flush=True)
+    return toks.astype(np.int16), words, test
+
+
+def condition_batch(word_lists, index, rng, drop: float = 0.1, cond_len: int = COND_LEN):
+    out = np.zeros((len(word_lists), cond_len), dtype=np.int64)
+    for b, ws in enumerate(word_lists):
+        u = rng.random()
+        if u < drop:
+            continue
+        if u > drop + (1 - drop) / 2 and len(ws) > 1:
+            keep = rng.random(len(ws)) < 0.5
+            if not keep.any():
+                keep[rng.integers(len(ws))] = True
+            ws = [w for w, k in zip(ws, keep) if k]
+        out[b] = data.encode_prompt(ws, index, cond_len)
+    return torch.from_numpy(out)
+
+
+@torch.no_grad()
+def heldout_loss(model, toks, words, index, positions, device, batch: int = 32) -> float:
+    model.eval()
+    tot, cnt = 0.0, 0
+    for i in range(0, len(toks), batch):
+        x = torch.from_numpy(toks[i:i + batch].astype(np.int64)).to(device)
+        c = torch.tensor([data.encode_prompt(w, index, COND_LEN) for w in words[i:i + batch]]).to(device)
+        logits = model.forward_sequence(c, x, positions).float()
+        tot += F.cross_entropy(logits.flatten(0, 1), x.flatten(), reduction="sum").item()
+        cnt += x.numel()
+    model.train()
+    return tot / cnt
+
+
+def main():
+    p = common.base_parser("emoji-image", minutes=35, lr=1e-3, batch=16)
+    p.add_argument("--model", choices=list(MODELS), default="emoji-image")
+    p.add_argument("--vq", default=str(ROOT / "models" / "emoji-vq"))
+    argv = sys.argv[1:]
+    args = p.parse_args(argv)
+    if "--out" not in argv:
+        args.out = str(ROOT / "models" / args.model)
+    if "--work" not in argv:
+        args.work = str(common.CACHE / "train" / args.model)
+    device = common.setup(args)
+    spec = MODELS[args.model]
+    toks, words, test = tokenize(args.model, Path(args.vq))
+    _, _, meta = data.load_images()
+    vocab = data.build_vocab(meta)
+    index = {w: i for i, w in enumerate(vocab)}
+    import mmspec
+    layout = make_layout(spec["layout"])
+    assert toks.shape[1] == layout.length, (toks.shape, layout)
+    cfg = mmspec.GPTConfig(vocab_size=1024, cond_vocab_size=len(vocab), cond_len=COND_LEN, cond_rope="identity",
+                           **spec["gpt"])
+    model = mmspec.GPT(cfg).to(device)
+    decay = [q for q in model.parameters() if q.dim() >= 2]
+    no_decay = [q for q in model.parameters() if q.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.05}, {"params": no_decay, "weight_decay": 0.0}],
+                            lr=args.lr, betas=(0.9, 0.95))
+    run = common.Run(args, model, opt)
+    positions = layout.positions().to(device)
+    tr, te = np.flatnonzero(~test), np.flatnonzero(test)
+    print(f"{args.model}: {common.count_params(model) / 1e6:.2f}M params, {len(tr)} train / {len(te)} held out "
+          f"sequences of {layout.length} tokens", flush=True)
+    rng = np.random.default_rng(args.seed + run.step)
+    lr = common.lr_at(args, run.step, run.elapsed)
+    model.train()
+    while not run.done and not args.export_only:
+        run.set_lr(lr)
+        idx = rng.choice(tr, args.batch)
+        x = torch.from_numpy(toks[idx].astype(np.int64)).to(device)
+        c = condition_batch([words[i] for i in idx], index, rng).to(device)
+        logits = model.forward_sequence(c, x, positions)
+        loss = F.cross_entropy(logits.flatten(0, 1).float(), x.flatten())
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        lr = run.tick()
+        if run.step % 10 == 0:
+            run.log(loss=round(loss.item(), 4), lr=round(lr, 6))
+        if run.step % 200 == 0:
+            sub = te[:: max(1, len(te) // 96)]
+            run.log(heldout_loss=round(heldout_loss(model, toks[sub], [words[i] for i in sub], index, positions,
+                                                    device), 4))
+    run.save()
+    export(model, cfg, vocab, toks, words, te, positions, device, args, run, spec)
+
+
+def export(model, cfg, vocab, toks, words, te, positions, device, args, run, spec):
+    from safetensors.torch import save_file
+    import mmspec
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    index = {w: i for i, w in enumerate(vocab)}
+    model.eval()
+    loss = heldout_loss(model, toks[te], [words[i] for i in te], index, positions, device)
+    save_file(common.bf16_state_dict(model), str(out / "model.safetensors"), metadata={"format": "pt"})
+    config = {"model_type": "mmspec-gpt", "gpt": cfg.to_dict(), "layout": {"type": spec["layout"][0],
+              "shape": spec["layout"][1]}, "frame_size": spec["frame"], "tokenizer": "../emoji-vq",
+              "prompt_vocab": "vocab.json", "default_sampling": spec["sampling"]}
+    common.write_json(out / "config.json", config)
+    common.write_json(out / "vocab.json", vocab)
+    m16 = load_bf16(out, device)
+    loss16 = heldout_loss(m16, toks[te], [words[i] for i in te], index, positions, device)
+    ent, tokens = entropy_and_samples(m16, spec, index, device)
+    metrics = {"heldout_loss_nats": round(loss, 4), "heldout_loss_nats_bf16": round(loss16, 4),
+               "heldout_sequences": int(len(te)), "mean_entropy_nats": ent, "default_sampling": spec["sampling"],
+               "steps": run.step, "batch": args.batch, "tokens_seen": run.step * args.batch * positions.shape[0],
+               "train_minutes": round(run.elapsed / 60, 1), "threads": args.threads, "device": args.device,
+               "params": common.count_params(m16)}
+    common.write_json(out / "metrics.json", metrics)
+    render(tokens, spec, out, args)
+    print(metrics, flush=True)
+
+
+def load_bf16(folder: Path, device) -> "torch.nn.Module":
+    """Load an exported folder the way users will: bf16 safetensors into an fp32 GPT."""
+    from safetensors.torch import load_file
+    import mmspec
+    cfg = json.loads((folder / "config.json").read_text())
+    model = mmspec.GPT(mmspec.GPTConfig(**cfg["gpt"]))
+    model.load_state_dict({k: v.float() for k, v in load_file(str(folder / "model.safetensors")).items()})
+    return model.to(device).eval()
+
+
+@torch.no_grad()
+def entropy_and_samples(model, spec, index, device, per_prompt: int = 4):
+    """Sample the card's prompts with plain AR at the default settings; return the mean entropy of p (nats) at
+    the generated positions, for the default settings and for raw sampling (t=1, no CFG, no top-k)."""
+    import mmspec
+    layout = make_layout(spec["layout"])
+    cond = torch.tensor([data.encode_prompt(pr, index, COND_LEN) for pr in spec["prompts"]]).to(device)
+    gen = mmspec.generate(mmspec.ReferenceTarget(model), cond, layout, method="ar", window=1,
+                          sampling=spec["sampling"], seed=0, num_samples=per_prompt)
+    toks = gen.tokens
+    c = cond.repeat_interleave(per_prompt, 0)
+    pos = layout.positions().to(device)
+    lc = model.forward_sequence(c, toks, pos).float()
+    lu = model.forward_sequence(model.null_condition(len(c)), toks, pos).float()
+    ent = {}
+    for key, s in (("default", spec["sampling"]), ("raw_t1_nocfg", {"temperature": 1.0})):
+        s = mmspec.Sampling.coerce(s)
+        lp = s.logp(lc, lu if s.cfg else None)
+        ent[key] = round(-(lp.exp() * lp.clamp_min(-1e30)).nan_to_num().sum(-1).mean().item(), 3)
+    return ent, toks.cpu()
+
+
+def render(tokens, spec, out: Path, args):
+    from PIL import Image
+    from mmspec.tokenizers import VQTokenizer
+    vq = VQTokenizer.from_pretrained(args.vq)
+    n_prompts = len(spec["prompts"])
+    per = tokens.shape[0] // n_prompts
+    if spec["layout"][0] == "Grid2D":
+        h, w = spec["layout"][1]
+        ims = vq.decode_pil(tokens.view(-1, h, w))
+        S = spec["frame"]
+        grid = Image.new("RGB", (per * S, n_prompts * S), "white")
+        for i, im in enumerate(ims):
+            grid.paste(im, ((i % per) * S, (i // per) * S))
+        grid.resize((grid.width * 2, grid.height * 2), Image.NEAREST).save(out / "samples.png")
+    else:
+        t, h, w = spec["layout"][1]
+        S = spec["frame"]
+        frames = vq.decode_pil(tokens.view(-1, h, w))  # [B*t] frames
+        gif = []
+        for f in range(t):
+            g = Image.new("RGB", (per * S, n_prompts * S), "white")
+            for b in range(tokens.shape[0]):
+                g.paste(frames[b * t + f], ((b % per) * S, (b // per) * S))
+            gif.append(g.resize((g.width * 3, g.height * 3), Image.NEAREST))
+        gif[0].save(out / "samples.gif", save_all=True, append_images=gif[1:], duration=150, loop=0)
+        gif[0].save(out / "samples_frame0.png")
+    (out / "samples.txt").write_text("\n".join(f"row {i}: {p!r}" for i, p in enumerate(spec["prompts"])) + "\n")
+
+
+if __name__ == "__main__":
+    main()
