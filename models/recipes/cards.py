@@ -1,0 +1,211 @@
+"""Write the model cards (models/<name>/README.md) from each folder's metrics.json.
+
+    python models/recipes/cards.py            # all folders that have a metrics.json
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+MODELS = ROOT / "models"
+
+EMOJI_DATA = """\
+- **Noto Emoji** art (Google), from the npm package `emoji-datasource-google` 16.0.0: Apache-2.0.
+- **Twemoji** art, Copyright 2020 Twitter, Inc and other contributors, from the npm package
+  `emoji-datasource-twitter` 16.0.0: CC-BY-4.0 (https://creativecommons.org/licenses/by/4.0/).
+- Names, short names and categories: `emoji.json` of the same packages (emoji-data by iamcal, MIT).
+
+Both sets' 64x64 PNGs are used, skin-tone variants included, alpha composited on white; ~5% of the
+emoji (chosen by a hash of the code point, the same ones in both sets) are held out. The weights are
+derived from this art: keep the attributions above when you redistribute them or their outputs."""
+
+TEXT_DATA = """\
+The Python {py} standard library of the interpreter that trained it (`Lib/`, without `test/`,
+`idlelib/idle_test`, `lib2to3`, `turtledemo`, `site-packages`): Python Software Foundation License.
+Files are joined by `<|endoftext|>`; ~5% of the files (by a hash of their path) are held out.
+Tokenizer: byte-level BPE with 4096 ids trained on the training files with Hugging Face `tokenizers`
+(`tokenizer.json`, loaded as a `PreTrainedTokenizerFast`)."""
+
+
+def minutes(m: dict) -> str:
+    dev = "CPU" if m.get("device", "cpu") == "cpu" else m["device"]
+    thr = f", {m['threads']} thread{'s' if m.get('threads', 1) > 1 else ''}" if dev == "CPU" else ""
+    return f"{m['train_minutes']} min on {dev}{thr} (2-core x86 VM, shared with another job)"
+
+
+def card_vq(m: dict) -> str:
+    return f"""# emoji-vq: a tiny VQ image tokenizer for emoji
+
+A diffusers `VQModel` ({m['params'] / 1e6:.2f}M parameters, block_out_channels (32, 64, 64), codebook of
+{m['codebook_size']} 8-dim codes): a 64x64 RGB image becomes a 16x16 grid of code ids, a 32x32 frame an
+8x8 grid. It is the tokenizer of `emoji-image` and `emoji-video`. Weights: bf16 safetensors.
+
+```python
+from mmspec.tokenizers import VQTokenizer
+vq = VQTokenizer.from_pretrained("models/emoji-vq")
+ids = vq.encode(images)          # uint8 [B, 64, 64, 3] or PIL -> [B, 16, 16]
+pixels = vq.decode(ids)          # -> [B, 3, 64, 64] in [-1, 1]; vq.decode_pil(ids) -> PIL images
+```
+
+![held-out originals (top) and reconstructions (bottom)](reconstructions.png)
+
+| | |
+|---|---|
+| held-out reconstruction PSNR (bf16 weights) | **{m['heldout_psnr_db_bf16']} dB** (fp32: {m['heldout_psnr_db']} dB) |
+| codebook usage | {m['codes_used_heldout']} codes on the held-out images, {m['codes_used_train_1024']} on 1024 training images, {m['codes_used_total']} / {m['codebook_size']} together; code perplexity {m['code_perplexity']} |
+| training | {m['steps']} steps of batch {m['batch']}, {minutes(m)} |
+
+## Data
+
+{EMOJI_DATA}
+
+A quarter of every batch is 2x2 mosaics of 32x32 "video frames" (a shrunken sprite on a plain colour),
+so the same tokenizer serves the 32x32 frames of `emoji-video`.
+
+## Training
+
+```bash
+python models/recipes/data.py        # npm pack the two art sets into .cache/, build the arrays
+python models/recipes/train_vq.py --max-minutes {m['train_minutes']:.0f}
+```
+Loss: MSE + 0.1 L1 + the VQ commitment loss; unused codes are restarted from encoder outputs every 25
+steps. AdamW, lr 5e-4 on a cosine over the time budget. The run checkpoints to `.cache/train/emoji-vq/`
+and resumes when rerun; losses are logged to `.cache/train/emoji-vq/log.jsonl`.
+"""
+
+
+def card_gpt(name: str, m: dict, cfg: dict) -> str:
+    g = cfg["gpt"]
+    video = cfg["layout"]["type"] == "Grid3D"
+    shape = cfg["layout"]["shape"]
+    what = (f"{shape[0]}-frame {cfg['frame_size']}x{cfg['frame_size']} videos ({shape[0]} frames of "
+            f"{shape[1]}x{shape[2]} tokens, 3D RoPE over (frame, row, col))" if video else
+            f"{cfg['frame_size']}x{cfg['frame_size']} images ({shape[0]}x{shape[1]} tokens, 2D RoPE over (row, col))")
+    pic = "samples.gif" if video else "samples.png"
+    prompts = (MODELS / name / "samples.txt").read_text().strip().splitlines() if (MODELS / name / "samples.txt").exists() else []
+    prompts = ", ".join(p.split(": ", 1)[1] for p in prompts)
+    pipe = "VideoPipeline" if video else "ImagePipeline"
+    example = '"bounce red apple"' if video else '"red heart"'
+    s = cfg["default_sampling"]
+    data = EMOJI_DATA + ("""
+
+Videos: 6000 clips of 8 frames at 32x32, each a base emoji (no skin tones) of 14-20 px moving on one
+of 12 plain colours: slide left / right / up / down, bounce, zoom in / out, rotate. Caption words:
+the motion, the emoji's name, the background colour, e.g. "bounce red apple green background". Frames
+are tokenized one by one with `emoji-vq`.""" if video else "")
+    return f"""# {name}: a small prompt-conditioned AR {'video' if video else 'image'} model
+
+mmspec's reference GPT (LlamaGen-style: RMSNorm, SwiGLU, {'3D' if video else '2D'} RoPE), {m['params'] / 1e6:.2f}M
+parameters (dim {g['dim']}, {g['n_layer']} layers, {g['n_head']} heads), generating {what}
+with the `emoji-vq` tokenizer (codebook {g['vocab_size']}). It is conditioned on up to {g['cond_len']}
+prompt words (`vocab.json`, {g['cond_vocab_size']} words; id 0 = padding = the null condition for
+classifier-free guidance; the condition's rotary angle is 0). Weights: bf16 safetensors.
+
+```python
+import mmspec
+pipe = mmspec.{pipe}.from_pretrained("models/{name}")
+out = pipe({example}, num_outputs=4, seed=0, method="coupled", window=16)
+```
+
+![samples](samples.png)
+
+{'![samples](' + pic + ')' if video else ''}
+Samples above: plain AR sampling at the default settings, 4 per prompt, one prompt per row: {prompts}.
+
+| | |
+|---|---|
+| held-out loss (teacher-forced, full prompt, bf16 weights) | **{m['heldout_loss_nats_bf16']} nats/token** over {m['heldout_sequences']} held-out {'clips' if video else 'images'} |
+| mean per-token entropy of p, default sampling | **{m['mean_entropy_nats']['default']} nats** (raw: t=1, no CFG, no top-k: {m['mean_entropy_nats']['raw_t1_nocfg']} nats) |
+| default sampling | temperature {s.get('temperature', 1.0)}, top-k {s.get('top_k')}, CFG scale {s.get('cfg_scale', 1.0)} (logit mixing) |
+| training | {m['steps']} steps of batch {m['batch']} ({m['tokens_seen'] / 1e6:.1f}M tokens), {minutes(m)} |
+
+Entropy is measured at the positions of the sample sequences above (the distributions speculation
+has to guess): it is much higher than for large, well-trained models, which makes acceptance
+lengths on this model a conservative estimate.
+
+## Data
+
+{data}
+
+## Training
+
+```bash
+python models/recipes/data.py
+python models/recipes/train_vq.py                                   # models/emoji-vq first
+python models/recipes/train_gpt.py --model {name} --max-minutes {m['train_minutes']:.0f}
+```
+Teacher-forced cross-entropy through `GPT.forward_sequence(cond, tokens, layout.positions())`. The
+condition is dropped (all padding) for 10% of sequences, otherwise it is the full word list (45%) or
+a random half of its words (45%), so short prompts are in distribution. AdamW (0.9, 0.95), weight
+decay 0.05, lr 1e-3 on a cosine over the time budget, batch {m['batch']}. Checkpoints in
+`.cache/train/{name}/` (rerun to resume), losses in `.cache/train/{name}/log.jsonl`.
+"""
+
+
+def card_text(name: str, m: dict, cfg: dict) -> str:
+    draft = name.endswith("draft")
+    sample = (MODELS / name / "sample.txt").read_text() if (MODELS / name / "sample.txt").exists() else ""
+    ent = m["mean_entropy_nats"]
+    ds = m["default_sampling"]
+    ent_default = ent.get(f"t{ds['temperature']}_topp{ds['top_p']}")
+    return f"""# {name}: a {'tiny draft' if draft else 'small'} Python code model
+
+A Hugging Face `LlamaForCausalLM` with {m['params'] / 1e6:.2f}M parameters (hidden {cfg['hidden_size']},
+{cfg['num_hidden_layers']} layers, {cfg['num_attention_heads']} heads, vocabulary {cfg['vocab_size']}{', tied embeddings' if cfg.get('tie_word_embeddings') else ''})
+trained on the Python standard library. {'It is the draft model for `code-text` (same tokenizer).' if draft else 'Its draft model is `code-text-draft` (same tokenizer).'}
+Weights: bf16 safetensors; the tokenizer sits in the same folder.
+
+```python
+from transformers import AutoModelForCausalLM, AutoTokenizer
+tok = AutoTokenizer.from_pretrained("models/{name}")
+model = AutoModelForCausalLM.from_pretrained("models/{name}")
+```
+
+| | |
+|---|---|
+| held-out loss (bf16 weights, {m['seq']}-token windows) | **{m['heldout_loss_nats_bf16']} nats/token** (perplexity {m['heldout_ppl_bf16']}) over {m['heldout_tokens']} held-out tokens |
+| mean per-token entropy of p, default sampling (t={ds['temperature']}, top-p {ds['top_p']}) | **{ent_default} nats** (raw t=1: {ent.get('t1.0_topp1.0')} nats), teacher-forced on held-out code |
+| training | {m['steps']} steps of batch {m['batch']} x {m['seq']} tokens ({m['tokens_seen'] / 1e6:.1f}M tokens), {minutes(m)} |
+
+Sample (prompt `def fibonacci(n):`, t={ds['temperature']}, top-p {ds['top_p']}, seed 0):
+
+```python
+{sample}
+```
+
+## Data
+
+{TEXT_DATA.format(py=m.get('python', '3.11'))}
+
+## Training
+
+```bash
+python models/recipes/data.py
+python models/recipes/train_text.py --model {name} --max-minutes {m['train_minutes']:.0f}
+```
+Random {m['seq']}-token windows, AdamW (0.9, 0.95), weight decay 0.1, lr 1e-3 on a cosine over the
+time budget. Checkpoints in `.cache/train/{name}/` (rerun to resume), losses in
+`.cache/train/{name}/log.jsonl`.
+"""
+
+
+def main(names=None):
+    for folder in sorted(MODELS.iterdir()):
+        if not (folder / "metrics.json").exists() or (names and folder.name not in names):
+            continue
+        m = json.loads((folder / "metrics.json").read_text())
+        cfg = json.loads((folder / "config.json").read_text())
+        if folder.name == "emoji-vq":
+            text = card_vq(m)
+        elif cfg.get("model_type") == "mmspec-gpt":
+            text = card_gpt(folder.name, m, cfg)
+        else:
+            text = card_text(folder.name, m, cfg)
+        (folder / "README.md").write_text(text)
+        print("wrote", folder / "README.md")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
