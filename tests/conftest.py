@@ -1,4 +1,49 @@
+"""Shared fixtures; tests import their tiny components from tiny.py beside this file."""
+import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))  # tests import their tiny components from tiny.py
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import mmspec  # noqa: E402
+from mmspec.reference.checkpoint import save_gpt  # noqa: E402
+
+
+def _vq(folder):
+    from diffusers import VQModel
+
+    torch.manual_seed(0)
+    vq = VQModel(block_out_channels=(32, 32), down_block_types=("DownEncoderBlock2D",) * 2,
+                 up_block_types=("UpDecoderBlock2D",) * 2, layers_per_block=1, latent_channels=8,
+                 num_vq_embeddings=32, vq_embed_dim=4, norm_num_groups=32)
+    vq.to(torch.bfloat16).save_pretrained(folder, safe_serialization=True)
+
+
+@pytest.fixture(scope="session")
+def tiny_models(tmp_path_factory):
+    root = tmp_path_factory.mktemp("models")
+    _vq(root / "vq")
+    vocab = ["<pad>", "<unk>", "red", "heart", "bounce", "apple"]
+    for name, axes, layout in (("image", 2, {"type": "Grid2D", "shape": [4, 4]}),
+                               ("video", 3, {"type": "Grid3D", "shape": [3, 2, 2]})):
+        torch.manual_seed(1)
+        gpt = mmspec.GPT(mmspec.GPTConfig(vocab_size=32, dim=24, n_layer=2, n_head=2, multiple_of=16, rope_axes=axes,
+                                          block_size=16, cond_vocab_size=len(vocab), cond_len=4, cond_rope="identity"))
+        save_gpt(gpt, root / name, dtype=torch.bfloat16, layout=layout, tokenizer="../vq", prompt_vocab="vocab.json",
+                 default_sampling={"temperature": 1.0, "top_k": 20, "cfg_scale": 2.0})
+        (root / name / "vocab.json").write_text(json.dumps(vocab))
+    return root
+
+
+@pytest.fixture(scope="session")
+def tiny_text(tmp_path_factory):
+    from tiny import tiny_llama, word_tokenizer
+
+    root = tmp_path_factory.mktemp("text")
+    for name, layers, hidden, seed in (("target", 2, 32, 0), ("draft", 1, 16, 5)):
+        tiny_llama(layers=layers, hidden=hidden, seed=seed, dtype=torch.float32).save_pretrained(root / name)
+        word_tokenizer().save_pretrained(root / name)
+    return root

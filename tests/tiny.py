@@ -144,3 +144,28 @@ def chi_square_pvalue(samples: torch.Tensor, law: torch.Tensor) -> float:
     stat = ((obs - exp) ** 2 / exp).sum()
     dof = len(obs) - 1
     return torch.special.gammaincc(torch.tensor(dof / 2, dtype=torch.float64), stat / 2).item()
+
+
+def tiny_llama(vocab=40, layers=2, hidden=32, seed=0, dtype=torch.float64):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                      bos_token_id=1, eos_token_id=None, pad_token_id=0)
+    model = LlamaForCausalLM(cfg).to(dtype).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() > 1:
+                p.normal_(0, 0.3)
+    return model
+
+
+def word_tokenizer():
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    words = ["<pad>", "<s>", "</s>"] + [f"w{i}" for i in range(37)]
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<pad>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", bos_token="<s>", eos_token="</s>")

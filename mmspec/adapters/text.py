@@ -86,7 +86,7 @@ class TextGeneration:
 
 
 def generate_text(target: HFCausalLM, prompts, max_new_tokens: int = 64, *, stop_strings: Sequence[str] = (),
-                  stream: Callable[[int, str], None] | None = None, **options) -> TextGeneration:
+                  stream: Callable[[int, str], None] | None = None, on_commit=None, **options) -> TextGeneration:
     """Speculative text generation: stops at EOS or a stop string, per row; `stream(row, text)` gets
     each row's new text as soon as it is committed. Other options go to `mmspec.generate`."""
     from mmspec.api import generate
@@ -96,7 +96,7 @@ def generate_text(target: HFCausalLM, prompts, max_new_tokens: int = 64, *, stop
     decode = lambda ids: target.tokenizer.decode(ids, skip_special_tokens=True)  # noqa: E731
     shown: dict[int, int] = {}
 
-    def on_commit(state, k):
+    def hook(state, k):
         for row in k.nonzero().flatten().tolist():
             n = int(state.n[row])
             text = decode(state.seq[row, :n].tolist())
@@ -109,8 +109,10 @@ def generate_text(target: HFCausalLM, prompts, max_new_tokens: int = 64, *, stop
             if stream is not None and len(text) > shown.get(row, 0):
                 stream(row, text[shown.get(row, 0):])
                 shown[row] = len(text)
+        if on_commit is not None:
+            on_commit(state, k)
 
     out = generate(target, prompts, Sequence1D(max_new_tokens), stop_tokens=target.eos_token_ids or None,
-                   on_commit=on_commit, **options)
+                   on_commit=hook, **options)
     tokens = [row[:n] for row, n in zip(out.tokens, out.lengths.tolist())]
     return TextGeneration([decode(t.tolist()) for t in tokens], tokens, out.stats)

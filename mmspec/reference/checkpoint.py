@@ -1,5 +1,8 @@
 """Reference GPT folders (config.json + model.safetensors) and LlamaGen checkpoints.
 
+config.json is {"model_type": "mmspec-gpt", "gpt": GPTConfig fields, ...}; pipelines keep their own
+entries (layout, tokenizer, prompt vocabulary, default sampling) beside "gpt".
+
 A folder is loaded strictly: every weight the config implies must be there with its shape, and no
 other. LlamaGen releases `.pt` files (pickles): they load only with `allow_pickle=True`, and even
 then through torch's weights-only unpickler; convert them once with `convert_llamagen`.
@@ -23,18 +26,21 @@ LLAMAGEN_MODELS = {
 _NOT_WEIGHTS = ("freqs_cis", "causal_mask", "kv_cache")
 
 
-def save_gpt(model: GPT, path: str | Path, dtype: torch.dtype | None = None) -> None:
+def save_gpt(model: GPT, path: str | Path, dtype: torch.dtype | None = None, **extra) -> None:
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
-    (path / "config.json").write_text(json.dumps({"model_type": "mmspec-gpt", **model.config.to_dict()}, indent=2))
+    config = {"model_type": "mmspec-gpt", "gpt": model.config.to_dict(), **extra}
+    (path / "config.json").write_text(json.dumps(config, indent=2))
     sd = {k: (v.to(dtype) if dtype is not None else v).contiguous() for k, v in model.state_dict().items()}
     save_file(sd, str(path / "model.safetensors"))
 
 
 def load_config(path: str | Path) -> GPTConfig:
     raw = json.loads((Path(path) / "config.json").read_text())
-    if raw.pop("model_type", "mmspec-gpt") != "mmspec-gpt":
-        raise ValueError(f"{path} is not an mmspec reference GPT folder")
+    if raw.get("model_type") != "mmspec-gpt" or not isinstance(raw.get("gpt"), dict):
+        raise ValueError(f"{path} is not an mmspec reference GPT folder (config.json needs model_type "
+                         "'mmspec-gpt' and a 'gpt' section)")
+    raw = raw["gpt"]
     known = {f.name for f in fields(GPTConfig)}
     if set(raw) - known:
         raise ValueError(f"{path}/config.json has unknown fields {sorted(set(raw) - known)}")

@@ -5,26 +5,12 @@ import json
 import pytest
 import torch
 from safetensors.torch import save_file
-from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 import mmspec
 from mmspec.adapters.text import HFCausalLM, generate_text
-from tiny import chi_square_pvalue, reference_p, sequence_id
+from tiny import chi_square_pvalue, reference_p, sequence_id, tiny_llama, word_tokenizer
 
 METHODS = ["ar", "jacobi", "coupled", "gumbel", "exact", "lookup", "draft-model"]
-
-
-def tiny_llama(vocab=40, layers=2, hidden=32, seed=0, dtype=torch.float64):
-    torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
-                      bos_token_id=1, eos_token_id=None, pad_token_id=0)
-    model = LlamaForCausalLM(cfg).to(dtype).eval()
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.dim() > 1:
-                p.normal_(0, 0.3)
-    return model
 
 
 def _method(name, vocab=40):
@@ -81,18 +67,9 @@ def test_distribution_on_a_tiny_llama(method):
     assert chi_square_pvalue(sequence_id(out.tokens, V), law) > 1e-3
 
 
-def _word_tokenizer():
-    from tokenizers import Tokenizer, models, pre_tokenizers
-
-    words = ["<pad>", "<s>", "</s>"] + [f"w{i}" for i in range(37)]
-    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<pad>"))
-    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", bos_token="<s>", eos_token="</s>")
-
-
 def test_text_generation_with_eos_stop_strings_and_streaming():
     model = tiny_llama()
-    tok = _word_tokenizer()
+    tok = word_tokenizer()
     plain = generate_text(HFCausalLM(model, tok), ["<s> w3 w4", "<s> w9"], 12, method="ar",
                           sampling={"temperature": 0})
     stop = plain.texts[0].split()[3]  # a word the first row will produce
@@ -112,7 +89,7 @@ def test_text_generation_with_eos_stop_strings_and_streaming():
 def test_loading_from_a_local_folder_and_clear_errors(tmp_path):
     model = tiny_llama(dtype=torch.float32)
     model.save_pretrained(tmp_path / "ok")
-    _word_tokenizer().save_pretrained(tmp_path / "ok")
+    word_tokenizer().save_pretrained(tmp_path / "ok")
     target = HFCausalLM.from_pretrained(tmp_path / "ok")
     assert target.tokenizer is not None
     assert generate_text(target, ["<s> w1"], 4, method="coupled").tokens[0].shape == (4,)

@@ -1,0 +1,145 @@
+"""mmspec command line: generate images / videos / text, benchmark methods, convert checkpoints."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from mmspec.methods import METHODS
+
+KINDS = ("image", "video", "text")
+
+
+def _pipeline(kind: str, model: str | None, draft: str | None = None):
+    from mmspec.pipelines import ImagePipeline, TextPipeline, VideoPipeline
+
+    if kind == "text":
+        return TextPipeline.from_pretrained(model, draft=draft)
+    return {"image": ImagePipeline, "video": VideoPipeline}[kind].from_pretrained(model)
+
+
+def _method(args):
+    return args.method if args.init is None else {"name": args.method, "init": args.init}
+
+
+def _sampling(args, kind: str, pipeline) -> dict | None:
+    given = {k: v for k, v in {"temperature": args.temperature, "top_k": args.top_k, "top_p": args.top_p,
+                               "cfg_scale": args.cfg_scale}.items() if v is not None}
+    if not given:
+        return None
+    base = dict(getattr(pipeline, "default_sampling", {}) or {})
+    return {**base, **given}
+
+
+def _common(p: argparse.ArgumentParser, window: int):
+    p.add_argument("kind", choices=KINDS)
+    p.add_argument("--model", help="model folder (default: the bundled model for the kind)")
+    p.add_argument("--draft", help="draft model folder for --method draft-model (text)")
+    p.add_argument("--method", default="coupled", choices=sorted(METHODS))
+    p.add_argument("--init", help="fill policy for fresh window slots: random, left, above, prev-frame, ngram")
+    p.add_argument("--window", type=int, default=window, help="positions verified per forward (1..256)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--num", type=int, default=1, help="outputs per prompt")
+    p.add_argument("--max-new-tokens", type=int, default=64, help="text only")
+    for name, typ in (("temperature", float), ("top-k", int), ("top-p", float), ("cfg-scale", float)):
+        p.add_argument(f"--{name}", type=typ, help="override the model's default sampling")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+
+
+def cmd_generate(args) -> dict:
+    pipe = _pipeline(args.kind, args.model, args.draft)
+    call = dict(num_outputs=args.num, seed=args.seed, method=_method(args), window=args.window,
+                sampling=_sampling(args, args.kind, pipe), progress_bar=not args.json)
+    if args.kind == "text":
+        call["max_new_tokens"] = args.max_new_tokens
+    out = pipe(args.prompt, **call)
+    paths = [str(p) for p in out.save(args.out)]
+    result = {"kind": args.kind, "prompt": args.prompt, "method": args.method, "window": args.window,
+              "outputs": paths, "stats": out.summary}
+    if not args.json:
+        print("\n".join(paths))
+        if args.kind == "text":
+            print(out.prompts[0] + out.texts[0])
+        print(" ".join(f"{k}={v}" for k, v in out.summary.items()))
+    return result
+
+
+def cmd_bench(args) -> dict:
+    from mmspec.bench import environment, format_table, run_benchmark
+
+    pipe = _pipeline(args.kind, args.model, args.draft)
+    prompts = args.prompt or {"image": ["red heart", "pizza", "rocket", "dog face"],
+                              "video": ["bounce red apple", "slide right car", "zoom in red heart", "rotate sun"],
+                              "text": ["def fibonacci(n):\n", "import os\n\n\ndef ", "class Stack:\n    def "]}[args.kind]
+    methods = [m.strip() for m in args.methods.split(",")]
+    if "draft-model" in methods and args.kind != "text":
+        raise SystemExit("draft-model benchmarks need a draft model: text only from the CLI")
+    call = dict(num_outputs=args.num, seed=args.seed, window=args.window, sampling=_sampling(args, args.kind, pipe))
+    if args.kind == "text":
+        call["max_new_tokens"] = args.max_new_tokens
+    rows = run_benchmark(pipe, prompts, methods, repeats=args.repeats, **call)
+    result = {"kind": args.kind, "prompts": prompts, "window": args.window, "num": args.num,
+              "environment": environment(), "results": rows}
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(result, indent=2))
+    if not args.json:
+        print(format_table(rows))
+    return result
+
+
+def cmd_convert(args) -> dict:
+    from mmspec.reference.checkpoint import convert_llamagen
+
+    out = convert_llamagen(args.checkpoint, args.out, allow_pickle=args.allow_pickle, model=args.model,
+                           image_size=args.image_size, model_type=args.type, num_classes=args.num_classes,
+                           cls_token_num=args.cls_token_num, vocab_size=args.vocab_size)
+    print(out)
+    return {"out": str(out)}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mmspec", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    gen = sub.add_parser("generate", help="generate images, videos or text with speculation")
+    _common(gen, window=16)
+    gen.add_argument("prompt")
+    gen.add_argument("--out", default="out", help="output folder")
+    gen.set_defaults(func=cmd_generate)
+    bench = sub.add_parser("bench", help="NFE, acceptance and wall-clock of methods against AR, same run")
+    _common(bench, window=16)
+    bench.add_argument("--methods", default="jacobi,coupled,gumbel,exact,lookup")
+    bench.add_argument("--prompt", action="append", help="a prompt (repeatable); default: a fixed set")
+    bench.add_argument("--repeats", type=int, default=1, help="time each method this many times, keep the best")
+    bench.add_argument("--out", help="write the JSON results here")
+    bench.set_defaults(func=cmd_bench)
+    conv = sub.add_parser("convert", help="convert a LlamaGen GPT checkpoint to a reference GPT folder")
+    conv.add_argument("family", choices=["llamagen"])
+    conv.add_argument("checkpoint")
+    conv.add_argument("out")
+    conv.add_argument("--model", default="GPT-B")
+    conv.add_argument("--type", default="c2i", choices=["c2i", "t2i"])
+    conv.add_argument("--image-size", type=int, default=256)
+    conv.add_argument("--num-classes", type=int, default=1000)
+    conv.add_argument("--cls-token-num", type=int, default=120)
+    conv.add_argument("--vocab-size", type=int, default=16384)
+    conv.add_argument("--allow-pickle", action="store_true", help="read a .pt with torch's weights-only unpickler")
+    conv.set_defaults(func=cmd_convert, json=False)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        result = args.func(args)
+    except (ValueError, FileNotFoundError) as err:
+        print(f"mmspec: error: {err}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,43 @@
+"""What every pipeline shares: where the bundled models are, progress bars, output stats."""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
+
+MODELS_DIR = Path(__file__).resolve().parents[2] / "models"
+
+
+def model_path(path: "str | Path | None", default: str) -> Path:
+    """A model folder: the given path, or the bundled model `default` in the repository's models/."""
+    path = Path(path) if path is not None else MODELS_DIR / default
+    if not path.is_dir():
+        hint = " (bundled models ship in the repository's models/ folder: install with pip install -e .)" \
+            if path.parent == MODELS_DIR else ""
+        raise FileNotFoundError(f"no model folder at {path}{hint}")
+    return path
+
+
+@contextmanager
+def progress(total: int, desc: str, enabled: bool):
+    """A tqdm bar over committed tokens; yields the on_commit hook for mmspec.generate."""
+    if not enabled:
+        yield None
+        return
+    from tqdm.auto import tqdm
+
+    with tqdm(total=total, desc=desc, unit="tok", leave=False) as bar:
+        yield lambda state, k: bar.update(int(k.sum()))
+
+
+def stats_dict(stats, seconds: float | None = None) -> dict:
+    out = stats.summary()
+    out["nfe_per_row"] = round(stats.nfe.float().mean().item(), 2)
+    if seconds is not None:
+        out["seconds"] = round(seconds, 3)
+    return out
+
+
+def as_list(prompt) -> list:
+    return [prompt] if isinstance(prompt, (str, torch.Tensor)) else list(prompt)

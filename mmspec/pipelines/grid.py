@@ -1,0 +1,115 @@
+"""Image and video pipelines over the reference GPT and a VQ tokenizer (the bundled emoji models)."""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+import mmspec.layouts as layouts
+from mmspec.adapters.reference import ReferenceTarget
+from mmspec.api import generate
+from mmspec.pipelines.base import as_list, model_path, progress, stats_dict
+from mmspec.pipelines.prompts import encode_prompt
+from mmspec.reference.checkpoint import load_gpt
+from mmspec.stats import Stats
+from mmspec.tokenizers.vq import VQTokenizer
+
+
+@dataclass
+class ImageOutput:
+    images: list  # PIL images, prompt-major: num_images per prompt
+    prompts: list[str]
+    tokens: torch.Tensor  # [B, N]
+    stats: Stats
+    summary: dict = field(default_factory=dict)  # NFE, mean acceptance length, seconds...
+
+    def save(self, folder: "str | Path", stem: str = "image") -> list[Path]:
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        paths = [folder / f"{stem}_{i:03d}.png" for i in range(len(self.images))]
+        for img, path in zip(self.images, paths):
+            img.save(path)
+        return paths
+
+
+@dataclass
+class VideoOutput:
+    videos: list[list]  # per sample: its frames as PIL images
+    prompts: list[str]
+    tokens: torch.Tensor
+    stats: Stats
+    summary: dict = field(default_factory=dict)
+    fps: int = 8
+
+    def save(self, folder: "str | Path", stem: str = "video", formats=("gif", "mp4"), scale: int = 4) -> list[Path]:
+        import imageio.v3 as iio
+        import numpy as np
+
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        paths = []
+        for i, frames in enumerate(self.videos):
+            arr = np.stack([np.asarray(f.resize((f.width * scale, f.height * scale), 0)) for f in frames])
+            for fmt in formats:
+                path = folder / f"{stem}_{i:03d}.{fmt}"
+                kw = {"duration": 1000 / self.fps, "loop": 0} if fmt == "gif" else {"fps": self.fps}
+                iio.imwrite(path, arr, **kw)
+                paths.append(path)
+        return paths
+
+
+class _GridPipeline:
+    default_model: str
+
+    def __init__(self, target: ReferenceTarget, tokenizer: VQTokenizer, layout: layouts.Layout,
+                 vocab: list[str], default_sampling: dict):
+        self.target, self.tokenizer, self.layout = target, tokenizer, layout
+        self.vocab, self.default_sampling = vocab, default_sampling
+        self.cond_len = target.model.config.cond_len
+
+    @classmethod
+    def from_pretrained(cls, path: "str | Path | None" = None, device="cpu", dtype=torch.float32):
+        path = model_path(path, cls.default_model)
+        config = json.loads((path / "config.json").read_text())
+        layout = getattr(layouts, config["layout"]["type"])(*config["layout"]["shape"])
+        tokenizer = VQTokenizer.from_pretrained(model_path(path / config["tokenizer"], ""), device=device)
+        vocab = json.loads((path / config.get("prompt_vocab", "vocab.json")).read_text())
+        target = ReferenceTarget(load_gpt(path, dtype=dtype, device=device))
+        return cls(target, tokenizer, layout, vocab, config.get("default_sampling", {}))
+
+    def __call__(self, prompt, num_outputs: int = 1, seed=0, method="coupled", window: int = 16,
+                 sampling: "dict | None" = None, progress_bar: bool = False):
+        prompts = as_list(prompt)
+        cond = torch.tensor([encode_prompt(p, self.vocab, self.cond_len) for p in prompts])
+        sampling = sampling if sampling is not None else self.default_sampling
+        t0 = time.perf_counter()
+        with progress(len(prompts) * num_outputs * self.layout.length, type(self).__name__, progress_bar) as hook:
+            out = generate(self.target, cond, self.layout, method=method, window=window, sampling=sampling,
+                           seed=seed, num_samples=num_outputs, on_commit=hook)
+        return self._output(out, [p for p in prompts for _ in range(num_outputs)], time.perf_counter() - t0)
+
+
+class ImagePipeline(_GridPipeline):
+    """prompt(s) -> PIL images; `num_outputs` images per prompt."""
+
+    default_model = "emoji-image"
+
+    def _output(self, out, prompts, seconds):
+        grid = out.tokens.view(-1, self.layout.h, self.layout.w)
+        return ImageOutput(self.tokenizer.decode_pil(grid), prompts, out.tokens, out.stats,
+                           stats_dict(out.stats, seconds))
+
+
+class VideoPipeline(_GridPipeline):
+    """prompt(s) -> videos (lists of PIL frames), savable as GIF and MP4."""
+
+    default_model = "emoji-video"
+
+    def _output(self, out, prompts, seconds):
+        t, h, w = self.layout.t, self.layout.h, self.layout.w
+        frames = self.tokenizer.decode_pil(out.tokens.view(-1, h, w))
+        videos = [frames[i * t:(i + 1) * t] for i in range(out.tokens.shape[0])]
+        return VideoOutput(videos, prompts, out.tokens, out.stats, stats_dict(out.stats, seconds))

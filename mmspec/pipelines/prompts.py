@@ -1,0 +1,19 @@
+"""Prompt words for the bundled emoji models: lowercase letters/digits, a few stop words dropped,
+ids from the model's vocab.json (0 = padding and the null condition, 1 = unknown word)."""
+from __future__ import annotations
+
+import re
+
+STOPWORDS = {"and", "of", "with", "the", "a", "an", "in", "on", "for", "to"}
+PAD, UNKNOWN = 0, 1
+
+
+def words(text: str) -> list[str]:
+    return [w for w in re.findall(r"[a-z0-9]+", text.lower().replace("'", "")) if w not in STOPWORDS]
+
+
+def encode_prompt(text_or_words, vocab: "list[str] | dict[str, int]", cond_len: int) -> list[int]:
+    index = vocab if isinstance(vocab, dict) else {w: i for i, w in enumerate(vocab)}
+    ws = words(text_or_words) if isinstance(text_or_words, str) else list(text_or_words)
+    ids = [index.get(w, UNKNOWN) for w in ws][:cond_len]
+    return ids + [PAD] * (cond_len - len(ids))

@@ -1,0 +1,59 @@
+"""Text pipeline over a transformers causal LM folder (the bundled code-text model by default)."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mmspec.adapters.text import HFCausalLM, generate_text
+from mmspec.pipelines.base import as_list, model_path, progress, stats_dict
+from mmspec.stats import Stats
+
+
+@dataclass
+class TextOutput:
+    texts: list[str]  # completions, prompt-major
+    prompts: list[str]
+    stats: Stats
+    summary: dict = field(default_factory=dict)
+
+    def save(self, folder: "str | Path", stem: str = "text") -> list[Path]:
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        paths = [folder / f"{stem}_{i:03d}.txt" for i in range(len(self.texts))]
+        for prompt, text, path in zip(self.prompts, self.texts, paths):
+            path.write_text(prompt + text)
+        return paths
+
+
+class TextPipeline:
+    default_model, default_draft = "code-text", "code-text-draft"
+
+    def __init__(self, target: HFCausalLM, draft: "HFCausalLM | None" = None):
+        self.target, self.draft = target, draft
+
+    @classmethod
+    def from_pretrained(cls, path: "str | Path | None" = None, draft: "str | Path | None" = None, device="cpu"):
+        target = HFCausalLM.from_pretrained(model_path(path, cls.default_model), device=device)
+        draft_path = draft if draft is not None else (cls.default_draft if path is None else None)
+        drafter = None
+        if draft_path is not None:
+            drafter = HFCausalLM.from_pretrained(model_path(None, draft_path) if draft_path == cls.default_draft
+                                                 else model_path(draft_path, ""), device=device)
+        return cls(target, drafter)
+
+    def __call__(self, prompt, num_outputs: int = 1, seed=0, method="coupled", window: int = 8,
+                 sampling: "dict | None" = None, max_new_tokens: int = 64, stop_strings=(),
+                 progress_bar: bool = False, stream=None) -> TextOutput:
+        prompts = as_list(prompt)
+        if method == "draft-model":
+            if self.draft is None:
+                raise ValueError("method 'draft-model' needs a draft model: TextPipeline.from_pretrained(path, draft=...)")
+            method = {"name": "draft-model", "model": self.draft}
+        t0 = time.perf_counter()
+        with progress(len(prompts) * num_outputs * max_new_tokens, "TextPipeline", progress_bar) as hook:
+            out = generate_text(self.target, prompts, max_new_tokens, stop_strings=stop_strings, stream=stream,
+                                method=method, window=window, sampling=sampling, seed=seed,
+                                num_samples=num_outputs, on_commit=hook)
+        return TextOutput(out.texts, [p for p in prompts for _ in range(num_outputs)], out.stats,
+                          stats_dict(out.stats, time.perf_counter() - t0))

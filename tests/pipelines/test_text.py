@@ -1,0 +1,18 @@
+import pytest
+
+from mmspec.pipelines import TextPipeline
+
+
+def test_text_pipeline_methods_agree_greedily(tiny_text, tmp_path):
+    pipe = TextPipeline.from_pretrained(tiny_text / "target", draft=tiny_text / "draft")
+    runs = {m: pipe(["<s> w3 w4", "<s> w9"], method=m, window=4, sampling={"temperature": 0}, max_new_tokens=10)
+            for m in ("ar", "coupled", "draft-model", "lookup")}
+    assert all(r.texts == runs["ar"].texts for r in runs.values())
+    assert runs["draft-model"].summary["nfe"] < runs["ar"].summary["nfe"] or runs["ar"].summary["nfe"] <= 2
+    paths = runs["ar"].save(tmp_path)
+    assert paths[0].read_text() == "<s> w3 w4" + runs["ar"].texts[0]
+
+
+def test_draft_model_without_a_draft_is_a_clear_error(tiny_text):
+    with pytest.raises(ValueError, match="needs a draft model"):
+        TextPipeline.from_pretrained(tiny_text / "target")("<s> w1", method="draft-model")
