@@ -1,0 +1,167 @@
+"""Janus image generation: greedy equals transformers' own generate with CFG, the exact law holds, errors are clear."""
+import functools
+import itertools
+import json
+
+import pytest
+import torch
+from transformers import JanusConfig, JanusForConditionalGeneration
+
+import mmspec
+from mmspec.adapters.janus import JanusImage
+from tiny import chi_square_pvalue, reference_p, sequence_id
+
+METHODS = ["ar", "jacobi", "coupled", "gumbel", "exact", "lookup", "draft-model"]
+BOS, PAD, BOI = 2, 1, 3
+
+
+def tiny_janus(n=4, codes=12, layers=2, seed=0, dtype=torch.float64):
+    """A random Janus whose image tokens form an n x n grid over `codes` VQ codes (smoke/tiny_janus.py)."""
+    torch.manual_seed(seed)
+    text = dict(model_type="llama", vocab_size=99, hidden_size=32, num_hidden_layers=layers, num_attention_heads=4,
+                intermediate_size=37, max_position_embeddings=512, pad_token_id=PAD)
+    vision = dict(image_size=5 * n, patch_size=5, num_image_tokens=n * n, hidden_size=32, projection_dim=32,
+                  num_hidden_layers=1, num_attention_heads=4, mlp_ratio=2)
+    vq = dict(embed_dim=12, num_embeddings=codes, latent_channels=12, base_channels=32, channel_multiplier=[1, 1],
+              projection_dim=32, image_token_embed_dim=32)
+    model = JanusForConditionalGeneration(JanusConfig(text_config=text, vision_config=vision, vq_config=vq,
+                                                      image_token_id=0)).to(dtype).eval()
+    with torch.no_grad():  # larger than default init so p is far from uniform and context matters
+        for name, p in model.named_parameters():
+            if p.dim() > 1 and not name.startswith(("model.vqmodel", "model.vision_model")):
+                p.normal_(0, 0.3)
+    model.generation_config.bos_token_id = BOS
+    model.generation_config.pad_token_id = PAD
+    model.generation_config.generation_kwargs = {"boi_token_id": BOI}
+    return model
+
+
+@functools.lru_cache(maxsize=None)
+def _model(**kw):
+    return tiny_janus(**kw)
+
+
+def _method(name, **kw):
+    if name == "draft-model":
+        return {"name": "draft-model", "model": JanusImage(tiny_janus(layers=1, seed=5, **kw))}
+    return name
+
+
+PROMPTS = [[BOS, 10, 11, 12, BOI], [BOS, 20, 21, 5, 22, 23, 24, BOI]]
+
+
+@functools.lru_cache(maxsize=None)
+def hf_greedy(batch: int, scale: float) -> torch.Tensor:
+    """transformers' Janus generate on a left-padded batch (pad tokens masked out)."""
+    prompts = PROMPTS[:batch]
+    width = max(map(len, prompts))
+    ids = torch.tensor([[PAD] * (width - len(p)) + p for p in prompts])
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+    return _model().generate(ids, attention_mask=mask, generation_mode="image", do_sample=False,
+                             guidance_scale=scale)
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("batch", [1, 2])
+def test_greedy_equals_transformers_generate(method, batch):
+    target = JanusImage(_model())
+    got = mmspec.generate(target, PROMPTS[:batch], target.layout(), method=_method(method), window=5,
+                          sampling={"temperature": 0, "cfg_scale": 5.0})
+    assert torch.equal(got.tokens, hf_greedy(batch, 5.0))
+
+
+def test_padded_batch_rows_equal_their_own_runs():
+    """Left padding changes nothing: each row of the batch is its own batch-1 generation, in HF and here."""
+    one = torch.cat([_model().generate(torch.tensor([p]), attention_mask=torch.ones(1, len(p), dtype=torch.long),
+                                       generation_mode="image", do_sample=False, guidance_scale=5.0)
+                     for p in PROMPTS])
+    assert torch.equal(one, hf_greedy(2, 5.0))
+
+
+def test_null_prompt_is_the_prompt_padded_but_bos_and_boi():
+    target = JanusImage(_model())
+    assert target.null_prompt(torch.tensor([BOS, 10, BOI, 11, BOI])).tolist() == [BOS, PAD, BOI, PAD, BOI]
+
+
+def _law(model, prompt, m, s: mmspec.Sampling):
+    """Exact law of the first m image tokens, from plain teacher-forced forwards of cond and uncond prompts."""
+    V = model.model.generation_head.vision_head.out_features
+    null = [t if t in (BOS, BOI) else PAD for t in prompt]
+    seqs = torch.tensor(list(itertools.product(range(V), repeat=m)))  # [V^m, m]
+    logits = []
+    with torch.no_grad():
+        for ids in (prompt, null):
+            text = model.get_input_embeddings()(torch.tensor(ids)).expand(len(seqs), -1, -1)
+            image = model.prepare_embeddings_for_image_generation(seqs[:, :-1])
+            h = model.model.language_model(inputs_embeds=torch.cat([text, image], 1)).last_hidden_state
+            logits.append(model.model.generation_head(h[:, len(ids) - 1:]))  # [V^m, m, V]
+    law = torch.zeros(V ** m, dtype=torch.float64)
+    for row, seq in enumerate(seqs):
+        law[sequence_id(seq, V)] = torch.prod(torch.stack([reference_p(logits[0][row, i], logits[1][row, i], s)[seq[i]]
+                                                           for i in range(m)]))
+    return law
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_distribution_of_the_first_tokens(method):
+    """The first 3 of a 2x2 grid's tokens follow the exact CFG law (6 codes: 216 cells, 20,000 samples)."""
+    V, m, prompt = 6, 3, [BOS, 10, 11, BOI]
+    model = _model(n=2, codes=V, layers=1, dtype=torch.float32)
+    s = mmspec.Sampling(temperature=0.9, top_k=4, cfg_scale=3.0)
+    law = _law(model, prompt, m, s)
+    method = _method(method, n=2, codes=V, dtype=torch.float32)
+    target = JanusImage(model)
+    out = mmspec.generate(target, [prompt], target.layout(), method=method, window=3, sampling=s,
+                          num_samples=20_000, seed=1)
+    assert chi_square_pvalue(sequence_id(out.tokens[:, :m], V), law) > 1e-3
+
+
+def test_decode_and_loading_from_a_local_folder(tmp_path):
+    model = tiny_janus(dtype=torch.float32)
+    # a generation config derived from the model config drops extra keys such as generation_kwargs on loading
+    model.generation_config._from_model_config = False
+    model.save_pretrained(tmp_path / "janus")
+    target = JanusImage.from_pretrained(tmp_path / "janus")
+    assert (target.bos_token_id, target.pad_token_id, target.boi_token_id) == (BOS, PAD, BOI)
+    out = mmspec.generate(target, PROMPTS, target.layout(), method="coupled", window=6, sampling={"cfg_scale": 5.0},
+                          seed=3)
+    direct = JanusImage(model)
+    assert torch.equal(out.tokens, mmspec.generate(direct, PROMPTS, direct.layout(), method="coupled", window=6,
+                                                   sampling={"cfg_scale": 5.0}, seed=3).tokens)
+    images = target.decode(out.tokens)
+    assert images.shape == (2, 8, 8, 3) and torch.isfinite(images).all()
+
+    with pytest.raises(FileNotFoundError, match="no folder"):
+        JanusImage.from_pretrained(tmp_path / "missing")
+    (tmp_path / "empty").mkdir()
+    model.config.save_pretrained(tmp_path / "empty")
+    with pytest.raises(FileNotFoundError, match="safetensors"):
+        JanusImage.from_pretrained(tmp_path / "empty")
+    (tmp_path / "llama").mkdir()
+    cfg = json.loads((tmp_path / "janus" / "config.json").read_text())
+    (tmp_path / "llama" / "config.json").write_text(json.dumps(cfg["text_config"]))
+    (tmp_path / "llama" / "model.safetensors").write_bytes((tmp_path / "janus" / "model.safetensors").read_bytes())
+    with pytest.raises(ValueError, match="not supported"):
+        JanusImage.from_pretrained(tmp_path / "llama")
+
+
+def test_janus_errors():
+    target = JanusImage(_model())
+    greedy = {"temperature": 0, "cfg_scale": 5.0}
+    for layout in [mmspec.Grid2D(2, 2), mmspec.Grid2D(2, 8), mmspec.Grid2D(4, 4, row_end_token=7),
+                   mmspec.Sequence1D(16)]:
+        with pytest.raises(ValueError, match=r"Grid2D\(n, n\) with n \* n == 16"):
+            mmspec.generate(target, PROMPTS, layout, sampling=greedy)
+    with pytest.raises(ValueError, match="BOI"):
+        mmspec.generate(target, [[BOS, 10, 11]], target.layout(), sampling=greedy)
+    model = tiny_janus(n=2)
+    model.generation_config.pad_token_id = None
+    no_pad = JanusImage(model)
+    with pytest.raises(ValueError, match="pad_token_id"):
+        mmspec.generate(no_pad, PROMPTS, no_pad.layout(), sampling=greedy)
+    out = mmspec.generate(no_pad, PROMPTS, no_pad.layout(), sampling={"temperature": 0})  # no CFG: no null prompt
+    assert out.tokens.shape == (2, 4)
+    odd = JanusImage(tiny_janus(n=2))
+    odd.model.model.vision_model.config.num_image_tokens = 5
+    with pytest.raises(ValueError, match="not a square"):
+        odd.layout()
