@@ -28,7 +28,7 @@ import data  # noqa: E402
 ROOT = common.ROOT
 COND_LEN = 12
 MODELS = {
-    "emoji-image": dict(gpt=dict(dim=256, n_layer=6, n_head=8, multiple_of=32, rope_axes=2, block_size=256),
+    "emoji-image": dict(gpt=dict(dim=192, n_layer=6, n_head=6, multiple_of=32, rope_axes=2, block_size=256),
                         layout=("Grid2D", [16, 16]), frame=64,
                         sampling={"temperature": 1.0, "top_k": 100, "cfg_scale": 3.0},
                         prompts=["red heart", "smiling face", "dog face", "pizza", "rocket", "sun", "tree",

@@ -130,6 +130,9 @@ def export(model, tok, test, device, args, run):
     out.mkdir(parents=True, exist_ok=True)
     model.eval()
     loss = heldout_loss(model, test, device)
+    gc = model.generation_config
+    gc.do_sample, gc.temperature, gc.top_p = True, DEFAULT_SAMPLING["temperature"], DEFAULT_SAMPLING["top_p"]
+    gc.eos_token_id = gc.pad_token_id = gc.bos_token_id = tok.eos_token_id
     model.to(torch.bfloat16).save_pretrained(out, safe_serialization=True)
     tok.save_pretrained(out)
     from transformers import AutoModelForCausalLM
@@ -142,7 +145,7 @@ def export(model, tok, test, device, args, run):
                "mean_entropy_nats": ent, "default_sampling": DEFAULT_SAMPLING, "steps": run.step,
                "batch": args.batch, "seq": SEQ, "tokens_seen": run.step * args.batch * SEQ,
                "train_minutes": round(run.elapsed / 60, 1), "threads": args.threads, "device": args.device,
-               "params": common.count_params(m16)}
+               "params": common.count_params(m16), "python": sys.version.split()[0]}
     # a sample, for the card
     torch.manual_seed(0)
     prompt = "def fibonacci(n):\n"
