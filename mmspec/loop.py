@@ -36,6 +36,7 @@ def decode(session: Session, drafter: Drafter, verifier: Verifier, state: Decode
             on_commit(state, k)
         drafter.update(state, draft, verdict, logp, k)
         state.step += 1
+    stats.committed = state.n.clone()  # tokens kept, after any stop string cut a row short
     stats.commit_step = commit_step[:, : state.length]
     stats.seconds = time.perf_counter() - t0
     return stats
@@ -79,7 +80,6 @@ def _commit(state: DecodeState, verdict: Verdict, stats: Stats, commit_step: tor
     inside = index[:, :-1] < N
     accepted = (slots[:-1] < torch.minimum(lead, k)[:, None]) & free
     stats.nfe += state.active
-    stats.committed += k
     stats.drafted += (free & inside & state.active[:, None]).sum(1)
     stats.accepted += accepted.sum(1)
     stats.accepted_at += accepted
