@@ -78,7 +78,13 @@ def main():
     p = common.base_parser("emoji-vq", minutes=35, lr=5e-4, batch=16)
     p.add_argument("--mosaic-frac", type=float, default=0.25)
     p.add_argument("--eval-every", type=int, default=100)
-    args = p.parse_args()
+    p.add_argument("--decoder-only", action="store_true",
+                   help="fine-tune only post_quant_conv + decoder of --init (codes, hence the GPTs' tokens, unchanged)")
+    p.add_argument("--init", default=None, help="VQModel folder to start from (default: models/emoji-vq)")
+    argv = sys.argv[1:]
+    args = p.parse_args(argv)
+    if args.decoder_only and "--work" not in argv:
+        args.work = str(common.CACHE / "train" / "emoji-vq-decoder")
     device = common.setup(args)
     imgs, test, meta, alpha = data.load_images(with_alpha=True)
     train_idx, test_idx = np.flatnonzero(~test), np.flatnonzero(test)
@@ -86,11 +92,18 @@ def main():
     rng = np.random.default_rng(args.seed)
 
     vq = make_vq().to(device)
-    opt = torch.optim.AdamW(vq.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
+    params = vq.parameters()
+    if args.decoder_only:
+        from diffusers import VQModel
+        vq.load_state_dict(VQModel.from_pretrained(args.init or args.out).float().state_dict())
+        for mod in (vq.encoder, vq.quant_conv, vq.quantize):
+            mod.requires_grad_(False)
+        params = list(vq.post_quant_conv.parameters()) + list(vq.decoder.parameters())
+    opt = torch.optim.AdamW(params, lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
     run = common.Run(args, vq, opt, extra={"rng_np": None})
     print(f"VQModel {common.count_params(vq) / 1e6:.2f}M params, train {len(train_idx)}, held out {len(test_idx)}",
           flush=True)
-    if run.step == 0:  # initialise the codebook from encoder outputs
+    if run.step == 0 and not args.decoder_only:  # initialise the codebook from encoder outputs
         with torch.no_grad():
             xb = to_tensor(imgs[rng.choice(train_idx, 64)]).to(device)
             z = vq.encode(xb).latents.permute(0, 2, 3, 1).reshape(-1, VQ_CONFIG["vq_embed_dim"])
@@ -105,8 +118,9 @@ def main():
         if n_mosaic:
             xb = torch.cat([xb, mosaic_batch(n_mosaic, imgs[train_idx], alpha[train_idx], rng)])
         xb = xb.to(device)
-        h = vq.encode(xb).latents
-        q, commit, (_, _, idx) = vq.quantize(h)
+        with torch.set_grad_enabled(not args.decoder_only):
+            h = vq.encode(xb).latents
+            q, commit, (_, _, idx) = vq.quantize(h)
         rec = vq.decode(q, force_not_quantize=True).sample
         mse = F.mse_loss(rec, xb)
         loss = mse + 0.1 * F.l1_loss(rec, xb) + commit
@@ -115,7 +129,7 @@ def main():
         torch.nn.utils.clip_grad_norm_(vq.parameters(), 1.0)
         opt.step()
         usage.index_add_(0, idx.flatten(), torch.ones(idx.numel(), device=device))
-        if (run.step + 1) % 25 == 0:  # restart dead codes from this batch's encoder outputs
+        if (run.step + 1) % 25 == 0 and not args.decoder_only:  # restart dead codes from this batch's encoder outputs
             with torch.no_grad():
                 dead = (usage == 0).nonzero().flatten()
                 if len(dead):
