@@ -125,6 +125,15 @@ def main():
     export(model, tok, test, device, args, run)
 
 
+def portable_tokenizer_config(out: Path):
+    """Name the class PreTrainedTokenizerFast (transformers 5 writes TokenizersBackend, unknown to 4.x)."""
+    import json
+    p = out / "tokenizer_config.json"
+    cfg = json.loads(p.read_text())
+    cfg["tokenizer_class"] = "PreTrainedTokenizerFast"
+    p.write_text(json.dumps(cfg, indent=2) + "\n")
+
+
 def export(model, tok, test, device, args, run):
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -135,6 +144,7 @@ def export(model, tok, test, device, args, run):
     gc.eos_token_id = gc.pad_token_id = gc.bos_token_id = tok.eos_token_id
     model.to(torch.bfloat16).save_pretrained(out, safe_serialization=True)
     tok.save_pretrained(out)
+    portable_tokenizer_config(out)
     from transformers import AutoModelForCausalLM
     m16 = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32).to(device)
     loss16 = heldout_loss(m16, test, device)
