@@ -7,7 +7,8 @@ makes those structural (forced, never drafted); `emu3_layout` builds it from the
 
 CFG follows transformers' `UnbatchedClassifierFreeGuidanceLogitsProcessor`: the null condition is a
 negative prompt run as its own sequence, and log-probabilities are mixed, lu + s (lc - lu) (use
-`cfg_mode="log_softmax"`). Free positions are restricted to visual tokens, as the
+`cfg_mode="log_softmax"`; log-softmax shifts each row by a constant, so raw-logit mixing gives the
+same p up to rounding). Free positions are restricted to visual tokens, as the
 `prefix_allowed_tokens_fn` of the Emu3 docs does after CFG: the session sets every other logit to
 -1e9 in both halves, which changes the mixed log-probabilities of visual tokens only by a constant
 per position (so p is the same as masking after mixing) and keeps the rest at probability zero under
