@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 import torch
 
+from mmspec.cache import StaticKVCache
 from mmspec.layouts import Layout
 
 
@@ -44,3 +45,54 @@ def repeat_condition(condition: torch.Tensor, num_samples: int) -> torch.Tensor:
 def window_index(start: torch.Tensor, width: int) -> torch.Tensor:
     """[B] start indices -> [B, width] generated indices."""
     return start[:, None] + torch.arange(width, device=start.device)
+
+
+class PrefixSession:
+    """A session over a (left-padded) prefix of embeddings, with CFG as a second half of the batch.
+
+    Slots: row r's prefix fills slots pad[r] .. P-1 (P = padded length), generated index i sits at
+    slot P + i, so the prefix has the negative indices -P .. -1 and its last element is index -1.
+    Subclasses give `embed(tokens [R, T]) -> [R, T, D]` and `logits(h [R, T, D], positions, slots
+    [R, T]) -> [R, T, V]`, and may override `positions(index [R, T])` (default: 1D position ids,
+    0 .. len[r]-1 over the prefix, then len[r] + i).
+    """
+
+    prompt: list[torch.Tensor] | None = None
+
+    def __init__(self, prefix: torch.Tensor, lengths: torch.Tensor | None, batch_size: int, cfg: bool,
+                 cache: StaticKVCache, vocab_size: int):
+        R, P, _ = prefix.shape  # [R, P, D], R = batch_size * (2 if cfg else 1)
+        self.batch_size, self.cfg, self.vocab_size, self.device = batch_size, cfg, vocab_size, prefix.device
+        self.prefix_len, self.cache = P, cache
+        self.lengths = torch.full((R,), P, device=prefix.device) if lengths is None else lengths.to(prefix.device)
+        self.cache.first = P - self.lengths  # pad slots are never attended to
+        self.start_embedding = prefix[:, -1]  # index -1 is fed with the first window
+        if P > 1:
+            with torch.no_grad():
+                self._run(prefix[:, :-1], torch.arange(-P, -1, device=self.device).expand(R, -1))
+
+    def positions(self, index: torch.Tensor):
+        return (self.lengths[:, None] + index).clamp(min=0)
+
+    def _run(self, h, index):
+        slots = self.cache.slots(h.shape[1])
+        logits = self.logits(h, self.positions(index), slots)
+        self.cache.advance(slots)
+        return logits
+
+    @torch.no_grad()
+    def forward(self, tokens: torch.Tensor, start: torch.Tensor):
+        halves = 2 if self.cfg else 1
+        tokens, start = tokens.repeat(halves, 1), start.repeat(halves)
+        index = window_index(start, tokens.shape[1])  # [R, L]
+        h = self.embed(tokens.clamp(min=0))
+        h = torch.where((index < 0)[..., None], self.start_embedding[:, None].to(h.dtype), h)
+        self.cache.truncate(self.prefix_len + start)
+        logits = self._run(h, index)
+        return (logits[: self.batch_size], logits[self.batch_size:]) if self.cfg else (logits, None)
+
+    def embed(self, tokens):
+        raise NotImplementedError
+
+    def logits(self, h, positions, slots):
+        raise NotImplementedError

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from mmspec.adapters.hf import PrefixSession, cached_attention, left_pad
+from mmspec.adapters.hf import HFSession, left_pad
 from mmspec.layouts import Grid2D, Layout
 
 MASKED = -1e9  # logit of a token that may not appear at a free position
@@ -143,7 +143,7 @@ class Emu3Image:
         return self.model.decode_image_tokens(image_tokens=tokens, height=height, width=width)
 
 
-class _Emu3Session(PrefixSession):
+class _Emu3Session(HFSession):
     def __init__(self, model, prefix, lengths, batch_size, cfg, max_new, vocab_size, allowed):
         self.model, self.lm, self.allowed = model, model.model.text_model, allowed
         with torch.no_grad():
@@ -153,10 +153,7 @@ class _Emu3Session(PrefixSession):
     def embed(self, tokens):
         return self.model.get_input_embeddings()(tokens)
 
-    def logits(self, h, position_ids, cache, slots):
-        with cached_attention(self.lm):
-            out = self.lm(inputs_embeds=h, position_ids=position_ids, use_cache=False,
-                          mmspec_cache=cache, mmspec_slots=slots)
-        logits = self.model.lm_head(out.last_hidden_state)
+    def logits(self, h, positions, slots):
+        logits = self.model.lm_head(self.run(self.lm, h, positions, slots).last_hidden_state)
         logits = logits.to(torch.promote_types(logits.dtype, torch.float32))  # -1e9 overflows half precision
         return logits.masked_fill(~self.allowed, MASKED)

@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from transformers import AttentionInterface, PretrainedConfig
 
+from mmspec.adapters.base import PrefixSession
 from mmspec.cache import StaticKVCache
 
 ATTENTION = "mmspec"
@@ -65,45 +66,17 @@ def left_pad(prompts: list[torch.Tensor], pad_id: int) -> tuple[torch.Tensor, to
     return ids, lengths
 
 
-class PrefixSession:
-    """A session over a left-padded prefix of embeddings, with CFG as a second half of the batch.
+class HFSession(PrefixSession):
+    """A PrefixSession whose cache is shaped by a transformers text config."""
 
-    Subclasses give `embed(tokens [R, T]) -> [R, T, D]` and `logits(h [R, T, D], position_ids [R, T],
-    cache, slots) -> [R, T, V]`. Row r's prefix occupies slots pad[r] .. P-1 (P = padded length) with
-    positions 0 .. len[r]-1; generated index i sits at slot P + i with position len[r] + i.
-    """
+    def __init__(self, prefix, lengths, batch_size: int, cfg: bool, text_config: PretrainedConfig, max_new: int,
+                 vocab_size: int):
+        R, P, _ = prefix.shape
+        cache = new_cache(text_config, R, P + max_new, prefix.dtype, prefix.device)
+        super().__init__(prefix, lengths, batch_size, cfg, cache, vocab_size)
 
-    def __init__(self, prefix: torch.Tensor, lengths: torch.Tensor, batch_size: int, cfg: bool,
-                 text_config: PretrainedConfig, max_new: int, vocab_size: int):
-        R, P, _ = prefix.shape  # [R, P, D], R = batch_size * (2 if cfg else 1)
-        self.batch_size, self.cfg, self.vocab_size, self.device = batch_size, cfg, vocab_size, prefix.device
-        self.prefix_len, self.lengths = P, lengths.to(prefix.device)
-        self.cache = new_cache(text_config, R, P + max_new, prefix.dtype, prefix.device)
-        self.cache.first = P - self.lengths  # pad slots are never attended to
-        self.start_embedding = prefix[:, -1]
-        if P > 1:
-            pos = (torch.arange(P - 1, device=self.device) - self.cache.first[:, None]).clamp(min=0)
-            self._run(prefix[:, :-1], pos)
-
-    def _run(self, h, position_ids):
-        slots = self.cache.slots(h.shape[1])
-        logits = self.logits(h, position_ids, self.cache, slots)
-        self.cache.advance(slots)
-        return logits
-
-    @torch.no_grad()
-    def forward(self, tokens: torch.Tensor, start: torch.Tensor):
-        halves = 2 if self.cfg else 1
-        tokens, start = tokens.repeat(halves, 1), start.repeat(halves)
-        index = start[:, None] + torch.arange(tokens.shape[1], device=tokens.device)  # [R, L]
-        h = self.embed(tokens.clamp(min=0))
-        h = torch.where((index < 0)[..., None], self.start_embedding[:, None].to(h.dtype), h)
-        self.cache.truncate(self.prefix_len + start)
-        logits = self._run(h, self.lengths[:, None] + index)
-        return (logits[: self.batch_size], logits[self.batch_size:]) if self.cfg else (logits, None)
-
-    def embed(self, tokens):
-        raise NotImplementedError
-
-    def logits(self, h, position_ids, cache, slots):
-        raise NotImplementedError
+    def run(self, decoder: torch.nn.Module, h, position_ids, slots):
+        """Run a transformers decoder on embeddings h [R, T, D] over this session's cache."""
+        with cached_attention(decoder):
+            return decoder(inputs_embeds=h, position_ids=position_ids, use_cache=False,
+                           mmspec_cache=self.cache, mmspec_slots=slots)

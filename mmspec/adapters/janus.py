@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from mmspec.adapters.hf import PrefixSession, cached_attention, left_pad
+from mmspec.adapters.hf import HFSession, left_pad
 from mmspec.layouts import Grid2D, Layout
 
 
@@ -99,7 +99,7 @@ class JanusImage:
         return self.model.decode_image_tokens(torch.as_tensor(tokens, dtype=torch.long, device=device))
 
 
-class _JanusSession(PrefixSession):
+class _JanusSession(HFSession):
     def __init__(self, model, prefix, lengths, prompts, cfg, max_new, vocab_size):
         self.model = model
         self.lm = model.model.language_model
@@ -110,8 +110,5 @@ class _JanusSession(PrefixSession):
     def embed(self, tokens):
         return self.model.prepare_embeddings_for_image_generation(tokens)
 
-    def logits(self, h, position_ids, cache, slots):
-        with cached_attention(self.lm):
-            out = self.lm(inputs_embeds=h, position_ids=position_ids, use_cache=False,
-                          mmspec_cache=cache, mmspec_slots=slots)
-        return self.model.model.generation_head(out.last_hidden_state)
+    def logits(self, h, positions, slots):
+        return self.model.model.generation_head(self.run(self.lm, h, positions, slots).last_hidden_state)

@@ -1,9 +1,9 @@
-"""Target adapter for mmspec's reference GPT (class-label or prompt conditioned, 1D/2D/3D RoPE)."""
+"""Target adapter for mmspec's reference GPT (class-label, caption or prompt conditioned, 1D/2D/3D RoPE)."""
 from __future__ import annotations
 
 import torch
 
-from mmspec.adapters.base import repeat_condition, window_index
+from mmspec.adapters.base import PrefixSession, repeat_condition
 from mmspec.layouts import Layout
 from mmspec.reference.gpt import GPT
 
@@ -14,18 +14,13 @@ class ReferenceTarget:
         self.vocab_size = model.config.vocab_size
 
     def session(self, condition, layout: Layout, *, cfg: bool, num_samples: int = 1, max_window: int = 1):
-        return ReferenceSession(self.model, condition, layout, cfg=cfg, num_samples=num_samples,
-                                max_window=max_window)
-
-
-class ReferenceSession:
-    def __init__(self, model: GPT, condition, layout: Layout, *, cfg: bool, num_samples: int, max_window: int):
-        cfg_ = model.config
-        if layout.axes != cfg_.rope_axes:
-            raise ValueError(f"{layout!r} has {layout.axes} position axes, the model's RoPE has {cfg_.rope_axes}")
-        if layout.length > cfg_.block_size:
+        """condition: class ids [C], prompt ids [C, P], caption features [C, T, C'] or (features, mask [C, T])."""
+        model, config = self.model, self.model.config
+        if layout.axes != config.rope_axes:
+            raise ValueError(f"{layout!r} has {layout.axes} position axes, the model's RoPE has {config.rope_axes}")
+        if layout.length > config.block_size:
             raise ValueError(f"{layout!r} has {layout.length} tokens, longer than the model's block_size "
-                             f"{cfg_.block_size}")
+                             f"{config.block_size}")
         device = model.tok_embeddings.weight.device
         mask = None
         if isinstance(condition, (tuple, list)) and len(condition) == 2 and torch.is_tensor(condition[0]):
@@ -34,43 +29,38 @@ class ReferenceSession:
         model.check_condition(cond)
         if cfg and not model.has_null_condition:
             raise ValueError("CFG needs a null condition, and this model has none (trained without label dropout)")
-        self.model, self.cfg, self.prompt, self.device = model, cfg, None, device
-        self.batch_size, self.vocab_size = cond.shape[0], cfg_.vocab_size
-        rows = torch.cat([cond, model.null_condition(cond.shape[0])]) if cfg else cond
-        self.positions = layout.positions().to(device)  # [N, A]
-        self.prefix_len = P = cfg_.prefix_len
-        self.cache = model.new_cache(rows.shape[0], P + layout.length + max_window)
+        P = config.prefix_len
+        lengths = None
         if mask is not None:
-            self.cache.first = _padding(repeat_condition(torch.as_tensor(mask, device=device), num_samples), P)
-            self.cache.first = self.cache.first.repeat(2 if cfg else 1)
+            lengths = P - _padding(repeat_condition(torch.as_tensor(mask, device=device), num_samples), P)
+            lengths = lengths.repeat(2 if cfg else 1)
+        rows = torch.cat([cond, model.null_condition(cond.shape[0])]) if cfg else cond
         with torch.no_grad():
             prefix = model.embed_condition(rows)  # [R, P, D]
-            self.start_embedding = prefix[:, -1]  # index -1 is fed with the first window
-            if P > 1:
-                self._run(prefix[:, :-1], torch.zeros(rows.shape[0], P - 1, cfg_.rope_axes, dtype=torch.long,
-                                                      device=device), torch.ones(rows.shape[0], P - 1, dtype=torch.bool,
-                                                                                 device=device))
+        cache = model.new_cache(rows.shape[0], P + layout.length + max_window)
+        return ReferenceSession(model, layout, prefix, lengths, cond.shape[0], cfg, cache)
 
-    def _run(self, h, positions, is_cond):
-        cos, sin = self.model.rope(positions, is_cond)
-        slots = self.cache.slots(h.shape[1])
-        logits = self.model(h, cos, sin, self.cache, slots)
-        self.cache.advance(slots)
-        return logits
 
-    @torch.no_grad()
-    def forward(self, tokens: torch.Tensor, start: torch.Tensor):
-        halves = 2 if self.cfg else 1
-        tokens, start = tokens.repeat(halves, 1), start.repeat(halves)
-        index = window_index(start, tokens.shape[1])  # [R, L]
+class ReferenceSession(PrefixSession):
+    """Condition tokens get RoPE position 0 and LlamaGen's zero rotation (`cond_rope`); generated
+    index i gets the layout's position i."""
+
+    def __init__(self, model: GPT, layout: Layout, prefix, lengths, batch_size, cfg, cache):
+        self.model = model
+        self.layout_positions = layout.positions().to(prefix.device)  # [N, A]
+        super().__init__(prefix, lengths, batch_size, cfg, cache, model.config.vocab_size)
+
+    def positions(self, index):
         is_cond = index < 0
-        h = self.model.tok_embeddings(tokens.clamp(min=0))
-        h = torch.where(is_cond[..., None], self.start_embedding[:, None].to(h.dtype), h)
-        positions = self.positions[index.clamp(0, len(self.positions) - 1)]
-        positions = positions.masked_fill(is_cond[..., None], 0)
-        self.cache.truncate(self.prefix_len + start)
-        logits = self._run(h, positions, is_cond)
-        return (logits[: self.batch_size], logits[self.batch_size:]) if self.cfg else (logits, None)
+        pos = self.layout_positions[index.clamp(0, len(self.layout_positions) - 1)]
+        return pos.masked_fill(is_cond[..., None], 0), is_cond
+
+    def embed(self, tokens):
+        return self.model.tok_embeddings(tokens)
+
+    def logits(self, h, positions, slots):
+        cos, sin = self.model.rope(*positions)
+        return self.model(h, cos, sin, self.cache, slots)
 
 
 def _padding(mask: torch.Tensor, length: int) -> torch.Tensor:

@@ -7,7 +7,7 @@ from typing import Callable, Sequence
 
 import torch
 
-from mmspec.adapters.hf import PrefixSession, cached_attention, left_pad
+from mmspec.adapters.hf import HFSession, left_pad
 from mmspec.layouts import Layout, Sequence1D
 from mmspec.stats import Stats
 
@@ -59,7 +59,7 @@ class HFCausalLM:
         return _TextSession(self.model, prefix, lengths, prompts, layout.length + max_window)
 
 
-class _TextSession(PrefixSession):
+class _TextSession(HFSession):
     def __init__(self, model, prefix, lengths, prompts, max_new):
         self.model = model
         config = model.config.get_text_config()
@@ -71,11 +71,8 @@ class _TextSession(PrefixSession):
     def embed(self, tokens):
         return self.model.get_input_embeddings()(tokens)
 
-    def logits(self, h, position_ids, cache, slots):
-        with cached_attention(self.model):
-            out = self.model(inputs_embeds=h, position_ids=position_ids, use_cache=False,
-                             mmspec_cache=cache, mmspec_slots=slots)
-        return out.logits
+    def logits(self, h, positions, slots):
+        return self.run(self.model, h, positions, slots).logits
 
 
 @dataclass
