@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from mmspec.adapters.hf import HFSession, left_pad
+from mmspec.adapters.hf import HFSession, left_pad, prompt_ids
 from mmspec.layouts import Grid2D, Layout
 
 MASKED = -1e9  # logit of a token that may not appear at a free position
@@ -83,14 +83,7 @@ class Emu3Image:
 
     @staticmethod
     def _ids(prompts, what: str) -> list[torch.Tensor]:
-        if isinstance(prompts, torch.Tensor):
-            prompts = list(prompts if prompts.dim() == 2 else prompts[None])
-        elif isinstance(prompts, (list, tuple)) and prompts and isinstance(prompts[0], int):
-            prompts = [prompts]
-        out = [torch.as_tensor(p, dtype=torch.long).flatten() for p in prompts]
-        if not out or any(len(p) == 0 for p in out):
-            raise ValueError(f"Emu3 needs non-empty {what} token ids")
-        return out
+        return prompt_ids(prompts, f"Emu3 {what}")
 
     def encode(self, condition) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
         """condition -> (prompts, negative prompts or None), one negative prompt per prompt."""

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from mmspec.adapters.hf import HFSession, left_pad
+from mmspec.adapters.hf import HFSession, left_pad, prompt_ids
 from mmspec.layouts import Grid2D, Layout
 
 
@@ -52,13 +52,7 @@ class JanusImage:
         return Grid2D(self.grid_size, self.grid_size)
 
     def encode(self, prompts) -> list[torch.Tensor]:
-        if isinstance(prompts, torch.Tensor):
-            prompts = list(prompts if prompts.dim() == 2 else prompts[None])
-        elif isinstance(prompts, (list, tuple)) and prompts and isinstance(prompts[0], int):
-            prompts = [prompts]
-        out = [torch.as_tensor(p, dtype=torch.long).flatten() for p in prompts]
-        if not out or any(len(p) == 0 for p in out):
-            raise ValueError("Janus needs at least one non-empty prompt of token ids")
+        out = prompt_ids(prompts, "Janus prompt")
         if self.boi_token_id is not None and any(int(p[-1]) != self.boi_token_id for p in out):
             raise ValueError(f"every Janus image prompt must end with the BOI token {self.boi_token_id} "
                              "(JanusProcessor(..., generation_mode='image') appends it)")

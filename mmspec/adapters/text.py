@@ -7,7 +7,7 @@ from typing import Callable, Sequence
 
 import torch
 
-from mmspec.adapters.hf import HFSession, left_pad
+from mmspec.adapters.hf import HFSession, left_pad, prompt_ids
 from mmspec.layouts import Layout, Sequence1D
 from mmspec.stats import Stats
 
@@ -33,18 +33,10 @@ class HFCausalLM:
         return [] if eos is None else [eos] if isinstance(eos, int) else list(eos)
 
     def encode(self, prompts) -> list[torch.Tensor]:
-        if isinstance(prompts, str) or (isinstance(prompts, (list, tuple)) and prompts and isinstance(prompts[0], int)):
-            prompts = [prompts]
-        if isinstance(prompts, torch.Tensor):
-            prompts = list(prompts if prompts.dim() == 2 else prompts[None])
-        out = []
-        for p in prompts:
-            if isinstance(p, str):
-                if self.tokenizer is None:
-                    raise ValueError("string prompts need a tokenizer: HFCausalLM(model, tokenizer)")
-                p = self.tokenizer(p, return_tensors="pt").input_ids[0]
-            out.append(torch.as_tensor(p, dtype=torch.long))
-        return out
+        if self.tokenizer is None and (isinstance(prompts, str) or (isinstance(prompts, list) and prompts
+                                                                     and isinstance(prompts[0], str))):
+            raise ValueError("string prompts need a tokenizer: HFCausalLM(model, tokenizer)")
+        return prompt_ids(prompts, tokenizer=self.tokenizer)
 
     def session(self, condition, layout: Layout, *, cfg: bool, num_samples: int = 1, max_window: int = 1):
         if cfg:
