@@ -8,6 +8,8 @@ Sources
 - `emoji-datasource-google` (Noto Emoji art, Apache-2.0) and `emoji-datasource-twitter` (Twemoji art,
   CC-BY-4.0, (c) Twitter, Inc and other contributors), fetched with `npm pack`; we use the 64x64 PNGs
   in `img/<set>/64/` and `emoji.json` (names, short names, category, skin-tone variants).
+- `emojibase-data` (MIT, Miles Johnson): the CLDR English labels ("red heart" for U+2764, whose Unicode
+  name in emoji.json is "HEAVY BLACK HEART"), put first in each emoji's prompt words.
 - The Python standard library of the running interpreter (`sysconfig.get_paths()["stdlib"]`, PSF licence).
 """
 from __future__ import annotations
@@ -31,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("MMSPEC_CACHE", ROOT / ".cache"))
 EMOJI_SETS = {"google": "emoji-datasource-google", "twitter": "emoji-datasource-twitter"}
 EMOJI_VERSION = "16.0.0"
+EMOJIBASE = ("emojibase-data", "17.0.0")
 SKIN_TONES = {"1F3FB": "light skin tone", "1F3FC": "medium light skin tone", "1F3FD": "medium skin tone",
               "1F3FE": "medium dark skin tone", "1F3FF": "dark skin tone"}
 STOPWORDS = {"and", "of", "with", "the", "a", "an", "in", "on", "for", "to"}
@@ -83,15 +86,40 @@ def fetch_emoji() -> Path:
                         (dest / "64" / Path(m.name).name).write_bytes(tf.extractfile(m).read())
                     elif m.name in ("package/emoji.json", "package/LICENSE"):
                         (dest / Path(m.name).name).write_bytes(tf.extractfile(m).read())
+    pkg, version = EMOJIBASE
+    tgz = out / f"{pkg}-{version}.tgz"
+    if not tgz.exists():
+        subprocess.run(["npm", "pack", f"{pkg}@{version}", "--silent"], cwd=out, check=True)
+    if not (out / "emojibase" / "data.json").exists():
+        (out / "emojibase").mkdir(exist_ok=True)
+        with tarfile.open(tgz) as tf:
+            for name in ("package/en/data.json", "package/LICENSE"):
+                (out / "emojibase" / Path(name).name).write_bytes(tf.extractfile(name).read())
     return out
+
+
+def _hex_key(code: str) -> str:
+    return code.upper().replace("-FE0F", "")
+
+
+def cldr_labels() -> dict[str, str]:
+    """Code point sequence (without FE0F) -> CLDR English label, skin-tone variants included."""
+    labels = {}
+    for e in json.load(open(CACHE / "emoji" / "emojibase" / "data.json")):
+        labels[_hex_key(e["hexcode"])] = e["label"]
+        for s in e.get("skins") or []:
+            labels[_hex_key(s["hexcode"])] = s["label"]
+    return labels
 
 
 def emoji_records(art: str) -> list[dict]:
     """One record per image of an art set: file, code, prompt words, category; skin-tone variants included."""
     root = CACHE / "emoji" / art
+    labels = cldr_labels()
     recs = []
     for e in json.load(open(root / "emoji.json")):
         base = words(e["name"] or "") + [w for s in e["short_names"] for w in words(s)]
+        label = labels.get(_hex_key(e["unified"]), (e["name"] or e["short_name"]).lower())
         cat = words(e["category"])
         variants = [(e["unified"], e["image"], e.get(f"has_img_{art}", True), [])]
         for tone, v in (e.get("skin_variations") or {}).items():
@@ -100,8 +128,9 @@ def emoji_records(art: str) -> list[dict]:
         for code, image, has, tone_words in variants:
             if has and (root / "64" / image).exists():
                 recs.append({"art": art, "code": code, "base": e["unified"], "file": str(root / "64" / image),
-                             "name": (e["name"] or e["short_name"]).lower(), "category": e["category"],
-                             "words": dedupe(base + tone_words + cat), "tone": bool(tone_words)})
+                             "name": (e["name"] or e["short_name"]).lower(), "label": label,
+                             "category": e["category"], "vocab_words": dedupe(base + tone_words + cat),
+                             "words": dedupe(words(label) + base + tone_words + cat), "tone": bool(tone_words)})
     return recs
 
 
@@ -127,7 +156,8 @@ def build_images() -> Path:
     rgba = [load_rgba(r["file"]) for r in recs]
     imgs = np.stack([on_background(im) for im in rgba])
     alpha = np.stack([np.asarray(im)[..., 3] for im in rgba])
-    meta = [{k: r[k] for k in ("art", "code", "base", "name", "category", "words", "tone")} for r in recs]
+    meta = [{k: r[k] for k in ("art", "code", "base", "name", "label", "category", "vocab_words", "words", "tone")}
+            for r in recs]
     test = np.array([held_out(r["base"]) for r in recs])
     np.savez(path, images=imgs, alpha=alpha, test=test, meta=np.array(json.dumps(meta)))
     print(f"emoji images: {len(recs)} ({test.sum()} held out) -> {path}")
@@ -143,8 +173,11 @@ def load_images(with_alpha: bool = False):
 # ----------------------------------------------------------------------------------------------- vocab
 
 def build_vocab(meta: list[dict]) -> list[str]:
-    """Word vocabulary shared by the image and video models: id 0 = <pad> (null condition), 1 = <unk>."""
-    ws = sorted({w for m in meta for w in m["words"]} | {w for mo in MOTIONS for w in words(mo)}
+    """Word vocabulary shared by the image and video models: id 0 = <pad> (null condition), 1 = <unk>.
+
+    Built from emoji.json's names, short names and categories (plus motions and colours); CLDR label
+    words outside it (a few hundred, e.g. "grinning" is in, "beaming" is not) map to <unk>."""
+    ws = sorted({w for m in meta for w in m["vocab_words"]} | {w for mo in MOTIONS for w in words(mo)}
                 | {w for b in BACKGROUNDS for w in words(b)} | {"background"})
     return ["<pad>", "<unk>"] + ws
 
@@ -220,8 +253,7 @@ def build_videos(n_clips: int = 6000, seed: int = 0) -> Path:
         motion = MOTIONS[int(rng.integers(len(MOTIONS)))]
         bg = bgs[int(rng.integers(len(bgs)))]
         clips.append(render_clip(sprites[r["file"]], motion, BACKGROUNDS[bg], rng=rng))
-        name_words = words(r["name"])
-        caps.append({"words": video_caption(name_words, motion, bg), "motion": motion, "name": r["name"],
+        caps.append({"words": video_caption(words(r["label"]), motion, bg), "motion": motion, "name": r["label"],
                      "background": bg, "art": r["art"], "code": r["code"]})
         test.append(held_out(r["base"]))
     np.savez(path, clips=np.stack(clips), test=np.array(test), meta=np.array(json.dumps(caps)))
@@ -231,7 +263,12 @@ def build_videos(n_clips: int = 6000, seed: int = 0) -> Path:
 
 def load_videos(n_clips: int = 6000):
     z = np.load(build_videos(n_clips))
-    return z["clips"], z["test"], json.loads(str(z["meta"]))
+    meta = json.loads(str(z["meta"]))
+    labels = cldr_labels()
+    for m in meta:  # captions from the CLDR label (also for arrays built before labels were added)
+        m["name"] = labels.get(_hex_key(m["code"]), m["name"])
+        m["words"] = video_caption(words(m["name"]), m["motion"], m["background"])
+    return z["clips"], z["test"], meta
 
 
 # ----------------------------------------------------------------------------------------------- text

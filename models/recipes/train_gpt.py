@@ -53,9 +53,10 @@ def tokenize(name: str, vq_path: Path, batch: int = 64):
     import hashlib
     h = hashlib.sha1((vq_path / "diffusion_pytorch_model.safetensors").read_bytes()).hexdigest()[:10]
     path = common.CACHE / "data" / f"tokens_{name}_{h}.npz"
-    if path.exists():
+    if path.exists():  # prompt words always come from the current data (they are cheap and may be improved)
         z = np.load(path)
-        return z["tokens"], json.loads(str(z["words"])), z["test"]
+        meta = (data.load_images() if name == "emoji-image" else data.load_videos())[2]
+        return z["tokens"], [m["words"] for m in meta], z["test"]
     vq = VQTokenizer.from_pretrained(vq_path)
     if name == "emoji-image":
         imgs, test, meta = data.load_images()
@@ -71,6 +72,16 @@ def tokenize(name: str, vq_path: Path, batch: int = 64):
     np.savez(path, tokens=toks.astype(np.int16), words=np.array(json.dumps(words)), test=test)
     print(f"tokenized {name}: {toks.shape} -> {path}", flush=True)
     return toks.astype(np.int16), words, test
+
+
+def groups(name: str, tr: np.ndarray) -> list[np.ndarray]:
+    if name != "emoji-image":
+        return [np.array([i]) for i in tr]
+    _, _, meta = data.load_images()
+    by = {}
+    for i in tr:
+        by.setdefault((meta[i]["art"], meta[i]["base"]), []).append(i)
+    return [np.array(v) for v in by.values()]
 
 
 def condition_batch(word_lists, index, rng, drop: float = 0.1, cond_len: int = COND_LEN):
@@ -131,6 +142,9 @@ def main():
     run = common.Run(args, model, opt)
     positions = layout.positions().to(device)
     tr, te = np.flatnonzero(~test), np.flatnonzero(test)
+    # balanced sampling: every (art set, emoji) group is equally likely, then one of its skin-tone variants
+    # (otherwise the ~1900 skin-tone variants of ~400 people emoji would be half of all images)
+    group_of = groups(args.model, tr)
     print(f"{args.model}: {common.count_params(model) / 1e6:.2f}M params, {len(tr)} train / {len(te)} held out "
           f"sequences of {layout.length} tokens", flush=True)
     rng = np.random.default_rng(args.seed + run.step)
@@ -138,7 +152,7 @@ def main():
     model.train()
     while not run.done and not args.export_only:
         run.set_lr(lr)
-        idx = rng.choice(tr, args.batch)
+        idx = np.array([rng.choice(group_of[g]) for g in rng.integers(len(group_of), size=args.batch)])
         x = torch.from_numpy(toks[idx].astype(np.int64)).to(device)
         c = condition_batch([words[i] for i in idx], index, rng).to(device)
         logits = model.forward_sequence(c, x, positions)
