@@ -15,7 +15,9 @@ EMOJI_DATA = """\
 - **Noto Emoji** art (Google), from the npm package `emoji-datasource-google` 16.0.0: Apache-2.0.
 - **Twemoji** art, Copyright 2020 Twitter, Inc and other contributors, from the npm package
   `emoji-datasource-twitter` 16.0.0: CC-BY-4.0 (https://creativecommons.org/licenses/by/4.0/).
-- Names, short names and categories: `emoji.json` of the same packages (emoji-data by iamcal, MIT).
+- Names, short names and categories: `emoji.json` of the same packages (emoji-data by iamcal, MIT);
+  CLDR English labels ("red heart", not the Unicode name "heavy black heart") from the npm package
+  `emojibase-data` 17.0.0 (MIT, Miles Johnson).
 
 Both sets' 64x64 PNGs are used, skin-tone variants included, alpha composited on white; ~5% of the
 emoji (chosen by a hash of the code point, the same ones in both sets) are held out. The weights are
@@ -109,9 +111,8 @@ pipe = mmspec.{pipe}.from_pretrained("models/{name}")
 out = pipe({example}, num_outputs=4, seed=0, method="coupled", window=16)
 ```
 
-![samples](samples.png)
+![samples]({pic})
 
-{'![samples](' + pic + ')' if video else ''}
 Samples above: plain AR sampling at the default settings, 4 per prompt, one prompt per row: {prompts}.
 
 | | |
@@ -136,7 +137,10 @@ python models/recipes/data.py
 python models/recipes/train_vq.py                                   # models/emoji-vq first
 python models/recipes/train_gpt.py --model {name} --max-minutes {m['train_minutes']:.0f}
 ```
-Teacher-forced cross-entropy through `GPT.forward_sequence(cond, tokens, layout.positions())`. The
+Teacher-forced cross-entropy through `GPT.forward_sequence(cond, tokens, layout.positions())`.
+Prompt words: the CLDR label, then the Unicode name, short names, skin tones and category, e.g.
+"red heart heavy black smileys emotion"; the word vocabulary comes from emoji.json (label words
+outside it become `<unk>`). {'Each (art set, emoji) is sampled equally often, then one of its skin-tone variants. ' if not video else ''}The
 condition is dropped (all padding) for 10% of sequences, otherwise it is the full word list (45%) or
 a random half of its words (45%), so short prompts are in distribution. AdamW (0.9, 0.95), weight
 decay 0.05, lr 1e-3 on a cosine over the time budget, batch {m['batch']}. Checkpoints in

@@ -36,7 +36,7 @@ MODELS = {
     "emoji-video": dict(gpt=dict(dim=192, n_layer=6, n_head=4, multiple_of=32, rope_axes=3, block_size=512),
                         layout=("Grid3D", [8, 8, 8]), frame=32,
                         sampling={"temperature": 1.0, "top_k": 100, "cfg_scale": 3.0},
-                        prompts=["bounce red apple", "slide right car", "zoom in red heart", "rotate sun",
+                        prompts=["bounce red apple", "slide right racing car", "zoom in red heart", "rotate sun",
                                  "slide down dog face", "slide left rocket", "zoom out pizza", "bounce soccer ball"]),
 }
 
