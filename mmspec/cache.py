@@ -46,9 +46,9 @@ class StaticKVCache:
 
     def update(self, layer: int, k: torch.Tensor, v: torch.Tensor, slots: torch.Tensor):
         """Write k, v [B, H, T, D] at `slots` [B, T]; return all keys/values up to the last slot [B, H, S', D]."""
-        rows = torch.arange(slots.shape[0], device=slots.device)[:, None]
-        self.k[layer][rows, :, slots] = k.transpose(1, 2).to(self.k.dtype)
-        self.v[layer][rows, :, slots] = v.transpose(1, 2).to(self.v.dtype)
+        index = slots[:, None, :, None].expand(-1, k.shape[1], -1, k.shape[3])  # [B, H, T, D]
+        self.k[layer].scatter_(2, index, k.to(self.k.dtype))
+        self.v[layer].scatter_(2, index, v.to(self.v.dtype))
         end = int(slots.max()) + 1
         return self.k[layer, :, :, :end], self.v[layer, :, :, :end]
 

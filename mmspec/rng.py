@@ -43,8 +43,8 @@ class Streams:
             rows, first = self._rows[b], self._first[b]
             missing = s + width - (first + rows.shape[0])
             if missing > 0:  # extend in position order, also over positions nobody asked for
-                u = torch.rand(missing, self.vocab_size, generator=self._noise[b], device=self.device)
-                rows = torch.cat([rows, -torch.log(-torch.log(u))])
+                e = torch.empty(missing, self.vocab_size, device=self.device).exponential_(generator=self._noise[b])
+                rows = torch.cat([rows, -e.log_()])  # -log(Exp(1)) is Gumbel(0, 1)
             self._rows[b], self._first[b] = rows[s - first:], s
             rows = self._rows[b]
             out.append(rows[:width])
