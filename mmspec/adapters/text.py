@@ -28,6 +28,15 @@ class HFCausalLM:
         return cls(model.to(device), tokenizer)
 
     @property
+    def default_sampling(self) -> dict:
+        """The sampling the checkpoint's generation_config asks for (its explicitly set values only)."""
+        config = self.model.generation_config
+        if not config.do_sample:
+            return {"temperature": 0.0}
+        given = config.to_diff_dict()
+        return {k: given[k] for k in ("temperature", "top_k", "top_p") if given.get(k) is not None}
+
+    @property
     def eos_token_ids(self) -> list[int]:
         eos = self.model.generation_config.eos_token_id
         return [] if eos is None else [eos] if isinstance(eos, int) else list(eos)

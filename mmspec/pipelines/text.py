@@ -32,6 +32,10 @@ class TextPipeline:
     def __init__(self, target: HFCausalLM, draft: "HFCausalLM | None" = None):
         self.target, self.draft = target, draft
 
+    @property
+    def default_sampling(self) -> dict:
+        return self.target.default_sampling
+
     @classmethod
     def from_pretrained(cls, path: "str | Path | None" = None, draft: "str | Path | None" = None, device="cpu"):
         target = HFCausalLM.from_pretrained(model_path(path, cls.default_model), device=device)
@@ -46,6 +50,7 @@ class TextPipeline:
                  sampling: "dict | None" = None, max_new_tokens: int = 64, stop_strings=(),
                  progress_bar: bool = False, stream=None) -> TextOutput:
         prompts = as_list(prompt)
+        sampling = sampling if sampling is not None else self.default_sampling
         if method == "draft-model":
             if self.draft is None:
                 raise ValueError("method 'draft-model' needs a draft model: TextPipeline.from_pretrained(path, draft=...)")
