@@ -31,13 +31,17 @@ class Streams:
     def batch_size(self) -> int:
         return len(self._noise)
 
-    def gumbel(self, start: torch.Tensor, width: int) -> torch.Tensor:
+    def gumbel(self, start: torch.Tensor, width: int, active: torch.Tensor | None = None) -> torch.Tensor:
         """Gumbel rows for positions start[b] .. start[b]+width-1 of each row -> [B, width, V] fp32.
 
-        Rows before `start` are dropped for good: positions only ever move forward.
+        Rows before `start` are dropped for good: positions only ever move forward. Rows that are
+        not `active` (done) get zeros and leave their stream untouched.
         """
         out = []
         for b, s in enumerate(start.tolist()):
+            if active is not None and not active[b]:
+                out.append(torch.zeros(width, self.vocab_size, device=self.device))
+                continue
             if s < self._first[b]:
                 raise RuntimeError(f"row {b} asked for noise at position {s}, already dropped")
             rows, first = self._rows[b], self._first[b]

@@ -59,7 +59,7 @@ class DecodeState:
     def window_gumbel(self) -> torch.Tensor:
         """[B, L, V] Gumbel noise of the window positions n .. n+L-1, from the position-ordered stream."""
         if self._gumbel is None or self._gumbel[0] != self.step:
-            self._gumbel = (self.step, self.streams.gumbel(self.n, self.window).to(self.seq.device))
+            self._gumbel = (self.step, self.streams.gumbel(self.n, self.window, self.active).to(self.seq.device))
         return self._gumbel[1]
 
     def structural(self, index: torch.Tensor) -> torch.Tensor:

@@ -92,3 +92,20 @@ def test_stop_tokens_end_rows_early():
         body = row[:n].tolist()
         assert (row[n:] == -1).all()
         assert 2 not in body[:-1] and (body[-1] == 2 or n == 6)
+
+
+def test_a_row_ended_behind_its_window_does_not_disturb_the_others():
+    """on_commit may end a row with fewer tokens than it has committed (a stop string): the other
+    rows go on exactly as in a batch-1 run."""
+    layout, axes = LAYOUTS["1d"]
+    target = _target(axes)
+
+    def cut_row_0(state, k):
+        if state.active[0] and int(state.n[0]) >= 6:
+            state.finish(0, 3)
+
+    out = mmspec.generate(target, torch.tensor([0, 3]), layout, method="exact", window=5, sampling=SAMPLING,
+                          seed=[4, 9], on_commit=cut_row_0)
+    alone = mmspec.generate(target, torch.tensor([3]), layout, method="ar", sampling=SAMPLING, seed=[9])
+    assert out.lengths.tolist() == [3, layout.length] and torch.equal(out.tokens[1], alone.tokens[0])
+    assert (out.tokens[0, 3:] == -1).all()
