@@ -153,12 +153,23 @@ def tiny_llama(vocab=40, layers=2, hidden=32, seed=0, dtype=torch.float64):
     cfg = LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
                       bos_token_id=1, eos_token_id=None, pad_token_id=0)
-    model = LlamaForCausalLM(cfg).to(dtype).eval()
+    return spread_weights(LlamaForCausalLM(cfg).to(dtype).eval())
+
+
+def spread_weights(model, skip: tuple = ()):
+    """Larger than default init, so p is far from uniform and context matters; `skip`: name prefixes left alone."""
     with torch.no_grad():
-        for p in model.parameters():
-            if p.dim() > 1:
+        for name, p in model.named_parameters():
+            if p.dim() > 1 and not name.startswith(skip):
                 p.normal_(0, 0.3)
     return model
+
+
+def left_pad(rows: list, pad: int) -> tuple:
+    """Ragged id lists -> (ids [B, W] left-padded with `pad`, attention mask [B, W]), as transformers expects."""
+    width = max(map(len, rows))
+    return (torch.tensor([[pad] * (width - len(r)) + r for r in rows]),
+            torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows]))
 
 
 def word_tokenizer():

@@ -72,6 +72,13 @@ class Run:
         self._base = self.elapsed
         self._last_save = time.time()
 
+    def backward_step(self, loss: torch.Tensor, clip: float = 1.0):
+        """One optimiser update from `loss`, gradients clipped to norm `clip`."""
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip)
+        self.opt.step()
+
     def tick(self) -> float:
         """Call once per step after the update: advances the clock, saves on schedule; returns the lr to use next."""
         self.step += 1

@@ -157,10 +157,7 @@ def main():
         c = condition_batch([words[i] for i in idx], index, rng).to(device)
         logits = model.forward_sequence(c, x, positions)
         loss = F.cross_entropy(logits.flatten(0, 1).float(), x.flatten())
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+        run.backward_step(loss)
         lr = run.tick()
         if run.step % 10 == 0:
             run.log(loss=round(loss.item(), 4), lr=round(lr, 6))

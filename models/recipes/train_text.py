@@ -112,10 +112,7 @@ def main():
         x = torch.from_numpy(np.stack([train[s:s + SEQ + 1] for s in starts]).astype(np.int64)).to(device)
         logits = model(x[:, :-1]).logits
         loss = F.cross_entropy(logits.flatten(0, 1).float(), x[:, 1:].flatten())
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+        run.backward_step(loss)
         lr = run.tick()
         if run.step % 10 == 0:
             run.log(loss=round(loss.item(), 4), lr=round(lr, 6))

@@ -124,10 +124,7 @@ def main():
         rec = vq.decode(q, force_not_quantize=True).sample
         mse = F.mse_loss(rec, xb)
         loss = mse + 0.1 * F.l1_loss(rec, xb) + commit
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(vq.parameters(), 1.0)
-        opt.step()
+        run.backward_step(loss)
         usage.index_add_(0, idx.flatten(), torch.ones(idx.numel(), device=device))
         if (run.step + 1) % 25 == 0 and not args.decoder_only:  # restart dead codes from this batch's encoder outputs
             with torch.no_grad():

@@ -10,7 +10,7 @@ from transformers import Emu3Config, Emu3ForConditionalGeneration, Emu3TextConfi
 
 import mmspec
 from mmspec.adapters.emu3 import Emu3Image, emu3_layout
-from tiny import chi_square_pvalue, reference_p, sequence_id
+from tiny import chi_square_pvalue, left_pad, reference_p, sequence_id, spread_weights
 
 METHODS = ["ar", "jacobi", "coupled", "gumbel", "exact", "lookup", "draft-model"]
 V, START = 99, 30  # text vocabulary; visual token of code c is START + c
@@ -36,11 +36,7 @@ def tiny_emu3(codes=20, layers=2, seed=0, dtype=torch.float64, names=True, vocab
               hidden_size=32, attn_resolutions=[])
     model = Emu3ForConditionalGeneration(Emu3Config(text_config=text, vq_config=vq, vocabulary_map=vocab))
     model = model.to(dtype).eval()
-    with torch.no_grad():  # larger than default init so p is far from uniform and context matters
-        for name, p in model.named_parameters():
-            if p.dim() > 1 and not name.startswith("model.vqmodel"):
-                p.normal_(0, 0.3)
-    return model
+    return spread_weights(model, skip=("model.vqmodel",))
 
 
 @functools.lru_cache(maxsize=None)
@@ -72,19 +68,13 @@ def allowed_tokens(model, h, w):
     return allowed
 
 
-def _left_pad(rows):
-    width = max(map(len, rows))
-    return (torch.tensor([[PAD] * (width - len(r)) + r for r in rows]),
-            torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows]))
-
-
 @functools.lru_cache(maxsize=None)
 def hf_greedy(batch: int, scale: float, negative: bool = True) -> torch.Tensor:
     model = _model()
-    ids, mask = _left_pad(PROMPTS[:batch])
+    ids, mask = left_pad(PROMPTS[:batch], PAD)
     kw = {}
     if negative:
-        neg, neg_mask = _left_pad(NEGATIVE[:batch])
+        neg, neg_mask = left_pad(NEGATIVE[:batch], PAD)
         kw = dict(negative_prompt_ids=neg, negative_prompt_attention_mask=neg_mask)
     out = model.generate(ids, attention_mask=mask, max_new_tokens=(W + 1) * H + 3, do_sample=False,
                          prefix_allowed_tokens_fn=allowed_tokens(model, H, W), guidance_scale=scale, **kw)
@@ -125,7 +115,7 @@ def test_transformers_default_null_condition_is_the_last_prompt_token():
 
 def test_without_cfg_and_with_a_single_negative_prompt():
     model = _model()
-    ids, mask = _left_pad(PROMPTS)
+    ids, mask = left_pad(PROMPTS, PAD)
     hf = model.generate(ids, attention_mask=mask, max_new_tokens=(W + 1) * H + 3, do_sample=False,
                         prefix_allowed_tokens_fn=allowed_tokens(model, H, W))[:, ids.shape[1]:]
     target = Emu3Image(model)

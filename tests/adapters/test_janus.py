@@ -9,7 +9,7 @@ from transformers import JanusConfig, JanusForConditionalGeneration
 
 import mmspec
 from mmspec.adapters.janus import JanusImage
-from tiny import chi_square_pvalue, reference_p, sequence_id
+from tiny import chi_square_pvalue, left_pad, reference_p, sequence_id, spread_weights
 
 METHODS = ["ar", "jacobi", "coupled", "gumbel", "exact", "lookup", "draft-model"]
 BOS, PAD, BOI = 2, 1, 3
@@ -26,10 +26,7 @@ def tiny_janus(n=4, codes=12, layers=2, seed=0, dtype=torch.float64):
               projection_dim=32, image_token_embed_dim=32)
     model = JanusForConditionalGeneration(JanusConfig(text_config=text, vision_config=vision, vq_config=vq,
                                                       image_token_id=0)).to(dtype).eval()
-    with torch.no_grad():  # larger than default init so p is far from uniform and context matters
-        for name, p in model.named_parameters():
-            if p.dim() > 1 and not name.startswith(("model.vqmodel", "model.vision_model")):
-                p.normal_(0, 0.3)
+    spread_weights(model, skip=("model.vqmodel", "model.vision_model"))
     model.generation_config.bos_token_id = BOS
     model.generation_config.pad_token_id = PAD
     model.generation_config.generation_kwargs = {"boi_token_id": BOI}
@@ -53,10 +50,7 @@ PROMPTS = [[BOS, 10, 11, 12, BOI], [BOS, 20, 21, 5, 22, 23, 24, BOI]]
 @functools.lru_cache(maxsize=None)
 def hf_greedy(batch: int, scale: float) -> torch.Tensor:
     """transformers' Janus generate on a left-padded batch (pad tokens masked out)."""
-    prompts = PROMPTS[:batch]
-    width = max(map(len, prompts))
-    ids = torch.tensor([[PAD] * (width - len(p)) + p for p in prompts])
-    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+    ids, mask = left_pad(PROMPTS[:batch], PAD)
     return _model().generate(ids, attention_mask=mask, generation_mode="image", do_sample=False,
                              guidance_scale=scale)
 
