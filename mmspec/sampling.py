@@ -81,14 +81,35 @@ def _finite(logits: torch.Tensor, what: str) -> torch.Tensor:
     return logits
 
 
-def _top_p(z: torch.Tensor, top_p: float) -> torch.Tensor:
-    """Keep the smallest set of tokens whose mass reaches top_p (transformers' rule; the top token always stays)."""
-    sorted_z, order = z.sort(-1)  # ascending
-    cum = sorted_z.softmax(-1).cumsum(-1)
-    drop_sorted = cum <= 1 - top_p
-    drop_sorted[..., -1] = False
-    drop = drop_sorted.scatter(-1, order, drop_sorted)
-    return z.masked_fill(drop, -torch.inf)
+def _top_p(z: torch.Tensor, top_p: float, head: int = 256) -> torch.Tensor:
+    """Keep the smallest set of most likely tokens whose mass reaches top_p (the top token always stays).
+
+    A token stays when the mass ranked above it is < top_p. Sorting the whole vocabulary at every window position
+    dominates a verify step on large vocabularies, so each distribution first ranks only its `head` most likely
+    tokens: that is exact when they hold top_p of the mass (the prefix sums are those of a full sort), and only
+    the distributions where they do not are sorted in full.
+    """
+    flat = z.reshape(-1, z.shape[-1])  # [M, V]
+    lse = flat.logsumexp(-1, keepdim=True)  # [M, 1]
+    full = torch.ones(len(flat), dtype=torch.bool, device=z.device)  # [M] rows that need the full sort
+    out = torch.full_like(flat, -torch.inf)
+    if 2 * head < flat.shape[-1]:
+        ranked, order = flat.topk(head, dim=-1)  # [M, head] descending
+        kept, mass = _kept(ranked, lse, top_p)
+        out.scatter_(-1, order, ranked.masked_fill(~kept, -torch.inf))
+        full = mass < top_p
+    if full.any():
+        ranked, order = flat[full].sort(-1, descending=True)
+        kept, _ = _kept(ranked, lse[full], top_p)
+        out[full] = torch.full_like(ranked, -torch.inf).scatter_(-1, order, ranked.masked_fill(~kept, -torch.inf))
+    return out.view_as(z)
+
+
+def _kept(ranked: torch.Tensor, lse: torch.Tensor, top_p: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Descending logits [..., K] -> (whether each stays [..., K], mass of all K [...])."""
+    p = (ranked - lse).exp()
+    cum = p.cumsum(-1)
+    return cum - p < top_p, cum[..., -1]
 
 
 def sample_from(weights: torch.Tensor, u: torch.Tensor) -> torch.Tensor:

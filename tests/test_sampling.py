@@ -46,3 +46,21 @@ def test_sample_from_follows_the_weights_and_never_picks_zero_mass():
     assert freq[[0, 2, 4]].sum() == 0
     assert abs(freq[3] - 0.75) < 0.01
     assert sample_from(w, torch.tensor(1 - 2**-24)).item() == 3  # rounding at the top stays on mass
+
+
+@pytest.mark.parametrize("top_p", [0.5, 0.95, 0.999])
+def test_top_p_on_a_large_vocabulary_ranks_few_or_all_tokens_with_one_rule(top_p):
+    g = torch.Generator().manual_seed(2)
+    peaked = torch.randn(3, 4096, generator=g) * 4      # the top 256 hold top_p: the short path
+    flat = torch.randn(3, 4096, generator=g) * 0.1      # they do not: every row sorts in full
+    for z in (peaked, flat, torch.cat([peaked, flat])):
+        logp = mmspec.Sampling(top_p=top_p).logp(z)
+        p = z.softmax(-1)
+        ranked, _ = p.sort(-1, descending=True)
+        kept = (ranked.cumsum(-1) - ranked < top_p).sum(-1)  # how many the rule keeps per row
+        assert torch.equal(torch.isfinite(logp).sum(-1), kept)
+        assert torch.equal(logp.argmax(-1), z.argmax(-1))
+        torch.testing.assert_close(logp.exp().sum(-1), torch.ones(len(z)))
+    # a row's result does not depend on whether another row in the batch forced the full sort
+    mixed = mmspec.Sampling(top_p=top_p).logp(torch.cat([peaked, flat]))
+    assert torch.equal(mixed[:3], mmspec.Sampling(top_p=top_p).logp(peaked))
