@@ -9,6 +9,8 @@ from pathlib import Path
 from mmspec.methods import METHODS
 
 KINDS = ("image", "video", "text")
+# default window per kind: grids accept long runs (video repeats across frames); text drafts rarely survive long
+WINDOWS = {"image": 16, "video": 32, "text": 6}
 
 
 def _pipeline(kind: str, model: str | None, draft: str | None = None):
@@ -32,13 +34,13 @@ def _sampling(args, kind: str, pipeline) -> dict | None:
     return {**base, **given}
 
 
-def _common(p: argparse.ArgumentParser, window: int):
+def _common(p: argparse.ArgumentParser):
     p.add_argument("kind", choices=KINDS)
     p.add_argument("--model", help="model folder (default: the bundled model for the kind)")
     p.add_argument("--draft", help="draft model folder for --method draft-model (text)")
     p.add_argument("--method", default="coupled", choices=sorted(METHODS))
     p.add_argument("--init", help="fill policy for fresh window slots: random, left, above, prev-frame, ngram")
-    p.add_argument("--window", type=int, default=window, help="positions verified per forward (1..256)")
+    p.add_argument("--window", type=int, help=f"positions verified per forward (1..256; default {WINDOWS})")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--num", type=int, default=1, help="outputs per prompt")
     p.add_argument("--max-new-tokens", type=int, default=64, help="text only")
@@ -103,12 +105,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mmspec", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     gen = sub.add_parser("generate", help="generate images, videos or text with speculation")
-    _common(gen, window=16)
+    _common(gen)
     gen.add_argument("prompt")
     gen.add_argument("--out", default="out", help="output folder")
     gen.set_defaults(func=cmd_generate)
     bench = sub.add_parser("bench", help="NFE, acceptance and wall-clock of methods against AR, same run")
-    _common(bench, window=16)
+    _common(bench)
     bench.add_argument("--methods", default="jacobi,coupled,gumbel,exact,lookup")
     bench.add_argument("--prompt", action="append", help="a prompt (repeatable); default: a fixed set")
     bench.add_argument("--repeats", type=int, default=1, help="time each method this many times, keep the best")
@@ -131,6 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if getattr(args, "kind", None) and args.window is None:
+        args.window = WINDOWS[args.kind]
     try:
         result = args.func(args)
     except (ValueError, FileNotFoundError) as err:

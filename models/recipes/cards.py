@@ -125,6 +125,7 @@ Samples above: plain AR sampling at the default settings, 4 per prompt, one prom
 Entropy is measured at the positions of the sample sequences above (the distributions speculation
 has to guess): it is much higher than for large, well-trained models, which makes acceptance
 lengths on this model a conservative estimate.
+{m.get('remark', '')}
 
 ## Data
 

@@ -29,8 +29,8 @@ ROOT = common.ROOT
 COND_LEN = 12
 MODELS = {
     "emoji-image": dict(gpt=dict(dim=192, n_layer=6, n_head=6, multiple_of=32, rope_axes=2, block_size=256),
-                        layout=("Grid2D", [16, 16]), frame=64,
-                        sampling={"temperature": 1.0, "top_k": 100, "cfg_scale": 3.0},
+                        layout=("Grid2D", [16, 16]), frame=64,  # t < 1: clearer shapes from a small model
+                        sampling={"temperature": 0.6, "top_k": 20, "cfg_scale": 4.0},
                         prompts=["red heart", "smiling face", "dog face", "pizza", "rocket", "sun", "tree",
                                  "flag france"]),
     "emoji-video": dict(gpt=dict(dim=192, n_layer=6, n_head=4, multiple_of=32, rope_axes=3, block_size=512),
