@@ -14,7 +14,8 @@ import torch
 
 class VQTokenizer:
     def __init__(self, vq, device: "str | torch.device" = "cpu", dtype: torch.dtype = torch.float32):
-        self.vq = vq.to(device=device, dtype=dtype).eval()
+        vq = vq.to(device=device)
+        self.vq = (vq if vq.dtype == dtype else vq.to(dtype=dtype)).eval()  # diffusers warns on any dtype cast
         self.device, self.dtype = torch.device(device), dtype
         cfg = vq.config
         self.codebook_size = cfg.num_vq_embeddings
@@ -25,7 +26,9 @@ class VQTokenizer:
     def from_pretrained(cls, path: "str | Path", device: "str | torch.device" = "cpu",
                         dtype: torch.dtype = torch.float32) -> "VQTokenizer":
         from diffusers import VQModel
-        return cls(VQModel.from_pretrained(str(path)), device=device, dtype=dtype)
+        # torch_dtype at load (not a later .to) and no accelerate-only low-memory path: loads quietly
+        vq = VQModel.from_pretrained(str(path), torch_dtype=dtype, low_cpu_mem_usage=False, use_safetensors=True)
+        return cls(vq, device=device, dtype=dtype)
 
     def _to_tensor(self, images) -> torch.Tensor:
         """PIL image(s), uint8 arrays [..., H, W, 3] or float tensors [B, 3, H, W] in [-1, 1] -> [B, 3, H, W]."""
