@@ -108,7 +108,7 @@ classifier-free guidance; the condition's rotary angle is 0). Weights: bf16 safe
 ```python
 import mmspec
 pipe = mmspec.{pipe}.from_pretrained("models/{name}")
-out = pipe({example}, num_outputs=4, seed=0, method="coupled", window=16)
+out = pipe({example}, num_outputs=4, seed=0, method="coupled", window={32 if video else 16})
 ```
 
 ![samples]({pic})
