@@ -9,16 +9,19 @@ from pathlib import Path
 from mmspec.methods import METHODS
 
 KINDS = ("image", "video", "text")
-# default window per kind: grids accept long runs (video repeats across frames); text drafts rarely survive long
-WINDOWS = {"image": 16, "video": 32, "text": 6}
 
 
-def _pipeline(kind: str, model: str | None, draft: str | None = None):
+def _pipeline(args):
+    """The pipeline for args.kind; fills in its default window when --window is not given."""
     from mmspec.pipelines import ImagePipeline, TextPipeline, VideoPipeline
 
-    if kind == "text":
-        return TextPipeline.from_pretrained(model, draft=draft)
-    return {"image": ImagePipeline, "video": VideoPipeline}[kind].from_pretrained(model)
+    if args.kind == "text":
+        pipe = TextPipeline.from_pretrained(args.model, draft=args.draft)
+    else:
+        pipe = {"image": ImagePipeline, "video": VideoPipeline}[args.kind].from_pretrained(args.model)
+    if args.window is None:
+        args.window = pipe.default_window
+    return pipe
 
 
 def _method(args):
@@ -40,7 +43,8 @@ def _common(p: argparse.ArgumentParser):
     p.add_argument("--draft", help="draft model folder for --method draft-model (text)")
     p.add_argument("--method", default="coupled", choices=sorted(METHODS))
     p.add_argument("--init", help="fill policy for fresh window slots: random, left, above, prev-frame, ngram")
-    p.add_argument("--window", type=int, help=f"positions verified per forward (1..256; default {WINDOWS})")
+    p.add_argument("--window", type=int, help="positions verified per forward (1..256; default: the pipeline's, "
+                   "16 image, 32 video, 6 text)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--num", type=int, default=1, help="outputs per prompt")
     p.add_argument("--max-new-tokens", type=int, default=64, help="text only")
@@ -50,7 +54,7 @@ def _common(p: argparse.ArgumentParser):
 
 
 def cmd_generate(args) -> dict:
-    pipe = _pipeline(args.kind, args.model, args.draft)
+    pipe = _pipeline(args)
     call = dict(num_outputs=args.num, seed=args.seed, method=_method(args), window=args.window,
                 sampling=_sampling(args, args.kind, pipe), progress_bar=not args.json)
     if args.kind == "text":
@@ -70,7 +74,7 @@ def cmd_generate(args) -> dict:
 def cmd_bench(args) -> dict:
     from mmspec.bench import environment, format_table, run_benchmark
 
-    pipe = _pipeline(args.kind, args.model, args.draft)
+    pipe = _pipeline(args)
     prompts = args.prompt or {"image": ["red heart", "pizza", "rocket", "dog face"],
                               "video": ["bounce red apple", "slide right car", "zoom in red heart", "rotate sun"],
                               "text": ["def fibonacci(n):\n", "import os\n\n\ndef ", "class Stack:\n    def "]}[args.kind]
@@ -133,8 +137,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if getattr(args, "kind", None) and args.window is None:
-        args.window = WINDOWS[args.kind]
     try:
         result = args.func(args)
     except (ValueError, FileNotFoundError) as err:

@@ -80,9 +80,10 @@ class _GridPipeline:
         target = ReferenceTarget(load_gpt(path, dtype=dtype, device=device))
         return cls(target, tokenizer, layout, vocab, config.get("default_sampling", {}))
 
-    def __call__(self, prompt, num_outputs: int = 1, seed=0, method="coupled", window: int = 16,
+    def __call__(self, prompt, num_outputs: int = 1, seed=0, method="coupled", window: "int | None" = None,
                  sampling: "dict | None" = None, progress_bar: bool = False):
         prompts = as_list(prompt)
+        window = self.default_window if window is None else window
         cond = torch.tensor([encode_prompt(p, self.vocab, self.cond_len) for p in prompts])
         sampling = sampling if sampling is not None else self.default_sampling
         t0 = time.perf_counter()
@@ -96,6 +97,7 @@ class ImagePipeline(_GridPipeline):
     """prompt(s) -> PIL images; `num_outputs` images per prompt."""
 
     default_model = "emoji-image"
+    default_window = 16
 
     def _output(self, out, prompts, seconds):
         grid = out.tokens.view(-1, self.layout.h, self.layout.w)
@@ -107,6 +109,7 @@ class VideoPipeline(_GridPipeline):
     """prompt(s) -> videos (lists of PIL frames), savable as GIF and MP4."""
 
     default_model = "emoji-video"
+    default_window = 32  # frames repeat, so long windows are accepted in long runs
 
     def _output(self, out, prompts, seconds):
         t, h, w = self.layout.t, self.layout.h, self.layout.w

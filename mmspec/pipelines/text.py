@@ -28,6 +28,7 @@ class TextOutput:
 
 class TextPipeline:
     default_model, default_draft = "code-text", "code-text-draft"
+    default_window = 6  # self-drafted text tokens rarely survive long; a draft model may take more
 
     def __init__(self, target: HFCausalLM, draft: "HFCausalLM | None" = None):
         self.target, self.draft = target, draft
@@ -46,10 +47,11 @@ class TextPipeline:
                                                  else model_path(draft_path, ""), device=device)
         return cls(target, drafter)
 
-    def __call__(self, prompt, num_outputs: int = 1, seed=0, method="coupled", window: int = 8,
+    def __call__(self, prompt, num_outputs: int = 1, seed=0, method="coupled", window: "int | None" = None,
                  sampling: "dict | None" = None, max_new_tokens: int = 64, stop_strings=(),
                  progress_bar: bool = False, stream=None) -> TextOutput:
         prompts = as_list(prompt)
+        window = self.default_window if window is None else window
         sampling = sampling if sampling is not None else self.default_sampling
         if method == "draft-model":
             if self.draft is None:
