@@ -91,25 +91,22 @@ def _top_p(z: torch.Tensor, top_p: float, head: int = 256) -> torch.Tensor:
     """
     flat = z.reshape(-1, z.shape[-1])  # [M, V]
     lse = flat.logsumexp(-1, keepdim=True)  # [M, 1]
-    full = torch.ones(len(flat), dtype=torch.bool, device=z.device)  # [M] rows that need the full sort
-    out = torch.full_like(flat, -torch.inf)
-    if 2 * head < flat.shape[-1]:
-        ranked, order = flat.topk(head, dim=-1)  # [M, head] descending
-        kept, mass = _kept(ranked, lse, top_p)
-        out.scatter_(-1, order, ranked.masked_fill(~kept, -torch.inf))
-        full = mass < top_p
+    if 2 * head >= flat.shape[-1]:
+        return _keep_ranked(flat, lse, top_p, *flat.sort(-1, descending=True))[0].view_as(z)
+    out, mass = _keep_ranked(flat, lse, top_p, *flat.topk(head, dim=-1))
+    full = mass < top_p  # [M] the head holds too little: rank the whole vocabulary
     if full.any():
-        ranked, order = flat[full].sort(-1, descending=True)
-        kept, _ = _kept(ranked, lse[full], top_p)
-        out[full] = torch.full_like(ranked, -torch.inf).scatter_(-1, order, ranked.masked_fill(~kept, -torch.inf))
+        out[full] = _keep_ranked(flat[full], lse[full], top_p, *flat[full].sort(-1, descending=True))[0]
     return out.view_as(z)
 
 
-def _kept(ranked: torch.Tensor, lse: torch.Tensor, top_p: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """Descending logits [..., K] -> (whether each stays [..., K], mass of all K [...])."""
+def _keep_ranked(z, lse, top_p, ranked, order) -> tuple[torch.Tensor, torch.Tensor]:
+    """z [M, V] and its K highest logits `ranked` [M, K] (descending) at `order` -> (z with only the tokens that
+    stay, all others -inf [M, V]; mass of the K ranked tokens [M])."""
     p = (ranked - lse).exp()
     cum = p.cumsum(-1)
-    return cum - p < top_p, cum[..., -1]
+    kept = ranked.masked_fill(cum - p >= top_p, -torch.inf)
+    return torch.full_like(z, -torch.inf).scatter_(-1, order, kept), cum[..., -1]
 
 
 def sample_from(weights: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
