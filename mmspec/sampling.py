@@ -114,9 +114,9 @@ def sample_from(weights: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
 
     One uniform per draw keeps every row's random stream short and fixed in length.
     """
-    cdf = weights.cumsum(-1)
-    x = (u * cdf[..., -1]).unsqueeze(-1)
-    idx = torch.searchsorted(cdf.contiguous(), x.contiguous(), right=True).squeeze(-1)
-    # rounding can push x onto the total: fall back to the last token with mass
-    last = (weights > 0).long().mul(torch.arange(weights.shape[-1], device=weights.device)).argmax(-1)
-    return torch.minimum(idx, last)
+    cdf = weights.cumsum(-1).contiguous()
+    total = cdf[..., -1:].contiguous()
+    idx = torch.searchsorted(cdf, (u[..., None] * total).contiguous(), right=True)
+    # rounding can push u * total onto the total: fall back to the last token with mass (where cdf first reaches it)
+    last = torch.searchsorted(cdf, total, right=False)
+    return torch.minimum(idx, last).squeeze(-1)

@@ -181,3 +181,13 @@ def word_tokenizer():
     tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<pad>"))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", bos_token="<s>", eos_token="</s>")
+
+
+class CycleWindow:
+    """A window policy that changes L at every step (for lossless tests of changing windows)."""
+
+    def __init__(self, sizes):
+        self.sizes, self.max_window = list(sizes), max(sizes)
+
+    def __call__(self, state):
+        return self.sizes[state.step % len(self.sizes)]

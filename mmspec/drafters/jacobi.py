@@ -73,6 +73,7 @@ class JacobiDrafter:
         src = src.clamp(max=L - 1)
         index = state.index(L - 1)
         state.seq.scatter_(1, index, torch.where(carried, z.gather(1, src), state.seq.gather(1, index)))
-        self.fill(state, state.n + L - k)
+        if L > 1:
+            self.fill(state, state.n + L - k)
         self.q = logp.gather(1, src[..., None].expand(-1, -1, V)).exp()  # [B, L-1, V]: the new p of each carried slot
         self.onehot = ~carried
