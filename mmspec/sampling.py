@@ -5,6 +5,8 @@ from. Every verifier takes its ratios against exactly this p, so speculation sta
 """
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import asdict, dataclass
 
 import torch
@@ -28,12 +30,16 @@ class Sampling:
     cfg_mode: str = "logits"
 
     def __post_init__(self):
-        if self.temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
-        if self.top_k is not None and self.top_k < 1:
-            raise ValueError(f"top_k must be >= 1 or None, got {self.top_k}")
-        if self.top_p is not None and not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        # NaN passes every comparison test and would turn p into NaN everywhere: refuse it by name
+        if not _finite_number(self.temperature) or self.temperature < 0:
+            raise ValueError(f"temperature must be a finite number >= 0 (0 = greedy), got {self.temperature!r}")
+        if not _finite_number(self.cfg_scale):
+            raise ValueError(f"cfg_scale must be a finite number (1 = no guidance), got {self.cfg_scale!r}")
+        if self.top_k is not None and (isinstance(self.top_k, bool) or not isinstance(self.top_k, numbers.Integral)
+                                       or self.top_k < 1):
+            raise ValueError(f"top_k must be an int >= 1 or None, got {self.top_k!r}")
+        if self.top_p is not None and not (_finite_number(self.top_p) and 0 < self.top_p <= 1):
+            raise ValueError(f"top_p must be in (0, 1] or None, got {self.top_p!r}")
         if self.cfg_mode not in CFG_MODES:
             raise ValueError(f"cfg_mode must be one of {CFG_MODES}, got {self.cfg_mode!r}")
 
@@ -73,6 +79,10 @@ class Sampling:
         if self.top_p is not None and self.top_p < 1:
             z = _top_p(z, self.top_p)
         return z.log_softmax(-1)
+
+
+def _finite_number(x) -> bool:
+    return isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x)
 
 
 def _finite(logits: torch.Tensor, what: str) -> torch.Tensor:

@@ -59,6 +59,7 @@ def generate_text(target: HFCausalLM, prompts, max_new_tokens: int = 64, *, stop
 class TextOutput:
     texts: list[str]  # completions, prompt-major
     prompts: list[str]
+    tokens: list[torch.Tensor]  # generated ids per row
     stats: Stats
     summary: dict = field(default_factory=dict)
 
@@ -107,5 +108,5 @@ class TextPipeline:
             out = generate_text(self.target, prompts, max_new_tokens, stop_strings=stop_strings, stream=stream,
                                 method=method, window=window, sampling=sampling, seed=seed,
                                 num_samples=num_outputs, on_commit=hook)
-        return TextOutput(out.texts, [p for p in prompts for _ in range(num_outputs)], out.stats,
+        return TextOutput(out.texts, [p for p in prompts for _ in range(num_outputs)], out.tokens, out.stats,
                           stats_dict(out.stats, time.perf_counter() - t0))
