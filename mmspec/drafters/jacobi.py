@@ -40,9 +40,12 @@ class CoupledRedraw:
 
 
 class GumbelRedraw:
-    """SCD-GS: argmax(log p_j + g_j) with the noise row of slot j's position, fixed for its life."""
+    """SCD-GS: argmax(log p_j + g_j) with the noise row of slot j's position, fixed for its life (the
+    verifier's own draws when it made them: same p, same positions, so the same tokens)."""
 
     def __call__(self, state, draft, verdict, logp):
+        if verdict.gumbel_max is not None:
+            return verdict.gumbel_max
         return (logp + state.streams.gumbel(verdict.index)).argmax(-1)
 
 
