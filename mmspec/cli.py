@@ -43,9 +43,18 @@ def _sampling(args, pipeline) -> dict | None:
     return {**pipeline.default_sampling, **given}
 
 
+def _window_arg(text: str) -> "int | str":
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an int in [1, {MAX_WINDOW}] or 'auto', got {text!r}") from None
+
+
 def _check_options(args) -> None:
     """Everything that can be checked without a model, checked before any model loads."""
-    if args.window is not None and not 1 <= args.window <= MAX_WINDOW:
+    if isinstance(args.window, int) and not 1 <= args.window <= MAX_WINDOW:
         raise ValueError(f"--window must be in [1, {MAX_WINDOW}], got {args.window}")
     if args.num < 1:
         raise ValueError(f"--num must be >= 1, got {args.num}")
@@ -75,8 +84,9 @@ def _common(p: argparse.ArgumentParser):
     p.add_argument("--draft", help="draft model folder for --method draft-model (text)")
     p.add_argument("--method", default="coupled", choices=sorted(METHODS))
     p.add_argument("--init", help="fill policy for fresh window slots: random, left, above, prev-frame, ngram")
-    p.add_argument("--window", type=int, help="positions verified per forward (1..256; default: the pipeline's, "
-                   "16 image, 32 video, 6 text)")
+    p.add_argument("--window", type=_window_arg, help="positions verified per forward (1..256), or 'auto' (picked "
+                   "at every step from measured step costs and acceptance); default: the pipeline's, 16 image, "
+                   "32 video, 6 text")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--num", type=int, default=1, help="outputs per prompt")
     p.add_argument("--max-new-tokens", type=int, default=64, help="text only")

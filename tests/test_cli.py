@@ -93,3 +93,15 @@ def test_text_longer_than_the_context_is_refused_with_the_numbers(tiny_text, tmp
                  "--max-new-tokens", "100000"]) == 2
     err = capsys.readouterr().err
     assert "+ 100000 new tokens" in err and "context of 128 (max_position_embeddings)" in err
+
+
+def test_window_auto_keeps_exact_equal_to_ar(tiny_models, tmp_path, capsys):
+    assert main(["generate", "image", "red heart", "--model", str(tiny_models / "image"), "--out", str(tmp_path),
+                 "--method", "exact", "--window", "auto", "--compare", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["compare"]["identical"]
+
+
+def test_window_must_be_an_int_or_auto(capsys):
+    with pytest.raises(SystemExit):
+        main(["generate", "image", "red heart", "--window", "wide"])
+    assert "expected an int in [1, 256] or 'auto'" in capsys.readouterr().err

@@ -96,6 +96,9 @@ def test_a_window_policy_that_oversteps_is_refused(target):
         def __call__(self, state):
             return 5
 
+        def observe(self, state, k, seconds):
+            pass
+
     with pytest.raises(ValueError, match="asked for 5 positions; it allows 1..4"):
         gen(target, window=TooWide())
     with pytest.raises(ValueError, match="window must be"):

@@ -191,3 +191,6 @@ class CycleWindow:
 
     def __call__(self, state):
         return self.sizes[state.step % len(self.sizes)]
+
+    def observe(self, state, k, seconds):
+        pass

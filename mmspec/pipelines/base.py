@@ -7,6 +7,8 @@ from pathlib import Path
 
 import torch
 
+from mmspec.window import AutoWindow
+
 def models_dir() -> Path:
     """Where the bundled models are: $MMSPEC_MODELS, else the models/ folder of the source checkout."""
     return Path(os.environ.get("MMSPEC_MODELS") or Path(__file__).resolve().parents[2] / "models")
@@ -35,6 +37,16 @@ def progress(total: int, desc: str, enabled: bool):
 
     with tqdm(total=total, desc=desc, unit="tok", leave=False) as bar:
         yield lambda state, k: bar.update(int(k.sum()))
+
+
+def resolve_window(window, default: int, model) -> "int | AutoWindow":
+    """None -> the pipeline's default window; "auto" -> an AutoWindow up to twice that, whose step costs are
+    kept for this model for the rest of the process."""
+    if window is None:
+        return default
+    if window == "auto":
+        return AutoWindow(max_window=2 * default, key=id(model))
+    return window
 
 
 def stats_dict(stats, seconds: float | None = None) -> dict:
