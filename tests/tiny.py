@@ -94,13 +94,17 @@ def reference_p(cond: torch.Tensor, uncond: torch.Tensor | None, s: mmspec.Sampl
     return torch.softmax(z, -1)
 
 
-def tabular_law(target: TabularTarget, cond: int, s: mmspec.Sampling) -> torch.Tensor:
-    """Exact law over all V^N sequences (index = sum x_i V^i), prefix by prefix."""
+def tabular_law(target: TabularTarget, cond: int, s: mmspec.Sampling, given: dict | None = None) -> torch.Tensor:
+    """Exact law over all V^N sequences (index = sum x_i V^i), prefix by prefix; positions in `given`
+    ({index: token}) hold their token instead of a draw."""
     V, N = target.vocab_size, target.length
     law = torch.zeros(V ** N, dtype=torch.float64)
     for seq in itertools.product(range(V), repeat=N):
         prob = 1.0
         for i in range(N):
+            if given and i in given:
+                prob *= float(seq[i] == given[i])
+                continue
             c = target.logits(cond, seq[:i])
             u = target.logits(target.num_conditions, seq[:i]) if target.null else None
             prob *= reference_p(c, u, s)[seq[i]].item()

@@ -43,7 +43,7 @@ class DraftModelDrafter:
         for j in range(L - 1):
             logits = self.session.forward(tokens, start)
             q = self._sampling.logp(logits[0][:, -1], None if logits[1] is None else logits[1][:, -1]).exp()
-            forced = state.structural(state.n + j)  # structural tokens are fed as they will be (the loop marks them one-hot)
+            forced = state.structural(state.index(1, j))[:, 0]  # forced tokens are fed as they will be (one-hot q)
             d = torch.where(forced >= 0, forced, sample_from(q, u[:, j]))
             drafts.append(d)
             qs.append(q)
