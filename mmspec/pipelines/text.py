@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mmspec.adapters.text import HFCausalLM, generate_text
-from mmspec.pipelines.base import as_list, model_path, progress, stats_dict
+from mmspec.pipelines.base import as_list, chain, model_path, progress, stats_dict
 from mmspec.stats import Stats
 
 
@@ -16,6 +16,7 @@ class TextOutput:
     prompts: list[str]
     stats: Stats
     summary: dict = field(default_factory=dict)
+    tokens: list = field(default_factory=list)  # generated ids per row, [n_i] each
 
     def save(self, folder: "str | Path", stem: str = "text") -> list[Path]:
         folder = Path(folder)
@@ -49,7 +50,9 @@ class TextPipeline:
 
     def __call__(self, prompt, num_outputs: int = 1, seed=0, method="coupled", window: "int | None" = None,
                  sampling: "dict | None" = None, max_new_tokens: int = 64, stop_strings=(),
-                 progress_bar: bool = False, stream=None) -> TextOutput:
+                 progress_bar: bool = False, stream=None, on_commit=None) -> TextOutput:
+        """stream(row, text) gets each row's new text as it is committed; on_commit(state, k) is called
+        after every forward (see mmspec.generate)."""
         prompts = as_list(prompt)
         window = self.default_window if window is None else window
         sampling = sampling if sampling is not None else self.default_sampling
@@ -61,6 +64,6 @@ class TextPipeline:
         with progress(len(prompts) * num_outputs * max_new_tokens, "TextPipeline", progress_bar) as hook:
             out = generate_text(self.target, prompts, max_new_tokens, stop_strings=stop_strings, stream=stream,
                                 method=method, window=window, sampling=sampling, seed=seed,
-                                num_samples=num_outputs, on_commit=hook)
+                                num_samples=num_outputs, on_commit=chain(hook, on_commit))
         return TextOutput(out.texts, [p for p in prompts for _ in range(num_outputs)], out.stats,
-                          stats_dict(out.stats, time.perf_counter() - t0))
+                          stats_dict(out.stats, time.perf_counter() - t0), out.tokens)
