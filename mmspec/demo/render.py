@@ -50,13 +50,23 @@ def _image(fig) -> Image.Image:
     return Image.fromarray(np.asarray(fig.canvas.buffer_rgba())).convert("RGB")
 
 
+def run_edges(steps: np.ndarray) -> list:
+    """steps [H, W] -> line segments (in imshow's cell coordinates) between neighbouring tokens that
+    different forwards committed: they outline the runs that one forward accepted at once."""
+    ys, xs = np.nonzero(steps[:, 1:] != steps[:, :-1])
+    segments = [[(x + 0.5, y - 0.5), (x + 0.5, y + 0.5)] for y, x in zip(ys, xs)]
+    ys, xs = np.nonzero(steps[1:] != steps[:-1])
+    return segments + [[(x - 0.5, y + 0.5), (x + 0.5, y + 0.5)] for y, x in zip(ys, xs)]
+
+
 def commit_map(steps: np.ndarray, frame_titles: bool) -> Image.Image:
     """steps [B, T, H, W]: the forward that committed each token (-1: never). One panel per output
-    (rows) and frame (columns), one colour scale, so runs accepted in one forward show as one colour."""
+    (rows) and frame (columns) on one colour scale; white lines outline the runs of one forward."""
     from matplotlib import colormaps
+    from matplotlib.collections import LineCollection
 
     B, T = steps.shape[:2]
-    fig = _figure(1.4 * T + 1.6, 1.4 * B * steps.shape[2] / steps.shape[3] + 0.6)
+    fig = _figure(1.4 * T + 1.6, max(1.4 * B * steps.shape[2] / steps.shape[3], 1.6) + 0.6)
     cmap = colormaps["viridis"].with_extremes(bad="lightgrey")
     axes = fig.subplots(B, T, squeeze=False)
     vmax = max(int(steps.max()), 1)
@@ -65,13 +75,14 @@ def commit_map(steps: np.ndarray, frame_titles: bool) -> Image.Image:
             ax = axes[b, t]
             shown = ax.imshow(np.ma.masked_less(steps[b, t], 0), cmap=cmap, vmin=0, vmax=vmax,
                               interpolation="nearest")
+            ax.add_collection(LineCollection(run_edges(steps[b, t]), colors="white", linewidths=0.5))
             ax.set_xticks([])
             ax.set_yticks([])
             if frame_titles and b == 0:
                 ax.set_title(f"frame {t}", fontsize=8)
             if t == 0 and B > 1:
                 ax.set_ylabel(f"output {b}", fontsize=8)
-    fig.colorbar(shown, ax=axes, label="forward that committed the token", shrink=0.9)
+    fig.colorbar(shown, ax=axes, label="committed at forward", shrink=0.9)
     return _image(fig)
 
 
