@@ -66,8 +66,8 @@ class Tab:
             with gr.Column(scale=1, min_width=280):
                 controls = self._controls()
                 with gr.Row():
-                    run_btn = gr.Button("Generate", variant="primary")
-                    cmp_btn = gr.Button("Compare with plain AR")
+                    run_btn = gr.Button("Generate", variant="primary", elem_id=f"{kind}-generate")
+                    cmp_btn = gr.Button("Compare with plain AR", elem_id=f"{kind}-compare")
                     stop_btn = gr.Button("Stop", variant="stop")
             with gr.Column(scale=2):
                 self._outputs()
@@ -84,7 +84,8 @@ class Tab:
         kind, pipe = self.kind, self.pipe
         methods = [m for m in METHODS if m != "draft-model" or getattr(pipe, "draft", None) is not None]
         sampling = {"temperature": 1.0, "top_k": 0, "top_p": 1.0, **pipe.default_sampling}
-        c = {"prompt": gr.Textbox(EXAMPLES[kind][0], label="Prompt", lines=3 if kind == "text" else 1)}
+        c = {"prompt": gr.Textbox(EXAMPLES[kind][0], label="Prompt", lines=3 if kind == "text" else 1,
+                                  elem_id=f"{kind}-prompt")}
         gr.Examples([[p] for p in EXAMPLES[kind]], [c["prompt"]])
         c["method"] = gr.Dropdown(methods, value="draft-model" if "draft-model" in methods else "coupled",
                                   label="Method")
@@ -107,17 +108,18 @@ class Tab:
         return c
 
     def _outputs(self):
-        kind = self.kind
+        kind = self.kind  # elem_ids: for tests and custom CSS
         self.media = _media(kind, "Output (streamed as committed)" if kind == "text" else
-                            "Output (grey: not committed yet)", columns=4)
+                            "Output (grey: not committed yet)", columns=4, elem_id=f"{kind}-output")
         self.video = gr.Video(label="First output (MP4)", autoplay=True, loop=True) if kind == "video" else None
-        self.stats = gr.JSON(label="Stats", open=True)
+        self.stats = gr.JSON(label="Stats", open=True, elem_id=f"{kind}-stats")
         with gr.Row():
-            self.cmap = gr.Image(label="Commit map", type="pil", format="png")
-            self.hist = gr.Image(label="Accepted length per forward", type="pil", format="png")
+            self.cmap = gr.Image(label="Commit map", type="pil", format="png", elem_id=f"{kind}-commit-map")
+            self.hist = gr.Image(label="Accepted length per forward", type="pil", format="png",
+                                 elem_id=f"{kind}-histogram")
         with gr.Accordion("Compare with plain AR", open=True):
             self.verdict = gr.Markdown("Press *Compare with plain AR* to run `ar` with the same prompt, seed and "
-                                       "sampling.")
+                                       "sampling.", elem_id=f"{kind}-verdict")
             with gr.Row():
                 self.media_a, self.media_b = _media(kind, "Method", columns=2), _media(kind, "Plain AR", columns=2)
             self.comparison = gr.JSON(label="Comparison", open=True)
@@ -182,8 +184,9 @@ class Tab:
                 self.comparison: report, self.verdict: verdict(report)}
 
 
-def _media(kind: str, label: str, columns: int):
+def _media(kind: str, label: str, columns: int, elem_id: "str | None" = None):
     """The output component of a kind: a gallery of images or GIFs, or a text box."""
     if kind == "text":
-        return gr.Textbox(label=label, lines=12 if columns > 2 else 8, buttons=["copy"])
-    return gr.Gallery(label=label, columns=columns, format="png", height="auto", object_fit="contain")
+        return gr.Textbox(label=label, lines=12 if columns > 2 else 8, buttons=["copy"], elem_id=elem_id)
+    return gr.Gallery(label=label, columns=columns, format="png", height="auto", object_fit="contain",
+                      elem_id=elem_id)
