@@ -88,7 +88,7 @@ class Tab:
                                   elem_id=f"{kind}-prompt")}
         gr.Examples([[p] for p in EXAMPLES[kind]], [c["prompt"]])
         c["method"] = gr.Dropdown(methods, value="draft-model" if "draft-model" in methods else "coupled",
-                                  label="Method")
+                                  label="Method", elem_id=f"{kind}-method")
         c["window"] = gr.Slider(1, MAX_WINDOW, pipe.default_window, step=1, label="Window",
                                 info="positions verified per forward")
         with gr.Row():
@@ -112,11 +112,13 @@ class Tab:
         self.media = _media(kind, "Output (streamed as committed)" if kind == "text" else
                             "Output (grey: not committed yet)", columns=4, elem_id=f"{kind}-output")
         self.video = gr.Video(label="First output (MP4)", autoplay=True, loop=True) if kind == "video" else None
-        self.stats = gr.JSON(label="Stats", open=True, elem_id=f"{kind}-stats")
         with gr.Row():
-            self.cmap = gr.Image(label="Commit map", type="pil", format="png", elem_id=f"{kind}-commit-map")
-            self.hist = gr.Image(label="Accepted length per forward", type="pil", format="png",
-                                 elem_id=f"{kind}-histogram")
+            self.cmap = gr.Image(label="Commit map", type="pil", format="png", elem_id=f"{kind}-commit-map",
+                                 scale=3)
+            with gr.Column(scale=2):
+                self.stats = gr.JSON(label="Stats", open=True, elem_id=f"{kind}-stats")
+                self.hist = gr.Image(label="Accepted length per forward", type="pil", format="png",
+                                     elem_id=f"{kind}-histogram")
         with gr.Accordion("Compare with plain AR", open=True):
             self.verdict = gr.Markdown("Press *Compare with plain AR* to run `ar` with the same prompt, seed and "
                                        "sampling.", elem_id=f"{kind}-verdict")
@@ -161,7 +163,7 @@ class Tab:
                 out = item
         shown, mp4 = self.view.media(out, Path(tempfile.mkdtemp(dir=self.files)))
         result = {self.media: shown, self.stats: run_stats(out, call["method"]),
-                  self.cmap: commit_map(self.view.steps(out.stats.commit_step), frame_titles=self.kind == "video"),
+                  self.cmap: commit_map(self.view.steps(out.stats.commit_step)),
                   self.hist: length_histogram(out.stats.commit_step)}
         if self.video is not None:
             result[self.video] = mp4
@@ -188,5 +190,5 @@ def _media(kind: str, label: str, columns: int, elem_id: "str | None" = None):
     """The output component of a kind: a gallery of images or GIFs, or a text box."""
     if kind == "text":
         return gr.Textbox(label=label, lines=12 if columns > 2 else 8, buttons=["copy"], elem_id=elem_id)
-    return gr.Gallery(label=label, columns=columns, format="png", height="auto", object_fit="contain",
-                      elem_id=elem_id)
+    return gr.Gallery(label=label, columns=columns, format="png", object_fit="contain",
+                      height=300 if columns > 2 else 240, elem_id=elem_id)

@@ -59,16 +59,20 @@ def run_edges(steps: np.ndarray) -> list:
     return segments + [[(x - 0.5, y + 0.5), (x + 0.5, y + 0.5)] for y, x in zip(ys, xs)]
 
 
-def commit_map(steps: np.ndarray, frame_titles: bool) -> Image.Image:
-    """steps [B, T, H, W]: the forward that committed each token (-1: never). One panel per output
-    (rows) and frame (columns) on one colour scale; white lines outline the runs of one forward."""
+def commit_map(steps: np.ndarray) -> Image.Image:
+    """steps [B, T, H, W]: the forward that committed each token (-1: never). One panel per output and
+    frame (video: outputs in rows, frames in columns) on one colour scale; white lines outline the
+    runs of tokens that one forward committed."""
     from matplotlib import colormaps
     from matplotlib.collections import LineCollection
 
-    B, T = steps.shape[:2]
-    fig = _figure(1.4 * T + 1.6, max(1.4 * B * steps.shape[2] / steps.shape[3], 1.6) + 0.6)
+    B, T, H, W = steps.shape
+    video = T > 1
+    rows, cols = (B, T) if video else (1, B)
+    side = 1.4 if video else 2.0  # inches per panel
+    fig = _figure(side * cols + 1.6, max(side * rows * H / W, 1.6) + 0.6)
     cmap = colormaps["viridis"].with_extremes(bad="lightgrey")
-    axes = fig.subplots(B, T, squeeze=False)
+    axes = fig.subplots(rows, cols, squeeze=False).reshape(B, T)
     vmax = max(int(steps.max()), 1)
     for b in range(B):
         for t in range(T):
@@ -78,10 +82,10 @@ def commit_map(steps: np.ndarray, frame_titles: bool) -> Image.Image:
             ax.add_collection(LineCollection(run_edges(steps[b, t]), colors="white", linewidths=0.5))
             ax.set_xticks([])
             ax.set_yticks([])
-            if frame_titles and b == 0:
+            if video and b == 0:
                 ax.set_title(f"frame {t}", fontsize=8)
-            if t == 0 and B > 1:
-                ax.set_ylabel(f"output {b}", fontsize=8)
+            if B > 1:
+                (ax.set_ylabel if video else ax.set_xlabel)(f"output {b}", fontsize=8)
     fig.colorbar(shown, ax=axes, label="committed at forward", shrink=0.9)
     return _image(fig)
 
@@ -96,6 +100,6 @@ def length_histogram(commit_step: torch.Tensor) -> Image.Image:
     ax.set_xlabel("tokens committed by one forward")
     ax.set_ylabel("forwards")
     mean = lengths.float().mean().item() if len(lengths) else 0.0
-    ax.set_title(f"accepted length per forward (mean {mean:.2f})", fontsize=10)
+    ax.text(0.98, 0.95, f"mean {mean:.2f}", transform=ax.transAxes, ha="right", va="top")
     ax.xaxis.get_major_locator().set_params(integer=True)
     return _image(fig)

@@ -24,7 +24,8 @@ def comparison(method: str, fast, ar, identical: "bool | None") -> dict:
 def verdict(r: dict) -> str:
     """A comparison in one Markdown paragraph."""
     line = (f"**{r['method']}**: {r['seconds']:.2f} s, {r['nfe']} forwards · **ar**: {r['ar_seconds']:.2f} s, "
-            f"{r['ar_nfe']} forwards · measured speed-up **{r['speedup']:.2f}x** ({r['nfe_ratio']:.2f}x fewer forwards)")
+            f"{r['ar_nfe']} forwards · measured speed-up **{r['speedup']:.2f}x** "
+            f"({r['nfe_ratio']:.2f}x fewer forwards)")
     if r["tokens_identical"] is None:
         return line + ("\n\nThe outputs differ from AR's by design: the method samples AR's distribution, not its "
                        "tokens. Choose `exact` for AR's very tokens.")

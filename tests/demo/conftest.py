@@ -18,6 +18,7 @@ def free_port() -> int:
 
 @contextmanager
 def served(**models):
+    """The app on the given model folders (default: the bundled models), served; yields its URL."""
     from mmspec.demo import build_app, launch
 
     app = build_app(**models)
@@ -25,6 +26,11 @@ def served(**models):
         yield launch(app, port=free_port(), block=False)
     finally:
         app.close()
+
+
+@pytest.fixture(scope="session")
+def serve():
+    return served
 
 
 @pytest.fixture(scope="session")

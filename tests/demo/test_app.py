@@ -4,9 +4,6 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-# gradio's queue uses pandas options that pandas 3 deprecates
-pytestmark = pytest.mark.filterwarnings("ignore:.*(no_silent_downcasting|copy keyword):Warning")
-
 STATS = {"nfe", "mean_acceptance_length", "acceptance_rate", "seconds", "tokens_per_second"}
 
 

@@ -1,0 +1,62 @@
+"""The demo in a real browser: headless Debian chromium driven by playwright (no browser download).
+
+MMSPEC_DEMO_SCREENSHOT=docs/demo.png runs it on the bundled models and also writes the screenshot
+there (how the README's picture is made).
+"""
+import os
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture
+def page():
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed: pip install -e '.[dev]'")
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no browser at {CHROMIUM}: apt-get install chromium")
+    with sync_api.sync_playwright() as p:
+        try:
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        except Exception as err:  # a browser that cannot start is reported, not failed on
+            pytest.skip(f"chromium did not start: {str(err).splitlines()[0]}")
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        # offline: only the app itself may be reached
+        page.route("**/*", lambda route: route.continue_() if urlparse(route.request.url).hostname == "127.0.0.1"
+                   else route.abort())
+        yield page
+        browser.close()
+
+
+@pytest.fixture
+def url(request, serve):
+    if not os.environ.get("MMSPEC_DEMO_SCREENSHOT"):
+        yield request.getfixturevalue("demo_url")
+        return
+    with serve() as url:  # the bundled models, for the README's screenshot
+        yield url
+
+
+def test_generate_shows_image_stats_and_commit_map_and_exact_matches_ar(page, url, tmp_path):
+    page.goto(url)
+    prompt = page.locator("#image-prompt textarea")
+    prompt.fill("red heart")
+    page.locator("#image-generate").click()
+    page.locator("#image-commit-map img").wait_for(timeout=120_000)  # shown last, with the stats
+    assert page.locator("#image-output img").count() >= 1
+    stats = page.locator("#image-stats").inner_text()
+    assert "mean_acceptance_length" in stats and "tokens_per_second" in stats
+    page.locator("#image-histogram img").wait_for()
+    method = page.locator("#image-method input")
+    method.fill("exact")
+    method.press("Enter")
+    page.locator("#image-compare").click()
+    page.get_by_text("identical to AR's, token for token").wait_for(timeout=300_000)
+    shot = page.screenshot(path=tmp_path / "demo.png", full_page=True)
+    assert len(shot) > 10_000
+    if os.environ.get("MMSPEC_DEMO_SCREENSHOT"):
+        Path(os.environ["MMSPEC_DEMO_SCREENSHOT"]).write_bytes(shot)
