@@ -7,13 +7,16 @@ import pytest
 
 os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"  # before gradio is imported: no phoning home
 
-pytest.importorskip("gradio", reason="the demo extra is not installed: pip install -e '.[demo]'")
-
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@pytest.fixture
+def port() -> int:
+    return free_port()
 
 
 @contextmanager
@@ -30,6 +33,7 @@ def served(**models):
 
 @pytest.fixture(scope="session")
 def serve():
+    pytest.importorskip("gradio", reason="the demo extra is not installed: pip install -e '.[demo]'")
     return served
 
 
@@ -40,8 +44,8 @@ def tiny_demo_models(tiny_models, tiny_text) -> dict:
 
 
 @pytest.fixture(scope="session")
-def demo_url(tiny_demo_models):
-    with served(**tiny_demo_models) as url:
+def demo_url(serve, tiny_demo_models):
+    with serve(**tiny_demo_models) as url:
         yield url
 
 

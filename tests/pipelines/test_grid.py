@@ -33,3 +33,13 @@ def test_video_pipeline_saves_gif_and_mp4(tiny_models, tmp_path):
 def test_missing_model_folder_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="no model folder"):
         ImagePipeline.from_pretrained(tmp_path / "nothing")
+
+
+def test_on_commit_sees_the_committed_prefix_grow_to_the_output(tiny_models):
+    pipe = ImagePipeline.from_pretrained(tiny_models / "image")
+    seen = []
+    out = pipe("red heart", num_outputs=2, method="coupled", window=4,
+               on_commit=lambda state, k: seen.append((state.seq[:, :state.length].clone(), state.n.clone())))
+    assert len(seen) == out.summary["nfe"] and [int(n.sum()) for _, n in seen] == sorted(int(n.sum()) for _, n in seen)
+    tokens, n = seen[-1]
+    assert (n == 16).all() and torch.equal(tokens, out.tokens)
