@@ -22,5 +22,6 @@ def test_text_output_keeps_token_ids_and_calls_on_commit(tiny_text):
     pipe = TextPipeline.from_pretrained(tiny_text / "target")
     forwards = []
     out = pipe("<s> w3", method="exact", window=3, max_new_tokens=6, on_commit=lambda state, k: forwards.append(k))
-    assert len(out.tokens) == 1 and pipe.target.tokenizer.decode(out.tokens[0].tolist(), skip_special_tokens=True) == out.texts[0]
+    decode = pipe.target.tokenizer.decode
+    assert len(out.tokens) == 1 and decode(out.tokens[0].tolist(), skip_special_tokens=True) == out.texts[0]
     assert sum(int(k.sum()) for k in forwards) == len(out.tokens[0])
