@@ -25,6 +25,8 @@ EXAMPLES = {"image": ["red heart", "smiling face", "pizza", "rocket"],
             "video": ["bounce red apple", "slide right racing car", "zoom in red heart", "rotate sun"],
             "text": ["def fibonacci(n):\n", "class Stack:\n    def "]}
 DEFAULT_OUTPUTS = {"image": 4, "video": 1, "text": 1}
+OUTPUT_LABELS = {"image": "Output (grey: not committed yet)", "video": "Videos (GIF)",
+                 "text": "Output (streamed as committed)"}
 INTRO = """# mmspec: lossless speculative decoding
 Each forward pass of the model verifies a *window* of drafted tokens and commits the accepted run at
 once. The commit map colours every token by the forward that committed it: one colour over many tokens
@@ -68,15 +70,16 @@ class Tab:
                 with gr.Row():
                     run_btn = gr.Button("Generate", variant="primary", elem_id=f"{kind}-generate")
                     cmp_btn = gr.Button("Compare with plain AR", elem_id=f"{kind}-compare")
-                    stop_btn = gr.Button("Stop", variant="stop")
+                    stop_btn = gr.Button("Stop", variant="stop", elem_id=f"{kind}-stop")
             with gr.Column(scale=2):
                 self._outputs()
         shared = dict(inputs_kwargs=controls, concurrency_limit=concurrency, concurrency_id=kind)
-        outputs = [c for c in (self.media, self.video, self.stats, self.cmap, self.hist) if c is not None]
-        runs = [run_btn.click(self.generate, outputs=outputs, api_name=f"{kind}_generate", show_progress="minimal",
-                              **shared),
+        outputs = [c for c in (self.media, self.frames, self.video, self.stats, self.cmap, self.hist) if c is not None]
+        # the progress bar goes on the stats, not over the output that fills in
+        runs = [run_btn.click(self.generate, outputs=outputs, api_name=f"{kind}_generate",
+                              show_progress_on=self.stats, **shared),
                 cmp_btn.click(self.compare, outputs=[self.media_a, self.media_b, self.comparison, self.verdict],
-                              api_name=f"{kind}_compare", **shared)]
+                              api_name=f"{kind}_compare", show_progress_on=self.comparison, **shared)]
         stop_btn.click(None, cancels=runs, api_name=False)
 
     def _controls(self) -> dict:
@@ -109,9 +112,13 @@ class Tab:
 
     def _outputs(self):
         kind = self.kind  # elem_ids: for tests and custom CSS
-        self.media = _media(kind, "Output (streamed as committed)" if kind == "text" else
-                            "Output (grey: not committed yet)", columns=4, elem_id=f"{kind}-output")
-        self.video = gr.Video(label="First output (MP4)", autoplay=True, loop=True) if kind == "video" else None
+        self.media = _media(kind, OUTPUT_LABELS[kind], columns=4, elem_id=f"{kind}-output")
+        self.frames, self.video = None, None
+        if kind == "video":  # frames fill in one picture; the finished videos come as GIFs and an MP4
+            self.frames = gr.Image(label="Frames (grey: not committed yet)", type="pil", format="png",
+                                   elem_id="video-frames")
+            self.video = gr.Video(label="First output (MP4)", autoplay=True, loop=True, height=200)
+        self.live = self.frames or self.media  # what the partial outputs go to
         with gr.Row():
             self.cmap = gr.Image(label="Commit map", type="pil", format="png", elem_id=f"{kind}-commit-map",
                                  scale=3)
@@ -158,7 +165,7 @@ class Tab:
         call = self.settings(**values)
         for item in self.run(call, progress, call["method"]):
             if isinstance(item, Snapshot):
-                yield {self.media: self.view.preview(item.tokens, call["prompt"])}
+                yield {self.live: self.view.preview(item.tokens, call["prompt"])}
             else:
                 out = item
         shown, mp4 = self.view.media(out, Path(tempfile.mkdtemp(dir=self.files)))
@@ -166,7 +173,7 @@ class Tab:
                   self.cmap: commit_map(self.view.steps(out.stats.commit_step)),
                   self.hist: length_histogram(out.stats.commit_step)}
         if self.video is not None:
-            result[self.video] = mp4
+            result.update({self.frames: self.view.preview(out.tokens, call["prompt"]), self.video: mp4})
         yield result
 
     def compare(self, progress=gr.Progress(), **values):
@@ -190,5 +197,5 @@ def _media(kind: str, label: str, columns: int, elem_id: "str | None" = None):
     """The output component of a kind: a gallery of images or GIFs, or a text box."""
     if kind == "text":
         return gr.Textbox(label=label, lines=12 if columns > 2 else 8, buttons=["copy"], elem_id=elem_id)
-    return gr.Gallery(label=label, columns=columns, format="png", object_fit="contain",
+    return gr.Gallery(label=label, columns=columns, format="png", object_fit="contain", allow_preview=False,
                       height=300 if columns > 2 else 240, elem_id=elem_id)

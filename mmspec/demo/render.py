@@ -30,6 +30,13 @@ def filmstrip(frames: list) -> Image.Image:
     return Image.fromarray(np.concatenate([np.asarray(f) for f in frames], axis=1))
 
 
+def stack(images: list) -> Image.Image:
+    """Images of one width, one below the other, 4 pixels of white between them."""
+    gap = np.full((4, images[0].width, 3), 255, dtype=np.uint8)
+    rows = [part for image in images for part in (np.asarray(image), gap)][:-1]
+    return Image.fromarray(np.concatenate(rows, axis=0))
+
+
 def accepted_lengths(commit_step: torch.Tensor) -> torch.Tensor:
     """[B, N] forward that committed each token (-1: never) -> tokens committed by each (row, forward)."""
     counts = [torch.bincount(row[row >= 0]) for row in commit_step.cpu()]

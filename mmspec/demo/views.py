@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from mmspec.demo.render import enlarge, filmstrip, grey_out
+from mmspec.demo.render import enlarge, filmstrip, grey_out, stack
 from mmspec.pipelines import TextPipeline, VideoPipeline
 
-TEXT_COLUMNS = 32  # the commit map wraps text tokens into rows of this many
+TEXT_COLUMNS = 16  # the commit map wraps text tokens into rows of this many
 
 
 class GridView:
@@ -20,22 +20,24 @@ class GridView:
         self.pipe, layout = pipe, pipe.layout
         self.video = isinstance(pipe, VideoPipeline)
         self.shape = (layout.t if self.video else 1, layout.h, layout.w)  # (T, H, W)
-        self.frame_side = 128 if self.video else 256  # display size of one frame
+        self.frame_side = 96 if self.video else 256  # display size of one frame
 
-    def preview(self, tokens: torch.Tensor, prompt: str) -> list:
-        """tokens [B, N] (-1: not committed) -> per output its image (video: its frames side by side),
-        grey where nothing is committed yet."""
+    def preview(self, tokens: torch.Tensor, prompt: str):
+        """tokens [B, N] (-1: not committed) -> the images, grey where nothing is committed yet; for
+        video one picture: a row of frames per output."""
         T, H, W = self.shape
         grids = tokens.view(-1, H, W)
         frames = grey_out(self.pipe.tokenizer.decode_pil(grids.clamp(min=0)), grids >= 0)
         frames = [enlarge(f, self.frame_side) for f in frames]
-        return [filmstrip(frames[i:i + T]) for i in range(0, len(frames), T)]
+        if not self.video:
+            return frames
+        return stack([filmstrip(frames[i:i + T]) for i in range(0, len(frames), T)])
 
     def media(self, out, folder: Path) -> tuple[list, "str | None"]:
         """(gallery items, the first output's MP4 for video)."""
         if not self.video:
             return [enlarge(image, self.frame_side) for image in out.images], None
-        paths = out.save(folder, scale=self.frame_side // out.videos[0][0].width)
+        paths = out.save(folder)
         return [str(p) for p in paths if p.suffix == ".gif"], next(str(p) for p in paths if p.suffix == ".mp4")
 
     def tokens(self, out) -> list:

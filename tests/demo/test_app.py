@@ -22,12 +22,13 @@ def test_image_streams_partial_grids_then_media_stats_and_commit_map(client):
     assert len(job.outputs()) >= 2  # at least one partial grid before the final result
 
 
-def test_video_returns_gif_mp4_and_stats(client):
-    gallery, mp4, stats, commit_map, _ = client.predict(prompt="bounce apple", method="exact", window=3,
-                                                        api_name="/video_generate")
-    assert Path(gallery[0]["image"]).suffix == ".gif" and _image(gallery[0]["image"]).n_frames == 3
+def test_video_returns_frames_gif_mp4_and_stats(client):
+    gallery, frames, mp4, stats, commit_map, _ = client.predict(prompt="bounce apple", method="exact", window=3,
+                                                                num_outputs=2, api_name="/video_generate")
+    assert [Path(g["image"]).suffix for g in gallery] == [".gif"] * 2 and _image(gallery[0]["image"]).n_frames == 3
+    assert _image(frames).size == (3 * 96, 2 * 96 + 4)  # a row of 3 frames per output
     assert Path(mp4).suffix == ".mp4" and Path(mp4).stat().st_size > 0
-    assert STATS <= set(stats) and stats["tokens"] == 12 and _image(commit_map)
+    assert STATS <= set(stats) and stats["tokens"] == 2 * 12 and _image(commit_map)
 
 
 def test_text_returns_the_completion_and_stats(client):
