@@ -197,5 +197,5 @@ def _media(kind: str, label: str, columns: int, elem_id: "str | None" = None):
     """The output component of a kind: a gallery of images or GIFs, or a text box."""
     if kind == "text":
         return gr.Textbox(label=label, lines=12 if columns > 2 else 8, buttons=["copy"], elem_id=elem_id)
-    return gr.Gallery(label=label, columns=columns, format="png", object_fit="contain", allow_preview=False,
-                      height=300 if columns > 2 else 240, elem_id=elem_id)
+    return gr.Gallery(label=label, columns=columns, fit_columns=False, allow_preview=False, format="png",
+                      object_fit="contain", height=300 if columns > 2 else 240, elem_id=elem_id)
