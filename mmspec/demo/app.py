@@ -34,10 +34,14 @@ is a run accepted in a single forward. `exact` gives the very same tokens as pla
 *Compare with plain AR* times both runs without the live preview, so their times are comparable."""
 
 
-def build_app(image_model=None, video_model=None, text_model=None, text_draft=None, concurrency: int = 1) -> gr.Blocks:
+def build_app(image_model=None, video_model=None, text_model=None, text_draft=None,
+              concurrency: int = 1) -> gr.Blocks:
     """Model folders default to the bundled models; text_draft enables `draft-model` for text
     (the bundled text model comes with its draft). `concurrency`: generations at a time per model."""
-    pipes = {"image": ImagePipeline.from_pretrained(image_model), "video": VideoPipeline.from_pretrained(video_model),
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+    pipes = {"image": ImagePipeline.from_pretrained(image_model),
+             "video": VideoPipeline.from_pretrained(video_model),
              "text": TextPipeline.from_pretrained(text_model, draft=text_draft)}
     files = Path(tempfile.mkdtemp(prefix="mmspec-demo-"))  # GIF / MP4 of video runs
     with gr.Blocks(title="mmspec demo", delete_cache=(3600, 3600)) as app:
@@ -51,7 +55,10 @@ def build_app(image_model=None, video_model=None, text_model=None, text_draft=No
 
 def launch(app: gr.Blocks, host: str = "127.0.0.1", port: "int | None" = None, block: bool = True) -> str:
     """Serves the app and prints its URL; block=False returns at once (close with app.close())."""
-    app.launch(server_name=host, server_port=port, prevent_thread_lock=True, show_error=True, quiet=True)
+    try:
+        app.launch(server_name=host, server_port=port, prevent_thread_lock=True, show_error=True, quiet=True)
+    except OSError as err:  # the port is taken: a usage error, not a crash
+        raise ValueError(f"cannot serve on {host}:{port}: {err}") from err
     print(f"mmspec demo running on {app.local_url}", flush=True)
     if block:
         app.block_thread()
@@ -74,7 +81,8 @@ class Tab:
             with gr.Column(scale=2):
                 self._outputs()
         shared = dict(inputs_kwargs=controls, concurrency_limit=concurrency, concurrency_id=kind)
-        outputs = [c for c in (self.media, self.frames, self.video, self.stats, self.cmap, self.hist) if c is not None]
+        outputs = [c for c in (self.media, self.frames, self.video, self.stats, self.cmap, self.hist)
+                   if c is not None]
         # the progress bar goes on the stats, not over the output that fills in
         runs = [run_btn.click(self.generate, outputs=outputs, api_name=f"{kind}_generate",
                               show_progress_on=self.stats, **shared),
@@ -135,16 +143,16 @@ class Tab:
 
     def settings(self, prompt: str, seed, method: str, window, num_outputs, temperature, top_k, top_p,
                  cfg_scale=None, max_new_tokens=None) -> dict:
-        """The pipeline call; gr.Error for what the components' own bounds cannot check."""
+        """The pipeline call; a message for what the components' own bounds cannot check."""
         if not prompt.strip():
-            raise gr.Error("Enter a prompt.")
+            raise _refusal("Enter a prompt.")
         sampling = {"temperature": temperature, "top_k": int(top_k) or None, "top_p": top_p if top_p < 1 else None}
         call = dict(prompt=prompt, seed=int(seed), method=method, window=int(window), num_outputs=int(num_outputs),
                     sampling=sampling)
         if self.kind == "text":
             used, context = self.view.prompt_tokens(prompt), self.view.context
             if used + max_new_tokens > context:
-                raise gr.Error(f"The prompt ({used} tokens) plus {int(max_new_tokens)} new tokens exceed the "
+                raise _refusal(f"The prompt ({used} tokens) plus {int(max_new_tokens)} new tokens exceed the "
                                f"model's context of {context} tokens.")
             call["max_new_tokens"] = int(max_new_tokens)
         else:
@@ -191,6 +199,11 @@ class Tab:
         return {self.media_a: self.view.media(fast, folder / "method")[0],
                 self.media_b: self.view.media(ar, folder / "ar")[0],
                 self.comparison: report, self.verdict: verdict(report)}
+
+
+def _refusal(message: str) -> gr.Error:
+    """Shown to the user; not a server error, so no traceback in the server's log."""
+    return gr.Error(message, print_exception=False)
 
 
 def _media(kind: str, label: str, columns: int, elem_id: "str | None" = None):
