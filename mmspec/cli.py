@@ -107,11 +107,10 @@ def cmd_convert(args) -> dict:
 
 def cmd_demo(args) -> dict:
     try:
-        import gradio  # noqa: F401
-    except ImportError:
-        print('mmspec demo needs gradio: pip install -e ".[demo]"', file=sys.stderr)
+        from mmspec.demo import build_app, launch
+    except ImportError as err:
+        print(f'mmspec demo needs {err.name}: pip install -e ".[demo]"', file=sys.stderr)
         raise SystemExit(2)
-    from mmspec.demo import build_app, launch
 
     app = build_app(args.image_model, args.video_model, args.text_model, args.text_draft, args.concurrency)
     launch(app, args.host, args.port)

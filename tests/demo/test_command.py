@@ -10,9 +10,11 @@ from mmspec.cli import main
 
 def test_without_gradio_it_says_what_to_install(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "gradio", None)  # import gradio now raises ImportError
+    for name in [m for m in sys.modules if m.startswith("mmspec.demo")]:  # imported by other tests
+        monkeypatch.delitem(sys.modules, name)
     with pytest.raises(SystemExit) as exit_:
         main(["demo"])
-    assert exit_.value.code == 2 and 'pip install -e ".[demo]"' in capsys.readouterr().err
+    assert exit_.value.code == 2 and 'needs gradio: pip install -e ".[demo]"' in capsys.readouterr().err
 
 
 def test_it_serves_on_localhost_and_prints_the_url(serve, tiny_demo_models, port):
