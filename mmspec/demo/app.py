@@ -81,7 +81,7 @@ class Tab:
             with gr.Column(scale=2):
                 self._outputs()
         shared = dict(inputs_kwargs=controls, concurrency_limit=concurrency, concurrency_id=kind)
-        outputs = [c for c in (self.media, self.frames, self.video, self.stats, self.cmap, self.hist)
+        outputs = [c for c in (self.media, self.frames, self.video, self.runs, self.stats, self.cmap, self.hist)
                    if c is not None]
         # the progress bar goes on the stats, not over the output that fills in
         runs = [run_btn.click(self.generate, outputs=outputs, api_name=f"{kind}_generate",
@@ -126,6 +126,10 @@ class Tab:
             self.frames = gr.Image(label="Frames (grey: not committed yet)", type="pil", format="png",
                                    elem_id="video-frames")
             self.video = gr.Video(label="First output (MP4)", autoplay=True, loop=True, height=200)
+        self.runs = None
+        if kind == "text":
+            self.runs = gr.HighlightedText(label="First output by forward: the tokens each forward committed",
+                                           show_legend=True, show_inline_category=False, elem_id="text-runs")
         self.live = self.frames or self.media  # what the partial outputs go to
         with gr.Row():
             self.cmap = gr.Image(label="Commit map", type="pil", format="png", elem_id=f"{kind}-commit-map",
@@ -182,6 +186,8 @@ class Tab:
                   self.hist: length_histogram(out.stats.commit_step)}
         if self.video is not None:
             result.update({self.frames: self.view.preview(out.tokens, call["prompt"]), self.video: mp4})
+        if self.runs is not None:
+            result[self.runs] = self.view.runs(out)
         yield result
 
     def compare(self, progress=gr.Progress(), **values):
@@ -207,8 +213,9 @@ def _refusal(message: str) -> gr.Error:
 
 
 def _media(kind: str, label: str, columns: int, elem_id: "str | None" = None):
-    """The output component of a kind: a gallery of images or GIFs, or a text box."""
+    """The output component of a kind: a gallery of images or GIFs, or monospaced text (code models)."""
     if kind == "text":
-        return gr.Textbox(label=label, lines=12 if columns > 2 else 8, buttons=["copy"], elem_id=elem_id)
+        return gr.Code(label=label, lines=12 if columns > 2 else 8, interactive=False, wrap_lines=True,
+                       elem_id=elem_id)
     return gr.Gallery(label=label, columns=columns, fit_columns=False, allow_preview=False, format="png",
                       object_fit="contain", height=300 if columns > 2 else 240, elem_id=elem_id)

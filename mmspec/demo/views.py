@@ -68,6 +68,15 @@ class TextView:
     def tokens(self, out) -> list:
         return out.tokens
 
+    def runs(self, out) -> list[tuple[str, "str | None"]]:
+        """The first output cut where the next forward's tokens begin, each piece labelled with how many
+        tokens its forward committed (the prompt unlabelled): speculation at work, in the text."""
+        ids, steps = out.tokens[0].tolist(), out.stats.commit_step[0].tolist()
+        cuts = [0] + [i for i in range(1, len(ids)) if steps[i] != steps[i - 1]] + [len(ids)]
+        texts = [self.tokenizer.decode(ids[:c], skip_special_tokens=True) for c in cuts]  # prefixes: no split
+        pieces = [(texts[j + 1][len(texts[j]):], cuts[j + 1] - cuts[j]) for j in range(len(cuts) - 1)]
+        return [(out.prompts[0], None)] + [(t, f"{n} token{'s' * (n > 1)}") for t, n in pieces]
+
     def steps(self, commit_step: torch.Tensor) -> np.ndarray:
         """[B, N] -> [B, 1, rows, TEXT_COLUMNS], padded with -1 (never committed)."""
         B, N = commit_step.shape

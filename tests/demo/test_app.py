@@ -31,10 +31,12 @@ def test_video_returns_frames_gif_mp4_and_stats(client):
     assert STATS <= set(stats) and stats["tokens"] == 2 * 12 and _image(commit_map)
 
 
-def test_text_returns_the_completion_and_stats(client):
-    text, stats, commit_map, _ = client.predict(prompt="<s> w3", method="draft-model", window=4, max_new_tokens=8,
-                                                api_name="/text_generate")
+def test_text_returns_the_completion_its_runs_and_stats(client):
+    text, runs, stats, commit_map, _ = client.predict(prompt="<s> w3", method="draft-model", window=4,
+                                                      max_new_tokens=8, api_name="/text_generate")
     assert text.startswith("<s> w3") and len(text) > len("<s> w3")
+    assert "".join(piece["token"] for piece in runs) == text  # the same text, cut where each forward began
+    assert sum(int(p["class_or_confidence"].split()[0]) for p in runs[1:]) == stats["tokens"]
     assert STATS <= set(stats) and stats["method"] == "draft-model" and _image(commit_map)
 
 
