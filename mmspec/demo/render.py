@@ -6,10 +6,10 @@ import torch
 from PIL import Image
 
 GREY = 200  # not yet committed
-DISPLAY_SIDE = 256  # small model outputs are enlarged with nearest-neighbour, not blurred by the browser
 
 
-def enlarge(image: Image.Image, side: int = DISPLAY_SIDE) -> Image.Image:
+def enlarge(image: Image.Image, side: int) -> Image.Image:
+    """Small model outputs scaled up to about `side` pixels by whole pixels, not blurred by the browser."""
     scale = max(1, side // max(image.size))
     return image.resize((image.width * scale, image.height * scale), Image.NEAREST)
 

@@ -52,7 +52,7 @@ class TextView:
     """Text: the completion streamed as it is committed; the commit map wraps tokens into rows."""
 
     def __init__(self, pipe: TextPipeline):
-        self.pipe, self.tokenizer = pipe, pipe.target.tokenizer
+        self.tokenizer = pipe.target.tokenizer
         self.context = pipe.target.model.config.get_text_config().max_position_embeddings
 
     def prompt_tokens(self, prompt: str) -> int:
