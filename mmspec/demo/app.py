@@ -47,9 +47,11 @@ def build_app(image_model=None, video_model=None, text_model=None, text_draft=No
     with gr.Blocks(title="mmspec demo", delete_cache=(3600, 3600)) as app:
         gr.Markdown(INTRO)
         with gr.Tabs():
+            tabs = {}
             for kind, pipe in pipes.items():
                 with gr.Tab(kind.capitalize(), id=kind):
-                    Tab(kind, pipe, files, concurrency)
+                    tabs[kind] = Tab(kind, pipe, files, concurrency)
+        tabs["image"].generate_on(app.load)  # the page opens on a freshly generated image
     return app
 
 
@@ -80,15 +82,19 @@ class Tab:
                     stop_btn = gr.Button("Stop", variant="stop", elem_id=f"{kind}-stop")
             with gr.Column(scale=2):
                 self._outputs()
-        shared = dict(inputs_kwargs=controls, concurrency_limit=concurrency, concurrency_id=kind)
-        outputs = [c for c in (self.media, self.frames, self.video, self.runs, self.stats, self.cmap, self.hist)
-                   if c is not None]
-        # the progress bar goes on the stats, not over the output that fills in
-        runs = [run_btn.click(self.generate, outputs=outputs, api_name=f"{kind}_generate",
-                              show_progress_on=self.stats, **shared),
+        self.shared = dict(inputs_kwargs=controls, concurrency_limit=concurrency, concurrency_id=kind)
+        self.outputs = [c for c in (self.media, self.frames, self.video, self.runs, self.stats, self.cmap, self.hist)
+                        if c is not None]
+        runs = [self.generate_on(run_btn.click, api_name=f"{kind}_generate"),
                 cmp_btn.click(self.compare, outputs=[self.media_a, self.media_b, self.comparison, self.verdict],
-                              api_name=f"{kind}_compare", show_progress_on=self.comparison, **shared)]
-        stop_btn.click(None, cancels=runs, api_name=False)
+                              api_name=f"{kind}_compare", show_progress_on=self.comparison, **self.shared)]
+        stop_btn.click(None, cancels=runs, api_visibility="private")
+
+    def generate_on(self, trigger, api_name: "str | None" = None):
+        """Runs `generate` on an event (a click, the page load); the progress bar goes on the stats,
+        not over the output that fills in."""
+        return trigger(self.generate, outputs=self.outputs, api_name=api_name, show_progress_on=self.stats,
+                       api_visibility="public" if api_name else "private", **self.shared)
 
     def _controls(self) -> dict:
         """The inputs, by the name of the handler argument they fill."""
@@ -175,6 +181,7 @@ class Tab:
     def generate(self, progress=gr.Progress(), **values):
         """Streams partial outputs, then the media, stats, commit map and histogram."""
         call = self.settings(**values)
+        yield dict.fromkeys(self.outputs)  # no stale results beside the new run
         for item in self.run(call, progress, call["method"]):
             if isinstance(item, Snapshot):
                 yield {self.live: self.view.preview(item.tokens, call["prompt"])}

@@ -5,7 +5,7 @@ from __future__ import annotations
 def run_stats(out, method: str) -> dict:
     """A pipeline output's summary: NFE, acceptance, time and throughput."""
     s = out.summary
-    return {"method": method, "window": s["window"], "outputs": s["rows"], "nfe": s["nfe"],
+    return {"prompt": out.prompts[0], "method": method, "window": s["window"], "outputs": s["rows"], "nfe": s["nfe"],
             "mean_acceptance_length": s["mean_acceptance_length"], "acceptance_rate": s["acceptance_rate"],
             "tokens": s["tokens"], "seconds": s["seconds"],
             "tokens_per_second": round(s["tokens"] / max(s["seconds"], 1e-9), 1)}

@@ -12,6 +12,7 @@ import pytest
 from PIL import Image
 
 CHROMIUM = "/usr/bin/chromium"
+LOADED = "(css) => [...document.querySelectorAll(css)].every(img => img.complete && img.naturalWidth > 0)"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
         "--disable-component-update", "--disable-sync"]
 
@@ -45,19 +46,22 @@ def url(request, serve):
 
 def test_generate_shows_image_stats_and_commit_map_and_exact_matches_ar(page, url, tmp_path):
     page.goto(url)
-    prompt = page.locator("#image-prompt textarea")
-    prompt.fill("smiling face")
+    stats = page.locator("#image-stats")
+    stats.get_by_text("red heart").wait_for(timeout=120_000)  # the image generated on page load
+    page.locator("#image-prompt textarea").fill("smiling face")
     page.locator("#image-generate").click()
-    page.locator("#image-commit-map img").wait_for(timeout=120_000)  # shown last, with the stats
-    assert page.locator("#image-output img").count() >= 1
-    stats = page.locator("#image-stats").inner_text()
-    assert "mean_acceptance_length" in stats and "tokens_per_second" in stats
+    stats.get_by_text("smiling face").wait_for(timeout=120_000)  # shown last, with the commit map
+    assert "mean_acceptance_length" in stats.inner_text() and "tokens_per_second" in stats.inner_text()
+    page.locator("#image-commit-map img").wait_for()
     page.locator("#image-histogram img").wait_for()
+    assert page.locator("#image-output img").count() >= 1
+    page.wait_for_function(LOADED, arg="#image-output img")
     method = page.locator("#image-method input")
     method.fill("exact")
     method.press("Enter")
     page.locator("#image-compare").click()
     page.get_by_text("identical to AR's, token for token").wait_for(timeout=300_000)
+    page.wait_for_function(LOADED, arg="img")
     shot = page.screenshot(path=tmp_path / "demo.png", full_page=True)
     assert len(shot) > 10_000
     if os.environ.get("MMSPEC_DEMO_SCREENSHOT"):  # 256 colours: small enough to commit
