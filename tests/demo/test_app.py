@@ -82,3 +82,8 @@ def test_demos_app_exposes_build_app():
     from mmspec.demo import build_app
 
     assert module.build_app is build_app
+
+
+def test_the_api_is_generate_and_compare_per_tab(client):
+    names = set(client.view_api(print_info=False, return_format="dict")["named_endpoints"])
+    assert names == {f"/{kind}_{event}" for kind in ("image", "video", "text") for event in ("generate", "compare")}
