@@ -43,7 +43,8 @@ def build_app(image_model=None, video_model=None, text_model=None, text_draft=No
     pipes = {"image": ImagePipeline.from_pretrained(image_model),
              "video": VideoPipeline.from_pretrained(video_model),
              "text": TextPipeline.from_pretrained(text_model, draft=text_draft)}
-    files = Path(tempfile.mkdtemp(prefix="mmspec-demo-"))  # GIF / MP4 of video runs
+    # GIF / MP4 of video runs (gradio serves copies); the tabs hold it, it is removed at exit
+    files = tempfile.TemporaryDirectory(prefix="mmspec-demo-")
     with gr.Blocks(title="mmspec demo", delete_cache=(3600, 3600)) as app:
         gr.Markdown(INTRO)
         with gr.Tabs():
@@ -70,7 +71,7 @@ def launch(app: gr.Blocks, host: str = "127.0.0.1", port: "int | None" = None, b
 class Tab:
     """One pipeline's tab: its controls, its outputs, and the generate and compare events."""
 
-    def __init__(self, kind: str, pipe, files: Path, concurrency: int):
+    def __init__(self, kind: str, pipe, files: tempfile.TemporaryDirectory, concurrency: int):
         self.kind, self.pipe, self.files = kind, pipe, files
         self.view = TextView(pipe) if kind == "text" else GridView(pipe)
         with gr.Row():
@@ -187,7 +188,7 @@ class Tab:
                 yield {self.live: self.view.preview(item.tokens, call["prompt"])}
             else:
                 out = item
-        shown, mp4 = self.view.media(out, Path(tempfile.mkdtemp(dir=self.files)))
+        shown, mp4 = self.view.media(out, Path(tempfile.mkdtemp(dir=self.files.name)))
         result = {self.media: shown, self.stats: run_stats(out, call["method"]),
                   self.cmap: commit_map(self.view.steps(out.stats.commit_step)),
                   self.hist: length_histogram(out.stats.commit_step)}
@@ -208,7 +209,7 @@ class Tab:
         if call["method"] == "exact":
             identical = all(torch.equal(a, b) for a, b in zip(self.view.tokens(fast), self.view.tokens(ar)))
         report = comparison(call["method"], fast, ar, identical)
-        folder = Path(tempfile.mkdtemp(dir=self.files))
+        folder = Path(tempfile.mkdtemp(dir=self.files.name))
         return {self.media_a: self.view.media(fast, folder / "method")[0],
                 self.media_b: self.view.media(ar, folder / "ar")[0],
                 self.comparison: report, self.verdict: verdict(report)}
