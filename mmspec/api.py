@@ -14,8 +14,7 @@ from mmspec.rng import Streams
 from mmspec.sampling import Sampling
 from mmspec.state import DecodeState
 from mmspec.stats import Stats
-
-MAX_WINDOW = 256
+from mmspec.window import FixedWindow, WindowPolicy, window_policy
 
 
 @dataclass
@@ -26,43 +25,84 @@ class Generation:
 
 
 def generate(target: Target, condition: Any, layout: Layout, *, method: "str | dict | Method" = "coupled",
-             window: int = 16, sampling: "Sampling | dict | None" = None, seed: "int | Sequence[int]" = 0,
+             window: "int | WindowPolicy" = 16, sampling: "Sampling | dict | None" = None, seed: "int | Sequence[int]" = 0,
              num_samples: int = 1, stop_tokens: "Sequence[int] | None" = None,
-             on_commit: "Callable[[DecodeState, torch.Tensor], None] | None" = None) -> Generation:
+             on_commit: "Callable[[DecodeState, torch.Tensor], None] | None" = None,
+             given: "torch.Tensor | None" = None) -> Generation:
     """Generate `num_samples` token sequences per condition, losslessly, with speculation.
 
     target: a Target (e.g. `ReferenceTarget(gpt)`); condition: what the target is conditioned on
     (class ids [C], prompt ids [C, P]...); layout: Sequence1D / Grid2D / Grid3D; method: a name,
-    {'name': ..., options} or a Method; window: positions verified per target forward (1..256);
+    {'name': ..., options} or a Method;
+    window: positions verified per target forward (1..256), or a window policy that picks L at every step;
     sampling: Sampling or a dict of its fields; seed: an int (row i gets seed + i) or one seed per
     row. Rows are ordered condition-major: row i is sample i % num_samples of condition i // num_samples.
     stop_tokens end a row when committed (kept as its last token); on_commit(state, k) is called after
     every forward with the k [B] new tokens per row (streaming; it may end rows with state.finish).
+    given: [R, N] tokens fixed in advance (-1 = generate), per row (R = B), per condition (R = C, the same
+    for its samples) or for all (R = 1): a first frame, a known image region, a text prefix. They are
+    committed as they are, never drafted or counted as accepted, and the model sees them as context: the
+    output law is plain AR sampling that writes each given token instead of sampling it.
     """
     if not isinstance(layout, Layout):
         raise TypeError(f"layout must be a Sequence1D, Grid2D or Grid3D, not {type(layout).__name__}")
-    if not isinstance(window, int) or not 1 <= window <= MAX_WINDOW:
-        raise ValueError(f"window must be an int in [1, {MAX_WINDOW}], got {window!r}")
-    if num_samples < 1:
+    policy = window_policy(window)
+    if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 1:
         raise ValueError(f"num_samples must be >= 1, got {num_samples}")
     sampling = Sampling.coerce(sampling)
     method = resolve_method(method)
-    L = method.window or window
+    if given is not None:
+        given = _check_given(given, layout, target.vocab_size)
+    if method.window is not None:
+        policy = FixedWindow(method.window)
+    L = policy.max_window
     session = target.session(condition, layout, cfg=sampling.cfg, num_samples=num_samples, max_window=L)
     B, device = session.batch_size, session.device
     seeds = _seeds(seed, B)
     N = layout.length
     state = DecodeState(
-        layout=layout, window=L, vocab_size=target.vocab_size, sampling=sampling,
+        layout=layout, max_window=L, vocab_size=target.vocab_size, sampling=sampling,
         streams=Streams(seeds, target.vocab_size, device),
         seq=torch.full((B, N + L), -1, dtype=torch.long, device=device),
-        forced=torch.cat([layout.forced(), torch.full((L,), -1)]).to(device),
+        forced=_forced(layout, given, B, num_samples, L).to(device),
         condition=condition, num_samples=num_samples, prompt=session.prompt,
-        draft_vocab=getattr(session, "draft_vocab", None))
+        draft_vocab=session.draft_vocab)
     stop = None if stop_tokens is None else torch.as_tensor(list(stop_tokens), device=device)
-    stats = decode(session, method.make_drafter(layout), method.verifier, state, stop, on_commit)
+    stats = decode(session, method.make_drafter(layout), method.verifier, policy, state, stop, on_commit)
     tokens = state.seq[:, :N].masked_fill(torch.arange(N, device=device) >= state.n[:, None], -1)
     return Generation(tokens, state.n.clone(), stats)
+
+
+def _check_given(given, layout: Layout, vocab_size: int) -> torch.Tensor:
+    given = torch.as_tensor(given)
+    if given.dim() != 2 or given.shape[1] != layout.length or given.is_floating_point():
+        raise ValueError(f"given must be token ids [rows, {layout.length}] (-1 where the model generates), "
+                         f"got {tuple(given.shape)} {given.dtype}")
+    if given.numel() and (given.min() < -1 or given.max() >= vocab_size):
+        raise ValueError(f"given tokens must be in [0, {vocab_size}) or -1, got values in "
+                         f"[{int(given.min())}, {int(given.max())}]")
+    structural = layout.forced()
+    clash = (given >= 0) & (structural >= 0) & (given != structural)
+    if clash.any():
+        i = int(clash.any(0).nonzero()[0])
+        raise ValueError(f"given token at index {i} differs from the layout's structural token {int(structural[i])}")
+    return given.long()
+
+
+def _forced(layout: Layout, given: "torch.Tensor | None", batch: int, num_samples: int, window: int) -> torch.Tensor:
+    """[B, N + L] the token each row must have at each index: structural, then given, else -1."""
+    forced = layout.forced().expand(batch, -1)
+    if given is not None:
+        rows = given.shape[0]
+        if rows * num_samples == batch:
+            given = given.repeat_interleave(num_samples, 0)
+        elif rows == 1:
+            given = given.expand(batch, -1)
+        elif rows != batch:
+            raise ValueError(f"given has {rows} rows; pass one per row ({batch}), per condition "
+                             f"({batch // num_samples}) or one for all")
+        forced = torch.where(given >= 0, given, forced)
+    return torch.cat([forced, torch.full((batch, window), -1)], 1)
 
 
 def _seeds(seed: "int | Sequence[int]", batch: int) -> list[int]:

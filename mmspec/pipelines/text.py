@@ -1,22 +1,67 @@
-"""Text pipeline over a transformers causal LM folder (the bundled code-text model by default)."""
+"""Text generation over a transformers causal LM: `generate_text` (EOS, stop strings, streaming) and the
+TextPipeline over a model folder (the bundled code-text model by default)."""
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable, Sequence
 
-from mmspec.adapters.text import HFCausalLM, generate_text
-from mmspec.pipelines.base import as_list, chain, model_path, progress, stats_dict
+import torch
+
+from mmspec.adapters.text import HFCausalLM
+from mmspec.api import generate
+from mmspec.layouts import Sequence1D
+from mmspec.pipelines.base import as_list, chain, model_path, progress, resolve_window, stats_dict
 from mmspec.stats import Stats
+
+
+@dataclass
+class TextGeneration:
+    texts: list[str]  # generated text per row (prompt excluded, stop string included)
+    tokens: list[torch.Tensor]  # generated ids per row
+    stats: Stats
+
+
+def generate_text(target: HFCausalLM, prompts, max_new_tokens: int = 64, *, stop_strings: Sequence[str] = (),
+                  stream: Callable[[int, str], None] | None = None, on_commit=None, **options) -> TextGeneration:
+    """Speculative text generation: stops at EOS or a stop string, per row; `stream(row, text)` gets
+    each row's new text as soon as it is committed. Other options go to `mmspec.generate`."""
+    if target.tokenizer is None:
+        raise ValueError("generate_text needs a tokenizer: HFCausalLM(model, tokenizer)")
+    decode = lambda ids: target.tokenizer.decode(ids, skip_special_tokens=True)  # noqa: E731
+    shown: dict[int, int] = {}
+
+    def hook(state, k):
+        for row in k.nonzero().flatten().tolist():
+            n = int(state.n[row])
+            text = decode(state.seq[row, :n].tolist())
+            hits = [text.find(s) + len(s) for s in stop_strings if s in text]
+            if hits:  # keep the fewest tokens whose text reaches the earliest stop string
+                end = min(hits)
+                n = next(m for m in range(1, n + 1) if len(decode(state.seq[row, :m].tolist())) >= end)
+                state.finish(row, n)
+                text = decode(state.seq[row, :n].tolist())
+            if stream is not None and len(text) > shown.get(row, 0):
+                stream(row, text[shown.get(row, 0):])
+                shown[row] = len(text)
+        if on_commit is not None:
+            on_commit(state, k)
+
+    out = generate(target, prompts, Sequence1D(max_new_tokens), stop_tokens=target.eos_token_ids or None,
+                   on_commit=hook, **options)
+    tokens = [row[:n] for row, n in zip(out.tokens, out.lengths.tolist())]
+    return TextGeneration([decode(t.tolist()) for t in tokens], tokens, out.stats)
+
 
 
 @dataclass
 class TextOutput:
     texts: list[str]  # completions, prompt-major
     prompts: list[str]
+    tokens: list[torch.Tensor]  # generated ids per row
     stats: Stats
     summary: dict = field(default_factory=dict)
-    tokens: list = field(default_factory=list)  # generated ids per row, [n_i] each
 
     def save(self, folder: "str | Path", stem: str = "text") -> list[Path]:
         folder = Path(folder)
@@ -48,13 +93,13 @@ class TextPipeline:
                                                  else model_path(draft_path, ""), device=device)
         return cls(target, drafter)
 
-    def __call__(self, prompt, num_outputs: int = 1, seed=0, method="coupled", window: "int | None" = None,
+    def __call__(self, prompt, num_outputs: int = 1, seed=0, method="coupled", window: "int | str | None" = None,
                  sampling: "dict | None" = None, max_new_tokens: int = 64, stop_strings=(),
                  progress_bar: bool = False, stream=None, on_commit=None) -> TextOutput:
         """stream(row, text) gets each row's new text as it is committed; on_commit(state, k) is called
         after every forward (see mmspec.generate)."""
         prompts = as_list(prompt)
-        window = self.default_window if window is None else window
+        window = resolve_window(window, self.default_window, self.target)
         sampling = sampling if sampling is not None else self.default_sampling
         if method == "draft-model":
             if self.draft is None:
@@ -65,5 +110,5 @@ class TextPipeline:
             out = generate_text(self.target, prompts, max_new_tokens, stop_strings=stop_strings, stream=stream,
                                 method=method, window=window, sampling=sampling, seed=seed,
                                 num_samples=num_outputs, on_commit=chain(hook, on_commit))
-        return TextOutput(out.texts, [p for p in prompts for _ in range(num_outputs)], out.stats,
-                          stats_dict(out.stats, time.perf_counter() - t0), out.tokens)
+        return TextOutput(out.texts, [p for p in prompts for _ in range(num_outputs)], out.tokens, out.stats,
+                          stats_dict(out.stats, time.perf_counter() - t0))
