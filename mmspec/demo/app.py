@@ -12,7 +12,7 @@ from pathlib import Path
 import gradio as gr
 import torch
 
-from mmspec.api import MAX_WINDOW
+from mmspec.window import MAX_WINDOW
 from mmspec.demo.render import commit_map, length_histogram
 from mmspec.demo.report import comparison, run_stats, verdict
 from mmspec.demo.stream import Snapshot, stream
