@@ -182,6 +182,18 @@ def cmd_convert(args) -> dict:
     return {"out": str(out)}
 
 
+def cmd_demo(args) -> dict:
+    try:
+        from mmspec.demo import build_app, launch
+    except ImportError as err:
+        print(f'mmspec demo needs {err.name}: pip install -e ".[demo]"', file=sys.stderr)
+        raise SystemExit(2)
+
+    app = build_app(args.image_model, args.video_model, args.text_model, args.text_draft, args.concurrency)
+    launch(app, args.host, args.port)
+    return {}
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mmspec", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -214,6 +226,14 @@ def build_parser() -> argparse.ArgumentParser:
     conv.add_argument("--vocab-size", type=int, default=16384)
     conv.add_argument("--allow-pickle", action="store_true", help="read a .pt with torch's weights-only unpickler")
     conv.set_defaults(func=cmd_convert, json=False)
+    demo = sub.add_parser("demo", help="the Gradio demo on the bundled models (needs the demo extra)")
+    demo.add_argument("--host", default="127.0.0.1", help="address to bind (0.0.0.0: reachable from other machines)")
+    demo.add_argument("--port", type=int, help="port (default: the first free one from 7860)")
+    for kind in KINDS:
+        demo.add_argument(f"--{kind}-model", help=f"{kind} model folder (default: the bundled one)")
+    demo.add_argument("--text-draft", help="draft model folder for --text-model (draft-model method)")
+    demo.add_argument("--concurrency", type=int, default=1, help="generations at a time per model")
+    demo.set_defaults(func=cmd_demo, json=False)
     return parser
 
 

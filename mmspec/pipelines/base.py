@@ -49,6 +49,18 @@ def resolve_window(window, default: int, model) -> "int | AutoWindow":
     return window
 
 
+def chain(*hooks):
+    """One on_commit hook that calls each given hook in turn; None when none is given."""
+    hooks = [h for h in hooks if h is not None]
+    if not hooks:
+        return None
+
+    def hook(state, k):
+        for h in hooks:
+            h(state, k)
+    return hook
+
+
 def stats_dict(stats, seconds: float | None = None) -> dict:
     out = stats.summary()
     out["nfe_per_row"] = round(stats.nfe.float().mean().item(), 2)

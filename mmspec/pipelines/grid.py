@@ -11,7 +11,7 @@ import torch
 import mmspec.layouts as layouts
 from mmspec.adapters.reference import ReferenceTarget
 from mmspec.api import generate
-from mmspec.pipelines.base import as_list, model_path, progress, resolve_window, stats_dict
+from mmspec.pipelines.base import as_list, chain, model_path, progress, resolve_window, stats_dict
 from mmspec.pipelines.prompts import encode_prompt
 from mmspec.reference.checkpoint import load_gpt
 from mmspec.stats import Stats
@@ -81,7 +81,9 @@ class _GridPipeline:
         return cls(target, tokenizer, layout, vocab, config.get("default_sampling", {}))
 
     def __call__(self, prompt, num_outputs: int = 1, seed=0, method="coupled", window: "int | str | None" = None,
-                 sampling: "dict | None" = None, progress_bar: bool = False, image=None, mask=None):
+                 sampling: "dict | None" = None, progress_bar: bool = False, image=None, mask=None,
+                 on_commit=None):
+        """on_commit(state, k) is called after every forward (see mmspec.generate), e.g. to show partial grids."""
         prompts = as_list(prompt)
         window = resolve_window(window, self.default_window, self.target)
         given = None if image is None and mask is None else self._given(image, mask)
@@ -90,7 +92,7 @@ class _GridPipeline:
         t0 = time.perf_counter()
         with progress(len(prompts) * num_outputs * self.layout.length, type(self).__name__, progress_bar) as hook:
             out = generate(self.target, cond, self.layout, method=method, window=window, sampling=sampling,
-                           seed=seed, num_samples=num_outputs, on_commit=hook, given=given)
+                           seed=seed, num_samples=num_outputs, on_commit=chain(hook, on_commit), given=given)
         return self._output(out, [p for p in prompts for _ in range(num_outputs)], time.perf_counter() - t0)
 
 

@@ -12,7 +12,7 @@ import torch
 from mmspec.adapters.text import HFCausalLM
 from mmspec.api import generate
 from mmspec.layouts import Sequence1D
-from mmspec.pipelines.base import as_list, model_path, progress, resolve_window, stats_dict
+from mmspec.pipelines.base import as_list, chain, model_path, progress, resolve_window, stats_dict
 from mmspec.stats import Stats
 
 
@@ -95,7 +95,9 @@ class TextPipeline:
 
     def __call__(self, prompt, num_outputs: int = 1, seed=0, method="coupled", window: "int | str | None" = None,
                  sampling: "dict | None" = None, max_new_tokens: int = 64, stop_strings=(),
-                 progress_bar: bool = False, stream=None) -> TextOutput:
+                 progress_bar: bool = False, stream=None, on_commit=None) -> TextOutput:
+        """stream(row, text) gets each row's new text as it is committed; on_commit(state, k) is called
+        after every forward (see mmspec.generate)."""
         prompts = as_list(prompt)
         window = resolve_window(window, self.default_window, self.target)
         sampling = sampling if sampling is not None else self.default_sampling
@@ -107,6 +109,6 @@ class TextPipeline:
         with progress(len(prompts) * num_outputs * max_new_tokens, "TextPipeline", progress_bar) as hook:
             out = generate_text(self.target, prompts, max_new_tokens, stop_strings=stop_strings, stream=stream,
                                 method=method, window=window, sampling=sampling, seed=seed,
-                                num_samples=num_outputs, on_commit=hook)
+                                num_samples=num_outputs, on_commit=chain(hook, on_commit))
         return TextOutput(out.texts, [p for p in prompts for _ in range(num_outputs)], out.tokens, out.stats,
                           stats_dict(out.stats, time.perf_counter() - t0))

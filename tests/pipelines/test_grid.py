@@ -63,3 +63,13 @@ def test_image_to_video_gives_frame_zero(tiny_models, tmp_path):
     assert torch.equal(out.tokens[:, :frame], first.expand(2, -1))
     with pytest.raises(FileNotFoundError, match="no image file"):
         video("bounce apple", image=tmp_path / "none.png")
+
+
+def test_on_commit_sees_the_committed_prefix_grow_to_the_output(tiny_models):
+    pipe = ImagePipeline.from_pretrained(tiny_models / "image")
+    seen = []
+    out = pipe("red heart", num_outputs=2, method="coupled", window=4,
+               on_commit=lambda state, k: seen.append((state.seq[:, :state.length].clone(), state.n.clone())))
+    assert len(seen) == out.summary["nfe"] and [int(n.sum()) for _, n in seen] == sorted(int(n.sum()) for _, n in seen)
+    tokens, n = seen[-1]
+    assert (n == 16).all() and torch.equal(tokens, out.tokens)

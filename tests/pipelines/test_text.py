@@ -16,3 +16,12 @@ def test_text_pipeline_methods_agree_greedily(tiny_text, tmp_path):
 def test_draft_model_without_a_draft_is_a_clear_error(tiny_text):
     with pytest.raises(ValueError, match="needs a draft model"):
         TextPipeline.from_pretrained(tiny_text / "target")("<s> w1", method="draft-model")
+
+
+def test_text_output_keeps_token_ids_and_calls_on_commit(tiny_text):
+    pipe = TextPipeline.from_pretrained(tiny_text / "target")
+    forwards = []
+    out = pipe("<s> w3", method="exact", window=3, max_new_tokens=6, on_commit=lambda state, k: forwards.append(k))
+    decode = pipe.target.tokenizer.decode
+    assert len(out.tokens) == 1 and decode(out.tokens[0].tolist(), skip_special_tokens=True) == out.texts[0]
+    assert sum(int(k.sum()) for k in forwards) == len(out.tokens[0])

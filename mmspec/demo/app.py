@@ -1,0 +1,229 @@
+"""The Gradio app: one tab per pipeline (image, video, text), built once with its model loaded.
+
+Each tab has two events: generate (streams the output as it is committed, then stats, commit map
+and accepted-length histogram) and compare (the chosen method against plain AR, same prompt, seed
+and sampling). Events of a tab share one queue, so a model runs `concurrency` generations at a time.
+"""
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import gradio as gr
+import torch
+
+from mmspec.window import MAX_WINDOW
+from mmspec.demo.render import commit_map, length_histogram
+from mmspec.demo.report import comparison, run_stats, verdict
+from mmspec.demo.stream import Snapshot, stream
+from mmspec.demo.views import GridView, TextView
+from mmspec.methods import METHODS
+from mmspec.pipelines import ImagePipeline, TextPipeline, VideoPipeline
+
+MAX_OUTPUTS = 8
+EXAMPLES = {"image": ["red heart", "smiling face", "pizza", "rocket"],
+            "video": ["bounce red apple", "slide right racing car", "zoom in red heart", "rotate sun"],
+            "text": ["def fibonacci(n):\n", "class Stack:\n    def "]}
+DEFAULT_OUTPUTS = {"image": 4, "video": 1, "text": 1}
+OUTPUT_LABELS = {"image": "Output (grey: not committed yet)", "video": "Videos (GIF)",
+                 "text": "Output (streamed as committed)"}
+INTRO = """# mmspec: lossless speculative decoding
+Each forward pass of the model verifies a *window* of drafted tokens and commits the accepted run at
+once. The commit map colours every token by the forward that committed it: one colour over many tokens
+is a run accepted in a single forward. `exact` gives the very same tokens as plain AR with the same seed.
+*Compare with plain AR* times both runs without the live preview, so their times are comparable."""
+
+
+def build_app(image_model=None, video_model=None, text_model=None, text_draft=None,
+              concurrency: int = 1) -> gr.Blocks:
+    """Model folders default to the bundled models; text_draft enables `draft-model` for text
+    (the bundled text model comes with its draft). `concurrency`: generations at a time per model."""
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+    pipes = {"image": ImagePipeline.from_pretrained(image_model),
+             "video": VideoPipeline.from_pretrained(video_model),
+             "text": TextPipeline.from_pretrained(text_model, draft=text_draft)}
+    # GIF / MP4 of video runs (gradio serves copies); the tabs hold it, it is removed at exit
+    files = tempfile.TemporaryDirectory(prefix="mmspec-demo-")
+    with gr.Blocks(title="mmspec demo", delete_cache=(3600, 3600)) as app:
+        gr.Markdown(INTRO)
+        with gr.Tabs():
+            tabs = {}
+            for kind, pipe in pipes.items():
+                with gr.Tab(kind.capitalize(), id=kind):
+                    tabs[kind] = Tab(kind, pipe, files, concurrency)
+        tabs["image"].generate_on(app.load)  # the page opens on a freshly generated image
+    return app
+
+
+def launch(app: gr.Blocks, host: str = "127.0.0.1", port: "int | None" = None, block: bool = True) -> str:
+    """Serves the app and prints its URL; block=False returns at once (close with app.close())."""
+    try:
+        app.launch(server_name=host, server_port=port, prevent_thread_lock=True, show_error=True, quiet=True)
+    except OSError as err:  # the port is taken: a usage error, not a crash
+        raise ValueError(f"cannot serve on {host}:{port}: {err}") from err
+    print(f"mmspec demo running on {app.local_url}", flush=True)
+    if block:
+        app.block_thread()
+    return app.local_url
+
+
+class Tab:
+    """One pipeline's tab: its controls, its outputs, and the generate and compare events."""
+
+    def __init__(self, kind: str, pipe, files: tempfile.TemporaryDirectory, concurrency: int):
+        self.kind, self.pipe, self.files = kind, pipe, files
+        self.view = TextView(pipe) if kind == "text" else GridView(pipe)
+        with gr.Row():
+            with gr.Column(scale=1, min_width=280):
+                controls = self._controls()
+                with gr.Row():
+                    run_btn = gr.Button("Generate", variant="primary", elem_id=f"{kind}-generate")
+                    cmp_btn = gr.Button("Compare with plain AR", elem_id=f"{kind}-compare")
+                    stop_btn = gr.Button("Stop", variant="stop", elem_id=f"{kind}-stop")
+            with gr.Column(scale=2):
+                self._outputs()
+        self.shared = dict(inputs_kwargs=controls, concurrency_limit=concurrency, concurrency_id=kind)
+        self.outputs = [c for c in (self.media, self.frames, self.video, self.runs, self.stats, self.cmap, self.hist)
+                        if c is not None]
+        runs = [self.generate_on(run_btn.click, api_name=f"{kind}_generate"),
+                cmp_btn.click(self.compare, outputs=[self.media_a, self.media_b, self.comparison, self.verdict],
+                              api_name=f"{kind}_compare", show_progress_on=self.comparison, **self.shared)]
+        stop_btn.click(None, cancels=runs, api_visibility="private")
+
+    def generate_on(self, trigger, api_name: "str | None" = None):
+        """Runs `generate` on an event (a click, the page load); the progress bar goes on the stats,
+        not over the output that fills in."""
+        return trigger(self.generate, outputs=self.outputs, api_name=api_name, show_progress_on=self.stats,
+                       api_visibility="public" if api_name else "private", **self.shared)
+
+    def _controls(self) -> dict:
+        """The inputs, by the name of the handler argument they fill."""
+        kind, pipe = self.kind, self.pipe
+        methods = [m for m in METHODS if m != "draft-model" or getattr(pipe, "draft", None) is not None]
+        sampling = {"temperature": 1.0, "top_k": 0, "top_p": 1.0, **pipe.default_sampling}
+        c = {"prompt": gr.Textbox(EXAMPLES[kind][0], label="Prompt", lines=3 if kind == "text" else 1,
+                                  elem_id=f"{kind}-prompt")}
+        gr.Examples([[p] for p in EXAMPLES[kind]], [c["prompt"]])
+        c["method"] = gr.Dropdown(methods, value="draft-model" if "draft-model" in methods else "coupled",
+                                  label="Method", elem_id=f"{kind}-method")
+        c["window"] = gr.Slider(1, MAX_WINDOW, pipe.default_window, step=1, label="Window",
+                                info="positions verified per forward")
+        with gr.Row():
+            c["seed"] = gr.Number(0, precision=0, minimum=0, label="Seed")
+            c["num_outputs"] = gr.Slider(1, MAX_OUTPUTS, DEFAULT_OUTPUTS[kind], step=1, label="Outputs")
+        if kind == "text":  # text models have no null condition, so no CFG
+            c["max_new_tokens"] = gr.Slider(1, self.view.context, 64, step=1, label="Max new tokens")
+        with gr.Accordion("Sampling (defaults: the model's)", open=False):
+            c["temperature"] = gr.Slider(0, 2, sampling["temperature"], step=0.05, label="Temperature",
+                                         info="0: greedy")
+            c["top_k"] = gr.Slider(0, pipe.target.vocab_size, sampling["top_k"] or 0, step=1, label="Top-k",
+                                   info="0: off")
+            c["top_p"] = gr.Slider(0.01, 1, sampling["top_p"] or 1.0, step=0.01, label="Top-p", info="1: off")
+            if kind != "text":
+                c["cfg_scale"] = gr.Slider(1, 10, sampling.get("cfg_scale", 1.0), step=0.1, label="CFG scale",
+                                           info="1: off")
+        return c
+
+    def _outputs(self):
+        kind = self.kind  # elem_ids: for tests and custom CSS
+        self.media = _media(kind, OUTPUT_LABELS[kind], columns=4, elem_id=f"{kind}-output")
+        self.frames, self.video = None, None
+        if kind == "video":  # frames fill in one picture; the finished videos come as GIFs and an MP4
+            self.frames = gr.Image(label="Frames (grey: not committed yet)", type="pil", format="png",
+                                   elem_id="video-frames")
+            self.video = gr.Video(label="First output (MP4)", autoplay=True, loop=True, height=200)
+        self.runs = None
+        if kind == "text":
+            self.runs = gr.HighlightedText(label="First output by forward: the tokens each forward committed",
+                                           show_legend=True, show_inline_category=False, elem_id="text-runs")
+        self.live = self.frames or self.media  # what the partial outputs go to
+        with gr.Row():
+            self.cmap = gr.Image(label="Commit map", type="pil", format="png", elem_id=f"{kind}-commit-map",
+                                 scale=3)
+            with gr.Column(scale=2):
+                self.stats = gr.JSON(label="Stats", open=True, elem_id=f"{kind}-stats")
+                self.hist = gr.Image(label="Accepted length per forward", type="pil", format="png",
+                                     elem_id=f"{kind}-histogram")
+        with gr.Accordion("Compare with plain AR", open=True):
+            self.verdict = gr.Markdown("Press *Compare with plain AR* to run `ar` with the same prompt, seed and "
+                                       "sampling.", elem_id=f"{kind}-verdict")
+            with gr.Row():
+                self.media_a, self.media_b = _media(kind, "Method", columns=2), _media(kind, "Plain AR", columns=2)
+            self.comparison = gr.JSON(label="Comparison", open=True)
+
+    def settings(self, prompt: str, seed, method: str, window, num_outputs, temperature, top_k, top_p,
+                 cfg_scale=None, max_new_tokens=None) -> dict:
+        """The pipeline call; a message for what the components' own bounds cannot check."""
+        if not prompt.strip():
+            raise _refusal("Enter a prompt.")
+        sampling = {"temperature": temperature, "top_k": int(top_k) or None, "top_p": top_p if top_p < 1 else None}
+        call = dict(prompt=prompt, seed=int(seed), method=method, window=int(window), num_outputs=int(num_outputs),
+                    sampling=sampling)
+        if self.kind == "text":
+            used, context = self.view.prompt_tokens(prompt), self.view.context
+            if used + max_new_tokens > context:
+                raise _refusal(f"The prompt ({used} tokens) plus {int(max_new_tokens)} new tokens exceed the "
+                               f"model's context of {context} tokens.")
+            call["max_new_tokens"] = int(max_new_tokens)
+        else:
+            sampling["cfg_scale"] = cfg_scale
+        return call
+
+    def run(self, call: dict, progress, desc: str):
+        """Yields Snapshots while the pipeline runs, then its output; progress over committed tokens."""
+        total = call["num_outputs"] * (call["max_new_tokens"] if self.kind == "text" else self.pipe.layout.length)
+        progress((0, total), desc=desc, unit="tokens")
+        for item in stream(lambda hook: self.pipe(**call, on_commit=hook)):
+            if isinstance(item, Snapshot):
+                progress((item.committed, total), desc=desc, unit="tokens")
+            yield item
+
+    def generate(self, progress=gr.Progress(), **values):
+        """Streams partial outputs, then the media, stats, commit map and histogram."""
+        call = self.settings(**values)
+        yield dict.fromkeys(self.outputs)  # no stale results beside the new run
+        for item in self.run(call, progress, call["method"]):
+            if isinstance(item, Snapshot):
+                yield {self.live: self.view.preview(item.tokens, call["prompt"])}
+            else:
+                out = item
+        shown, mp4 = self.view.media(out, Path(tempfile.mkdtemp(dir=self.files.name)))
+        result = {self.media: shown, self.stats: run_stats(out, call["method"]),
+                  self.cmap: commit_map(self.view.steps(out.stats.commit_step)),
+                  self.hist: length_histogram(out.stats.commit_step)}
+        if self.video is not None:
+            result.update({self.frames: self.view.preview(out.tokens, call["prompt"]), self.video: mp4})
+        if self.runs is not None:
+            result[self.runs] = self.view.runs(out)
+        yield result
+
+    def compare(self, progress=gr.Progress(), **values):
+        """The chosen method and plain AR, same prompt, seed and sampling; for exact, are the tokens equal?"""
+        call = self.settings(**values)
+        outs = {}
+        for name in (call["method"], "ar"):
+            *_, outs[name] = self.run({**call, "method": name}, progress, name)  # the last item is the output
+        fast, ar = outs[call["method"]], outs["ar"]
+        identical = None
+        if call["method"] == "exact":
+            identical = all(torch.equal(a, b) for a, b in zip(self.view.tokens(fast), self.view.tokens(ar)))
+        report = comparison(call["method"], fast, ar, identical)
+        folder = Path(tempfile.mkdtemp(dir=self.files.name))
+        return {self.media_a: self.view.media(fast, folder / "method")[0],
+                self.media_b: self.view.media(ar, folder / "ar")[0],
+                self.comparison: report, self.verdict: verdict(report)}
+
+
+def _refusal(message: str) -> gr.Error:
+    """Shown to the user; not a server error, so no traceback in the server's log."""
+    return gr.Error(message, print_exception=False)
+
+
+def _media(kind: str, label: str, columns: int, elem_id: "str | None" = None):
+    """The output component of a kind: a gallery of images or GIFs, or monospaced text (code models)."""
+    if kind == "text":
+        return gr.Code(label=label, lines=12 if columns > 2 else 8, interactive=False, wrap_lines=True,
+                       elem_id=elem_id)
+    return gr.Gallery(label=label, columns=columns, fit_columns=False, allow_preview=False, format="png",
+                      object_fit="contain", height=300 if columns > 2 else 240, elem_id=elem_id)

@@ -1,0 +1,63 @@
+"""Run one pipeline call in a worker thread and stream snapshots of what it has committed so far.
+
+The pipeline calls the on_commit hook after every forward; the hook only copies the committed
+tokens (cheap), so decoding previews happens here, in the consumer, at its own pace.
+"""
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+import torch
+
+
+class Cancelled(Exception):
+    """Raised inside the worker when the consumer went away (a cancelled or closed event)."""
+
+
+@dataclass
+class Snapshot:
+    tokens: torch.Tensor  # [B, N] committed tokens, -1 past each row's committed prefix
+    committed: int  # tokens committed over all rows
+
+
+def stream(call: Callable[[Callable], Any], interval: float = 0.1) -> Iterator["Snapshot | Any"]:
+    """Yields Snapshots (at most one per `interval` seconds, only the newest when the consumer is
+    slower than that), then the output of `call(on_commit)`. Errors of the call are raised here.
+    Closing the iterator stops the worker at its next forward."""
+    events: queue.Queue = queue.Queue()
+    closed = threading.Event()
+    last = [float("-inf")]
+
+    def on_commit(state, k):
+        if closed.is_set():
+            raise Cancelled
+        now = time.monotonic()
+        if now - last[0] >= interval:
+            last[0] = now
+            N = state.length
+            tokens = state.seq[:, :N].masked_fill(torch.arange(N, device=state.n.device) >= state.n[:, None], -1)
+            events.put(("snapshot", Snapshot(tokens.cpu(), int(state.n.sum()))))
+
+    def work():
+        try:
+            events.put(("done", call(on_commit)))
+        except BaseException as err:  # handed to the consumer, which raises it
+            events.put(("error", err))
+
+    threading.Thread(target=work, name="mmspec-demo-run", daemon=True).start()
+    try:
+        while True:
+            kind, value = events.get()
+            while kind == "snapshot" and not events.empty():  # skip stale snapshots
+                kind, value = events.get_nowait()
+            if kind == "error":
+                raise value
+            yield value
+            if kind == "done":
+                return
+    finally:
+        closed.set()

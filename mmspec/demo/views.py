@@ -1,0 +1,92 @@
+"""What each kind of pipeline shows: partial outputs while generating, the final media, its token grid."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from mmspec.demo.render import enlarge, filmstrip, grey_out, stack
+from mmspec.pipelines import TextPipeline, VideoPipeline
+
+TEXT_COLUMNS = 16  # the commit map wraps text tokens into rows of this many
+
+
+class GridView:
+    """Images and videos: the pipeline's layout is the token grid of the commit map."""
+
+    def __init__(self, pipe):
+        self.pipe, layout = pipe, pipe.layout
+        self.video = isinstance(pipe, VideoPipeline)
+        self.shape = (layout.t if self.video else 1, layout.h, layout.w)  # (T, H, W)
+        self.frame_side = 96 if self.video else 256  # display size of one frame
+
+    def preview(self, tokens: torch.Tensor, prompt: str):
+        """tokens [B, N] (-1: not committed) -> the images, grey where nothing is committed yet; for
+        video one picture: a row of frames per output."""
+        T, H, W = self.shape
+        grids = tokens.view(-1, H, W)
+        frames = grey_out(self.pipe.tokenizer.decode_pil(grids.clamp(min=0)), grids >= 0)
+        frames = [enlarge(f, self.frame_side) for f in frames]
+        if not self.video:
+            return frames
+        return stack([filmstrip(frames[i:i + T]) for i in range(0, len(frames), T)])
+
+    def media(self, out, folder: Path) -> tuple[list, "str | None"]:
+        """(gallery items, the first output's MP4 for video)."""
+        if not self.video:
+            return [enlarge(image, self.frame_side) for image in out.images], None
+        paths = out.save(folder)
+        return [str(p) for p in paths if p.suffix == ".gif"], next(str(p) for p in paths if p.suffix == ".mp4")
+
+    def tokens(self, out) -> list:
+        return list(out.tokens)
+
+    def steps(self, commit_step: torch.Tensor) -> np.ndarray:
+        """[B, N] -> [B, T, H, W] commit map panels."""
+        return commit_step.cpu().view(-1, *self.shape).numpy()
+
+
+class TextView:
+    """Text: the completion streamed as it is committed; the commit map wraps tokens into rows."""
+
+    def __init__(self, pipe: TextPipeline):
+        self.tokenizer = pipe.target.tokenizer
+        self.context = pipe.target.model.config.get_text_config().max_position_embeddings
+
+    def prompt_tokens(self, prompt: str) -> int:
+        return len(self.tokenizer(prompt).input_ids)
+
+    def preview(self, tokens: torch.Tensor, prompt: str) -> str:
+        return join_outputs([prompt + self.tokenizer.decode(row[row >= 0].tolist(), skip_special_tokens=True)
+                             for row in tokens])
+
+    def media(self, out, folder: Path) -> tuple[str, None]:
+        return join_outputs([p + t for p, t in zip(out.prompts, out.texts)]), None
+
+    def tokens(self, out) -> list:
+        return out.tokens
+
+    def runs(self, out) -> list[tuple[str, "str | None"]]:
+        """The first output cut where the next forward's tokens begin, each piece labelled with how many
+        tokens its forward committed (the prompt unlabelled): speculation at work, in the text."""
+        ids, steps = out.tokens[0].tolist(), out.stats.commit_step[0].tolist()
+        cuts = [0] + [i for i in range(1, len(ids)) if steps[i] != steps[i - 1]] + [len(ids)]
+        texts = [self.tokenizer.decode(ids[:c], skip_special_tokens=True) for c in cuts]  # prefixes: no split
+        pieces = [(texts[j + 1][len(texts[j]):], cuts[j + 1] - cuts[j]) for j in range(len(cuts) - 1)]
+        return [(out.prompts[0], None)] + [(t, f"{n} token{'s' * (n > 1)}") for t, n in pieces]
+
+    def steps(self, commit_step: torch.Tensor) -> np.ndarray:
+        """[B, N] -> [B, 1, rows, TEXT_COLUMNS], padded with -1 (never committed)."""
+        B, N = commit_step.shape
+        rows = math.ceil(N / TEXT_COLUMNS)
+        padded = torch.full((B, rows * TEXT_COLUMNS), -1, dtype=torch.long)
+        padded[:, :N] = commit_step.cpu()
+        return padded.view(B, 1, rows, TEXT_COLUMNS).numpy()
+
+
+def join_outputs(texts: list[str]) -> str:
+    if len(texts) == 1:
+        return texts[0]
+    return "\n\n".join(f"# ---- output {i} ----\n{t}" for i, t in enumerate(texts))

@@ -1,0 +1,89 @@
+"""The demo's endpoints through gradio_client, against the app served on localhost (tiny models)."""
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+STATS = {"nfe", "mean_acceptance_length", "acceptance_rate", "seconds", "tokens_per_second"}
+
+
+def _image(path) -> Image.Image:
+    assert Path(path).stat().st_size > 0
+    return Image.open(path)
+
+
+def test_image_streams_partial_grids_then_media_stats_and_commit_map(client):
+    job = client.submit(prompt="red heart", method="coupled", window=5, num_outputs=2, seed=3,
+                        api_name="/image_generate")
+    gallery, stats, commit_map, histogram = job.result(timeout=120)
+    assert len(gallery) == 2 and _image(gallery[0]["image"]).size == (256, 256)  # 8x8 pixels, enlarged
+    assert STATS <= set(stats) and stats["outputs"] == 2 and stats["tokens"] == 2 * 16
+    assert _image(commit_map).width > 100 and _image(histogram).width > 100
+    assert len(job.outputs()) >= 2  # at least one partial grid before the final result
+
+
+def test_video_returns_frames_gif_mp4_and_stats(client):
+    gallery, frames, mp4, stats, commit_map, _ = client.predict(prompt="bounce apple", method="exact", window=3,
+                                                                num_outputs=2, api_name="/video_generate")
+    assert [Path(g["image"]).suffix for g in gallery] == [".gif"] * 2 and _image(gallery[0]["image"]).n_frames == 3
+    assert _image(frames).size == (3 * 96, 2 * 96 + 4)  # a row of 3 frames per output
+    assert Path(mp4).suffix == ".mp4" and Path(mp4).stat().st_size > 0
+    assert STATS <= set(stats) and stats["tokens"] == 2 * 12 and _image(commit_map)
+
+
+def test_text_returns_the_completion_its_runs_and_stats(client):
+    text, runs, stats, commit_map, _ = client.predict(prompt="<s> w3", method="draft-model", window=4,
+                                                      max_new_tokens=8, api_name="/text_generate")
+    assert text.startswith("<s> w3") and len(text) > len("<s> w3")
+    assert "".join(piece["token"] for piece in runs) == text  # the same text, cut where each forward began
+    assert sum(int(p["class_or_confidence"].split()[0]) for p in runs[1:]) == stats["tokens"]
+    assert STATS <= set(stats) and stats["method"] == "draft-model" and _image(commit_map)
+
+
+@pytest.mark.parametrize("kind, inputs", [("image", dict(prompt="red heart", num_outputs=3)),
+                                          ("text", dict(prompt="<s> w3", temperature=1.0, max_new_tokens=12))])
+def test_compare_with_ar_states_that_exact_gives_identical_tokens(client, kind, inputs):
+    fast, ar, report, verdict = client.predict(method="exact", window=4, seed=5, **inputs,
+                                               api_name=f"/{kind}_compare")
+    assert report["tokens_identical"] is True and "identical to AR's, token for token" in verdict
+    assert report["ar_nfe"] >= report["nfe"] and report["speedup"] > 0
+    if kind == "image":
+        assert [_image(a["image"]).tobytes() for a in fast] == [_image(b["image"]).tobytes() for b in ar]
+    else:
+        assert fast == ar
+
+
+def test_compare_other_methods_does_not_claim_identical_tokens(client):
+    *_, report, verdict = client.predict(prompt="red heart", method="coupled", window=4, api_name="/image_compare")
+    assert report["tokens_identical"] is None and "by design" in verdict
+
+
+@pytest.mark.parametrize("endpoint, inputs, message", [
+    ("/image_generate", dict(window=300), "maximum value 256"),
+    ("/image_generate", dict(num_outputs=9), "maximum value 8"),
+    ("/video_compare", dict(window=0), "minimum value 1"),
+    ("/text_generate", dict(prompt="<s> w3", max_new_tokens=128), "context of 128 tokens"),
+    ("/image_generate", dict(prompt="  "), "Enter a prompt"),
+])
+def test_out_of_range_inputs_get_a_message_and_the_app_stays_usable(client, endpoint, inputs, message):
+    from gradio_client.exceptions import AppError
+
+    with pytest.raises(AppError, match=message):
+        client.predict(**inputs, api_name=endpoint)
+    assert client.predict(prompt="red heart", num_outputs=1, api_name="/image_generate")[1]["tokens"] == 16
+
+
+def test_demos_app_exposes_build_app():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("demo_app", Path(__file__).parents[2] / "demos" / "app.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    from mmspec.demo import build_app
+
+    assert module.build_app is build_app
+
+
+def test_the_api_is_generate_and_compare_per_tab(client):
+    names = set(client.view_api(print_info=False, return_format="dict")["named_endpoints"])
+    assert names == {f"/{kind}_{event}" for kind in ("image", "video", "text") for event in ("generate", "compare")}
