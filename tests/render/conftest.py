@@ -1,0 +1,53 @@
+"""Job files for the render tests, pointing at the tiny models of tests/conftest.py."""
+import hashlib
+import json
+
+import pytest
+import yaml
+
+
+@pytest.fixture
+def write_job(tmp_path):
+    """write_job(job dict, name=...) -> the path of a YAML job file in tmp_path."""
+    def write(job: dict, name: str = "job.yaml"):
+        path = tmp_path / name
+        path.write_text(yaml.safe_dump(job, sort_keys=False))
+        return path
+    return write
+
+
+@pytest.fixture
+def image_job(tiny_models):
+    """A small image job over the tiny image model: 3 prompts, 7 outputs, two settings groups."""
+    return {"kind": "image", "model": str(tiny_models / "image"), "batch_size": 8,
+            "defaults": {"method": "coupled", "window": 5, "sampling": {"temperature": 1.0, "top_k": 20}},
+            "items": [{"prompt": "red heart", "seeds": [0, 1, 2]}, {"prompt": "apple", "num": 2},
+                      {"prompt": "bounce", "seeds": [7, 8], "method": "exact"}]}
+
+
+class Folder:
+    """What a render left in a folder: its manifest lines and its output files."""
+
+    def __init__(self, path):
+        self.path = path
+
+    @property
+    def manifest(self) -> list[dict]:
+        return [json.loads(line) for line in (self.path / "manifest.jsonl").read_text().splitlines()]
+
+    @property
+    def files(self) -> dict:
+        """File name -> bytes, the manifest and the lock left out."""
+        return {p.name: p.read_bytes() for p in self.path.iterdir() if p.name not in ("manifest.jsonl", ".lock")}
+
+    def verified(self) -> bool:
+        """One line per output, each done line's file present with its hash, no other files."""
+        lines = self.manifest
+        done = [line for line in lines if line["status"] == "done"]
+        return (len({line["id"] for line in lines}) == len(lines) and set(self.files) == {d["file"] for d in done}
+                and all(hashlib.sha256(self.files[d["file"]]).hexdigest() == d["sha256"] for d in done))
+
+
+@pytest.fixture
+def folder():
+    return Folder
