@@ -1,9 +1,26 @@
 """Job files for the render tests, pointing at the tiny models of tests/conftest.py."""
 import hashlib
 import json
+import shutil
 
 import pytest
+import torch
 import yaml
+
+
+@pytest.fixture(scope="session")
+def models(tiny_models, tmp_path_factory):
+    """The tiny image and video models with their codebook spread wide: the tiny VQ's random codebook
+    decodes most token grids to the same few pictures, which would make byte comparisons vacuous."""
+    from diffusers import VQModel
+
+    root = tmp_path_factory.mktemp("render-models")
+    shutil.copytree(tiny_models, root, dirs_exist_ok=True)
+    vq = VQModel.from_pretrained(root / "vq")
+    with torch.no_grad():
+        vq.quantize.embedding.weight.normal_(0, 3, generator=torch.Generator().manual_seed(0))
+    vq.save_pretrained(root / "vq", safe_serialization=True)
+    return root
 
 
 @pytest.fixture
@@ -17,9 +34,9 @@ def write_job(tmp_path):
 
 
 @pytest.fixture
-def image_job(tiny_models):
+def image_job(models):
     """A small image job over the tiny image model: 3 prompts, 7 outputs, two settings groups."""
-    return {"kind": "image", "model": str(tiny_models / "image"), "batch_size": 8,
+    return {"kind": "image", "model": str(models / "image"), "batch_size": 8,
             "defaults": {"method": "coupled", "window": 5, "sampling": {"temperature": 1.0, "top_k": 20}},
             "items": [{"prompt": "red heart", "seeds": [0, 1, 2]}, {"prompt": "apple", "num": 2},
                       {"prompt": "bounce", "seeds": [7, 8], "method": "exact"}]}

@@ -16,7 +16,7 @@ def test_a_job_renders_and_a_second_run_does_nothing(image_job, write_job, folde
     first = render_job(job, out, progress=False)
     assert (first["total"], first["rendered"], first["skipped"], first["failed"]) == (7, 7, 0, 0)
     rendered = folder(out)
-    assert rendered.verified() and len(rendered.files) == 7
+    assert rendered.verified() and len(set(rendered.files.values())) == 7
     assert {(line["prompt"], line["seed"]) for line in rendered.manifest} == {
         ("red heart", 0), ("red heart", 1), ("red heart", 2), ("apple", 0), ("apple", 1), ("bounce", 7), ("bounce", 8)}
     line = rendered.manifest[0]
@@ -28,13 +28,13 @@ def test_a_job_renders_and_a_second_run_does_nothing(image_job, write_job, folde
         {p: t for p, t in mtimes.items() if p.name != ".lock"}
 
 
-def test_batch_size_does_not_change_a_byte(image_job, tiny_models, write_job, folder, tmp_path):
-    video = {**image_job, "kind": "video", "model": str(tiny_models / "video")}
+def test_batch_size_does_not_change_a_byte(image_job, models, write_job, folder, tmp_path):
+    video = {**image_job, "kind": "video", "model": str(models / "video")}
     for name, job in (("image", image_job), ("video", video)):
         one, eight = tmp_path / f"{name}1", tmp_path / f"{name}8"
         render_job(write_job(job), one, batch_size=1, progress=False)
         render_job(write_job(job), eight, batch_size=8, progress=False)
-        assert folder(one).files == folder(eight).files and len(folder(one).files) == 7
+        assert folder(one).files == folder(eight).files and len(set(folder(one).files.values())) == 7
 
 
 def test_text_job_batches_alike_and_a_failing_item_is_recorded(tiny_text, write_job, folder, tmp_path, capsys):
@@ -70,23 +70,25 @@ def test_hostile_prompts_stay_inside_the_folder(image_job, write_job, folder, tm
 
 
 def test_sigkill_mid_job_then_rerun_gives_each_output_exactly_once(image_job, write_job, folder, tmp_path):
-    job = write_job({**image_job, "batch_size": 1, "items": [{"prompt": f"red heart {i}", "num": 4} for i in range(60)]})
+    job = write_job({**image_job, "batch_size": 1, "items": [{"prompt": f"red heart {i}", "num": 4} for i in range(15)]})
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "mmspec.cli", "render", str(job), "--out", str(out)]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+           "OMP_NUM_THREADS": "1"}  # tiny models run faster on one thread of a shared machine
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     manifest = out / "manifest.jsonl"
     deadline = time.monotonic() + 120
-    while not (manifest.exists() and manifest.read_bytes().count(b"\n") >= 10) and time.monotonic() < deadline:
+    while not (manifest.exists() and manifest.read_bytes().count(b"\n") >= 5) and time.monotonic() < deadline:
         time.sleep(0.02)
     assert proc.poll() is None, "the job ended before it could be killed"
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     killed_at = manifest.read_bytes().count(b"\n")
-    assert 10 <= killed_at < 240
+    assert 5 <= killed_at < 60
     rerun = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert rerun.returncode == 0, rerun.stderr
+    assert f"skipped={killed_at} rendered={60 - killed_at} failed=0" in rerun.stdout
     rendered = folder(out)
-    assert rendered.verified() and len(rendered.manifest) == 240 and len(rendered.files) == 240
+    assert rendered.verified() and len(rendered.manifest) == 60 and len(rendered.files) == 60
     assert {line["id"] for line in rendered.manifest} == {o.id for o in load_job(job).outputs}
     assert not list(out.glob(".tmp-*"))
