@@ -62,29 +62,29 @@ def load_job(path: "str | Path", batch_size: int | None = None) -> Job:
     """Parse and validate a job file; `batch_size` (the CLI's --batch-size) overrides the file's."""
     path = Path(path)
     data, lines = _read_yaml(path)
-    where = _Where(path.name, lines)
-    _no_unknown(data, JOB_KEYS, where.at(data))
+    where, top = _Where(path.name, lines), f"{path.name}: "
+    _no_unknown(data, JOB_KEYS, top)
     kind = data.get("kind")
     if kind not in PIPELINES:
-        raise JobError(f"{where.at(data)}kind: must be one of {list(PIPELINES)}, got {kind!r}")
+        raise JobError(f"{top}kind: must be one of {list(PIPELINES)}, got {kind!r}")
     pipeline = pipeline_class(kind)
-    model = _folder(data, "model", path.parent, pipeline.default_model, where)
+    model = _folder(data, "model", path.parent, pipeline.default_model, top)
     draft = None
     if data.get("draft") is not None:
         if kind != "text":
-            raise JobError(f"{where.at(data)}draft: only text jobs take a draft model")
-        draft = _folder(data, "draft", path.parent, "", where)
+            raise JobError(f"{top}draft: only text jobs take a draft model")
+        draft = _folder(data, "draft", path.parent, "", top)
     size = _int(data.get("batch_size", 8) if batch_size is None else batch_size, 1, None,
-                f"{where.at(data)}batch_size")
+                f"{top}batch_size")
     allowed = CALL_KEYS + SEED_KEYS + (TEXT_KEYS if kind == "text" else ())
     defaults = data.get("defaults") or {}
-    _mapping(defaults, f"{where.at(data)}defaults")
+    _mapping(defaults, f"{top}defaults")
     _no_unknown(defaults, allowed, f"{where.at(defaults)}defaults.")
 
     defaults_label = f"{where.at(defaults)}defaults."
     _settings(kind, defaults, pipeline.default_window, model, draft, defaults_label)  # its faults, named as its own
     outputs: dict[str, Output] = {}
-    for label, item in _items(data, path, where):
+    for label, item in _items(data, path, where, top):
         _mapping(item, label.rstrip("."))
         _no_unknown(item, ("prompt",) + allowed, label)
         prompt = item.get("prompt")
@@ -115,14 +115,18 @@ class _Where:
 class _LineLoader(yaml.SafeLoader):
     """Safe YAML that records each mapping's line and refuses duplicate keys (YAML keeps the last)."""
 
-    def construct_mapping(self, node, deep=False):
+    def construct_yaml_map(self, node):
+        data = {}
+        self.lines[id(data)] = node.start_mark.line + 1
+        yield data
         keys = [self.construct_object(k, deep=True) for k, _ in node.value]
         for (k, _), key in zip(node.value, keys):
             if keys.count(key) > 1:
                 raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", k.start_mark)
-        mapping = super().construct_mapping(node, deep=deep)
-        self.lines[id(mapping)] = node.start_mark.line + 1
-        return mapping
+        data.update(self.construct_mapping(node))
+
+
+_LineLoader.add_constructor("tag:yaml.org,2002:map", _LineLoader.construct_yaml_map)
 
 
 def _read_yaml(path: Path) -> tuple[dict, dict]:
@@ -141,18 +145,18 @@ def _read_yaml(path: Path) -> tuple[dict, dict]:
     return data, loader.lines
 
 
-def _items(data: dict, path: Path, where: _Where):
+def _items(data: dict, path: Path, where: _Where, top: str):
     """(label for errors, item) pairs from `items` or from the JSONL `items_file` beside the job."""
     if ("items" in data) == ("items_file" in data):
-        raise JobError(f"{where.at(data)}give exactly one of items (a list) or items_file (a JSONL file)")
+        raise JobError(f"{top}give exactly one of items (a list) or items_file (a JSONL file)")
     if "items" in data:
         items = data["items"]
         if not isinstance(items, list) or not items:
-            raise JobError(f"{where.at(data)}items: must be a non-empty list of {{prompt: ...}} mappings")
+            raise JobError(f"{top}items: must be a non-empty list of {{prompt: ...}} mappings")
         return [(f"{where.at(item)}items[{i}].", item) for i, item in enumerate(items)]
     name = data["items_file"]
     if not isinstance(name, str) or not (path.parent / name).is_file():
-        raise JobError(f"{where.at(data)}items_file: no file {name!r} next to the job file")
+        raise JobError(f"{top}items_file: no file {name!r} next to the job file")
     pairs = []
     for n, line in enumerate((path.parent / name).read_text(encoding="utf-8").splitlines(), 1):
         if line.strip():
@@ -161,7 +165,7 @@ def _items(data: dict, path: Path, where: _Where):
             except json.JSONDecodeError as err:
                 raise JobError(f"{Path(name).name} line {n}: not JSON: {err}") from None
     if not pairs:
-        raise JobError(f"{where.at(data)}items_file: {name} holds no items")
+        raise JobError(f"{top}items_file: {name} holds no items")
     return pairs
 
 
@@ -235,17 +239,17 @@ def _seeds(source: dict, label: str) -> list[int]:
     return seeds
 
 
-def _folder(data: dict, key: str, base: Path, default: str, where: _Where) -> str | None:
+def _folder(data: dict, key: str, base: Path, default: str, top: str) -> str | None:
     """A model folder, relative to the job file; None keeps the pipeline's bundled model."""
     from mmspec.pipelines.base import model_path
 
     value = data.get(key)
     if value is not None and (not isinstance(value, str) or not value):
-        raise JobError(f"{where.at(data)}{key}: must be a folder path or null, got {value!r}")
+        raise JobError(f"{top}{key}: must be a folder path or null, got {value!r}")
     try:
         folder = model_path(None if value is None else base / value, default)
     except FileNotFoundError as err:
-        raise JobError(f"{where.at(data)}{key}: {err}") from None
+        raise JobError(f"{top}{key}: {err}") from None
     return None if value is None else str(folder)
 
 

@@ -16,7 +16,7 @@ def models(tiny_models, tmp_path_factory):
 
     root = tmp_path_factory.mktemp("render-models")
     shutil.copytree(tiny_models, root, dirs_exist_ok=True)
-    vq = VQModel.from_pretrained(root / "vq")
+    vq = VQModel.from_pretrained(root / "vq", low_cpu_mem_usage=False)
     with torch.no_grad():
         vq.quantize.embedding.weight.normal_(0, 3, generator=torch.Generator().manual_seed(0))
     vq.save_pretrained(root / "vq", safe_serialization=True)
