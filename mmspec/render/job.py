@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import yaml
@@ -62,43 +62,46 @@ def load_job(path: "str | Path", batch_size: int | None = None) -> Job:
     """Parse and validate a job file; `batch_size` (the CLI's --batch-size) overrides the file's."""
     path = Path(path)
     data, lines = _read_yaml(path)
-    where, top = _Where(path.name, lines), f"{path.name}: "
+    where, top = _Where(path.name, lines), f"{path.name}: "  # top-level keys are unique: no line needed
     _no_unknown(data, JOB_KEYS, top)
     kind = data.get("kind")
     if kind not in PIPELINES:
         raise JobError(f"{top}kind: must be one of {list(PIPELINES)}, got {kind!r}")
-    pipeline = pipeline_class(kind)
-    model = _folder(data, "model", path.parent, pipeline.default_model, top)
+    model = _folder(data, "model", path.parent, pipeline_class(kind).default_model, top)
     draft = None
     if data.get("draft") is not None:
         if kind != "text":
             raise JobError(f"{top}draft: only text jobs take a draft model")
         draft = _folder(data, "draft", path.parent, "", top)
-    size = _int(data.get("batch_size", 8) if batch_size is None else batch_size, 1, None,
-                f"{top}batch_size")
-    allowed = CALL_KEYS + SEED_KEYS + (TEXT_KEYS if kind == "text" else ())
-    defaults = data.get("defaults") or {}
-    _mapping(defaults, f"{top}defaults")
-    _no_unknown(defaults, allowed, f"{where.at(defaults)}defaults.")
+    size = _int(data.get("batch_size", 8) if batch_size is None else batch_size, 1, None, f"{top}batch_size")
+    header = Job(kind, model, draft, size, [])  # what validating the items needs to know
+    return replace(header, outputs=_outputs(header, data, path, where))
 
+
+def _outputs(job: Job, data: dict, path: Path, where: "_Where") -> list[Output]:
+    """One Output per (item, seed), in job order; an output listed twice is rendered once."""
+    allowed = CALL_KEYS + SEED_KEYS + (TEXT_KEYS if job.kind == "text" else ())
+    defaults = {} if data.get("defaults") is None else data["defaults"]
+    _mapping(defaults, f"{path.name}: defaults")
     defaults_label = f"{where.at(defaults)}defaults."
-    _settings(kind, defaults, pipeline.default_window, model, draft, defaults_label)  # its faults, named as its own
+    _no_unknown(defaults, allowed, defaults_label)
+    _settings(job, defaults, defaults_label)  # its faults are named as its own, not as the first item's
     outputs: dict[str, Output] = {}
-    for label, item in _items(data, path, where, top):
+    for label, item in _items(data, path, where):
         _mapping(item, label.rstrip("."))
         _no_unknown(item, ("prompt",) + allowed, label)
         prompt = item.get("prompt")
         if not isinstance(prompt, str):
             raise JobError(f"{label}prompt: must be a string, got {prompt!r}")
-        settings = _settings(kind, _merge(defaults, item), pipeline.default_window, model, draft, label)
-        identity = {"kind": kind, "model": data.get("model"), "prompt": prompt, "settings": settings}
+        settings = _settings(job, _merge(defaults, item), label)
+        identity = {"kind": job.kind, "model": data.get("model"), "prompt": prompt, "settings": settings}
         if settings["method"] == "draft-model":
             identity["draft"] = data.get("draft")
         own_seeds = any(k in item for k in SEED_KEYS)
         for seed in _seeds(item, label) if own_seeds else _seeds(defaults, defaults_label):
             oid = output_id({**identity, "seed": seed})
-            outputs.setdefault(oid, Output(oid, file_name(prompt, seed, oid, kind), prompt, seed, settings))
-    return Job(kind, model, draft, size, list(outputs.values()))
+            outputs.setdefault(oid, Output(oid, file_name(prompt, seed, oid, job.kind), prompt, seed, settings))
+    return list(outputs.values())
 
 
 class _Where:
@@ -145,8 +148,9 @@ def _read_yaml(path: Path) -> tuple[dict, dict]:
     return data, loader.lines
 
 
-def _items(data: dict, path: Path, where: _Where, top: str):
+def _items(data: dict, path: Path, where: _Where):
     """(label for errors, item) pairs from `items` or from the JSONL `items_file` beside the job."""
+    top = f"{path.name}: "
     if ("items" in data) == ("items_file" in data):
         raise JobError(f"{top}give exactly one of items (a list) or items_file (a JSONL file)")
     if "items" in data:
@@ -177,12 +181,13 @@ def _merge(defaults: dict, item: dict) -> dict:
     return merged
 
 
-def _settings(kind: str, merged: dict, default_window: int, model, draft, label: str) -> dict:
-    method = _method(merged.get("method", "coupled"), kind, model, draft, label)
+def _settings(job: Job, merged: dict, label: str) -> dict:
+    method = _method(merged.get("method", "coupled"), job, label)
     fixed = None if method == "draft-model" else resolve_method(method).window
-    window = fixed or _int(merged.get("window", default_window), 1, MAX_WINDOW, f"{label}window")
-    settings = {"method": method, "window": window, "sampling": _sampling(merged.get("sampling"), kind, label)}
-    if kind == "text":
+    window = fixed or _int(merged.get("window", pipeline_class(job.kind).default_window), 1, MAX_WINDOW,
+                           f"{label}window")
+    settings = {"method": method, "window": window, "sampling": _sampling(merged.get("sampling"), job.kind, label)}
+    if job.kind == "text":
         settings["max_new_tokens"] = _int(merged.get("max_new_tokens", 64), 1, None, f"{label}max_new_tokens")
         stops = merged.get("stop_strings", [])
         if not isinstance(stops, list) or not all(isinstance(s, str) and s for s in stops):
@@ -191,12 +196,12 @@ def _settings(kind: str, merged: dict, default_window: int, model, draft, label:
     return settings
 
 
-def _method(method, kind: str, model, draft, label: str):
+def _method(method, job: Job, label: str):
     """A method name or {name, options}; a mapping with only a name becomes the name, so both hash alike."""
     if isinstance(method, dict) and set(method) == {"name"}:
         method = method["name"]
     if method == "draft-model":  # the pipeline supplies the draft model, so it is checked here, not resolved
-        if kind != "text" or (model is not None and draft is None):
+        if job.kind != "text" or (job.model is not None and job.draft is None):
             raise JobError(f"{label}method: draft-model needs a text job with a draft model (job key draft)")
         return method
     try:

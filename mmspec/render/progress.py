@@ -14,7 +14,7 @@ class Progress:
         self.done = self.failed = self.tokens = 0
         self.t0 = time.perf_counter()
         self.bar = tqdm(total=total, initial=skipped, desc="render", unit="out", disable=not enabled,
-                        mininterval=1.0, bar_format="{desc}: {percentage:3.0f}%|{bar}| {n}/{total} [{postfix}] "
+                        mininterval=1.0, bar_format="{desc}: {percentage:3.0f}%|{bar}| {n}/{total}{postfix} "
                                                     "[{elapsed}<{remaining}]")
         self.bar.set_postfix_str(self._rates(), refresh=False)
 

@@ -46,7 +46,9 @@ def test_text_job_batches_alike_and_a_failing_item_is_recorded(tiny_text, write_
     lines = {(line["prompt"], line["seed"]): line for line in folder(out).manifest}
     assert [k for k, line in lines.items() if line["status"] == "failed"] == [("", 0), ("", 1)]
     assert "at least one token" in lines[("", 0)]["error"] and folder(out).verified()
-    assert "rendered=4 failed=2" in capsys.readouterr().out
+    printed = capsys.readouterr()
+    assert "rendered=4 failed=2" in printed.out  # the summary; the bar counts and rates on stderr
+    assert "6/6, done 4, failed 2" in printed.err and "out/min" in printed.err and "tok/s" in printed.err
     single = tmp_path / "single"
     render_job(job, single, batch_size=1, progress=False)
     assert folder(single).files == folder(out).files
