@@ -8,14 +8,14 @@ from __future__ import annotations
 from typing import Iterator
 
 from mmspec.render.job import Job, Output
-from mmspec.render.worker import Result, device, load_pipeline, render_batch
+from mmspec.render.worker import Result, default_device, load_pipeline, render_batch
 
 Batches = Iterator[tuple[list[Output], list[Result]]]
 
 
 class LocalExecutor:
     def __init__(self, job: Job):
-        self.kind, self.pipe = job.kind, load_pipeline(job.kind, job.model, job.draft, device())
+        self.kind, self.pipe = job.kind, load_pipeline(job.kind, job.model, job.draft, default_device())
 
     def map(self, batches: list[list[Output]]) -> Batches:
         for batch in batches:

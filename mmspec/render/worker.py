@@ -59,5 +59,5 @@ def _encode(out, kind: str) -> list[bytes]:
         return [Path(p).read_bytes() for p in out.save(scratch, **SAVE_OPTIONS.get(kind, {}))]
 
 
-def device() -> str:
+def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
