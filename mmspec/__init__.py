@@ -11,7 +11,7 @@ from mmspec.stats import Stats
 
 # heavier pieces (transformers / diffusers models) load on first use
 _LAZY = {
-    "HFCausalLM": "mmspec.adapters.text", "generate_text": "mmspec.adapters.text",
+    "HFCausalLM": "mmspec.adapters.text", "generate_text": "mmspec.pipelines.text",
     "JanusImage": "mmspec.adapters.janus", "Emu3Image": "mmspec.adapters.emu3",
     "ImagePipeline": "mmspec.pipelines", "VideoPipeline": "mmspec.pipelines", "TextPipeline": "mmspec.pipelines",
 }

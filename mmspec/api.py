@@ -14,8 +14,7 @@ from mmspec.rng import Streams
 from mmspec.sampling import Sampling
 from mmspec.state import DecodeState
 from mmspec.stats import Stats
-
-MAX_WINDOW = 256
+from mmspec.window import FixedWindow, WindowPolicy, window_policy
 
 
 @dataclass
@@ -26,14 +25,15 @@ class Generation:
 
 
 def generate(target: Target, condition: Any, layout: Layout, *, method: "str | dict | Method" = "coupled",
-             window: int = 16, sampling: "Sampling | dict | None" = None, seed: "int | Sequence[int]" = 0,
+             window: "int | WindowPolicy" = 16, sampling: "Sampling | dict | None" = None, seed: "int | Sequence[int]" = 0,
              num_samples: int = 1, stop_tokens: "Sequence[int] | None" = None,
              on_commit: "Callable[[DecodeState, torch.Tensor], None] | None" = None) -> Generation:
     """Generate `num_samples` token sequences per condition, losslessly, with speculation.
 
     target: a Target (e.g. `ReferenceTarget(gpt)`); condition: what the target is conditioned on
     (class ids [C], prompt ids [C, P]...); layout: Sequence1D / Grid2D / Grid3D; method: a name,
-    {'name': ..., options} or a Method; window: positions verified per target forward (1..256);
+    {'name': ..., options} or a Method;
+    window: positions verified per target forward (1..256), or a window policy that picks L at every step;
     sampling: Sampling or a dict of its fields; seed: an int (row i gets seed + i) or one seed per
     row. Rows are ordered condition-major: row i is sample i % num_samples of condition i // num_samples.
     stop_tokens end a row when committed (kept as its last token); on_commit(state, k) is called after
@@ -41,26 +41,27 @@ def generate(target: Target, condition: Any, layout: Layout, *, method: "str | d
     """
     if not isinstance(layout, Layout):
         raise TypeError(f"layout must be a Sequence1D, Grid2D or Grid3D, not {type(layout).__name__}")
-    if not isinstance(window, int) or not 1 <= window <= MAX_WINDOW:
-        raise ValueError(f"window must be an int in [1, {MAX_WINDOW}], got {window!r}")
-    if num_samples < 1:
+    policy = window_policy(window)
+    if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 1:
         raise ValueError(f"num_samples must be >= 1, got {num_samples}")
     sampling = Sampling.coerce(sampling)
     method = resolve_method(method)
-    L = method.window or window
+    if method.window is not None:
+        policy = FixedWindow(method.window)
+    L = policy.max_window
     session = target.session(condition, layout, cfg=sampling.cfg, num_samples=num_samples, max_window=L)
     B, device = session.batch_size, session.device
     seeds = _seeds(seed, B)
     N = layout.length
     state = DecodeState(
-        layout=layout, window=L, vocab_size=target.vocab_size, sampling=sampling,
+        layout=layout, max_window=L, vocab_size=target.vocab_size, sampling=sampling,
         streams=Streams(seeds, target.vocab_size, device),
         seq=torch.full((B, N + L), -1, dtype=torch.long, device=device),
         forced=torch.cat([layout.forced(), torch.full((L,), -1)]).to(device),
         condition=condition, num_samples=num_samples, prompt=session.prompt,
-        draft_vocab=getattr(session, "draft_vocab", None))
+        draft_vocab=session.draft_vocab)
     stop = None if stop_tokens is None else torch.as_tensor(list(stop_tokens), device=device)
-    stats = decode(session, method.make_drafter(layout), method.verifier, state, stop, on_commit)
+    stats = decode(session, method.make_drafter(layout), method.verifier, policy, state, stop, on_commit)
     tokens = state.seq[:, :N].masked_fill(torch.arange(N, device=device) >= state.n[:, None], -1)
     return Generation(tokens, state.n.clone(), stats)
 

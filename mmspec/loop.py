@@ -1,7 +1,8 @@
-"""The decode loop, the only one: prefill -> (propose -> one target forward -> verify -> commit).
+"""The decode loop, the only one: prefill -> (window -> propose -> one target forward -> verify -> commit).
 
 Every row of the batch verifies the same number of positions per forward (static shapes) but has
 its own committed length, acceptance and random streams; rows that are done ride along masked.
+The window policy may change L from step to step; each step's verification is lossless by itself.
 """
 from __future__ import annotations
 
@@ -11,22 +12,25 @@ from typing import Callable
 import torch
 
 from mmspec.adapters.base import Session
-from mmspec.drafters.base import Draft, Drafter
-from mmspec.state import DecodeState, one_hot
+from mmspec.drafters.base import Drafter
+from mmspec.state import DecodeState
 from mmspec.stats import Stats
-from mmspec.verify import Verdict, Verifier
+from mmspec.steps import Draft, Verdict
+from mmspec.verify import Verifier
+from mmspec.window import WindowPolicy
 
 
-def decode(session: Session, drafter: Drafter, verifier: Verifier, state: DecodeState,
+def decode(session: Session, drafter: Drafter, verifier: Verifier, policy: WindowPolicy, state: DecodeState,
            stop_tokens: torch.Tensor | None = None,
            on_commit: Callable[[DecodeState, torch.Tensor], None] | None = None) -> Stats:
     """Run to the end of the layout (or each row's stop). `on_commit(state, k)` sees every step's
     commits (k [B] new tokens per row) and may end rows early with `state.finish`."""
     t0 = time.perf_counter()
-    stats = Stats.empty(state.batch_size, state.length, state.window, state.seq.device)
-    commit_step = torch.full_like(state.seq, -1)  # [B, N + L]
+    stats = Stats.empty(state.batch_size, state.length, state.max_window, state.seq.device)
+    commit_step = torch.full_like(state.seq, -1)  # [B, N + max_window]
     drafter.start(state)
     while state.active.any():
+        state.window = _checked(policy(state), state.max_window)
         draft = _force_draft(state, drafter.propose(state))
         inputs = torch.cat([state.pending[:, None], draft.tokens], 1)  # [B, L]: last committed + drafts
         logp = _force_p(state, state.sampling.logp(*session.forward(inputs, state.n - 1)))  # [B, L, V]
@@ -42,28 +46,37 @@ def decode(session: Session, drafter: Drafter, verifier: Verifier, state: Decode
     return stats
 
 
+def _checked(window: int, max_window: int) -> int:
+    if not 1 <= window <= max_window:
+        raise ValueError(f"the window policy asked for {window} positions; it allows 1..{max_window}")
+    return window
+
+
 def _force_draft(state: DecodeState, draft: Draft) -> Draft:
-    """Structural tokens are drafted as what they must be, with a one-hot q."""
-    forced = state.structural(state.index(state.window - 1))
-    if not (forced >= 0).any():
+    """Structural tokens are drafted as what they must be (one-hot q)."""
+    if not state.any_forced:
         return draft
-    tokens = torch.where(forced >= 0, forced, draft.tokens)
-    q = torch.where((forced >= 0)[..., None], one_hot(forced, state.vocab_size), draft.q)
-    return Draft(tokens, q)
+    forced = state.structural(state.index(state.window - 1))  # [B, L-1]
+    is_forced = forced >= 0
+    return Draft(torch.where(is_forced, forced, draft.tokens), draft.q, draft.onehot | is_forced)
 
 
 def _force_p(state: DecodeState, logp: torch.Tensor) -> torch.Tensor:
-    forced = state.structural(state.index())
-    if not (forced >= 0).any():
+    """At structural positions p is one-hot on the forced token."""
+    if not state.any_forced:
         return logp
-    return torch.where((forced >= 0)[..., None], one_hot(forced, state.vocab_size).log(), logp)
+    forced = state.structural(state.index())  # [B, L]
+    is_forced = (forced >= 0)[..., None]
+    token = forced.clamp(min=0)[..., None]
+    logp = logp.masked_fill(is_forced, -torch.inf)
+    return logp.scatter_(-1, token, logp.gather(-1, token).masked_fill(is_forced, 0.0))
 
 
 def _commit(state: DecodeState, verdict: Verdict, stats: Stats, commit_step: torch.Tensor,
             stop_tokens: torch.Tensor | None) -> torch.Tensor:
     """Write the committed prefix of every active row; return k [B] (0 for rows already done)."""
     L, N = state.window, state.length
-    index = state.index()  # [B, L]
+    index = verdict.index  # [B, L]
     slots = torch.arange(L, device=index.device)
     lead = verdict.accepted.long().cumprod(1).sum(1)  # drafts accepted before the first rejection
     k = torch.minimum(lead + 1, N - state.n) * state.active
@@ -77,12 +90,13 @@ def _commit(state: DecodeState, verdict: Verdict, stats: Stats, commit_step: tor
     commit_step.scatter_(1, index, torch.where(keep, state.step, commit_step.gather(1, index)))
 
     free = state.structural(index[:, :-1]) < 0  # [B, L-1]
-    inside = index[:, :-1] < N
+    drafted = free & (index[:, :-1] < N) & state.active[:, None]
     accepted = (slots[:-1] < torch.minimum(lead, k)[:, None]) & free
     stats.nfe += state.active
-    stats.drafted += (free & inside & state.active[:, None]).sum(1)
+    stats.drafted += drafted.sum(1)
     stats.accepted += accepted.sum(1)
-    stats.accepted_at += accepted
+    stats.accepted_at[:, : L - 1] += accepted
+    stats.forwards_at[:, : L - 1] += state.active[:, None]
 
     last = verdict.y.gather(1, (k - 1).clamp(min=0)[:, None]).squeeze(1)
     state.pending = torch.where(k > 0, last, state.pending)

@@ -1,63 +1,86 @@
-"""Per-row random streams.
+"""Per-row randomness as pure functions of (row seed, what is drawn), vectorised over the batch.
 
-Each row of a batch owns two generators seeded from its seed alone, so row i of a batch run equals
-a batch-1 run with the same seed:
-- `noise`: Gumbel rows g_i [V], produced strictly in position order and kept until the row moves
-  past them. Plain sampling draws x_i = argmax(log p_i + g_i), and so does `exact`, which is why
-  `exact` reproduces `ar` token for token.
-- `aux`: everything else (acceptance uniforms, residual draws, random draft tokens).
+Each row of a batch draws only from its own seed, so row i of a batch run equals a batch-1 run with
+the same seed. Every draw is a counter-based hash (SplitMix64's finaliser) of a key, not the state
+of a sequential generator, so no per-row Python loop and no hidden cursor can misalign it:
+- `gumbel(index)`: the Gumbel noise row g_i [V] of generated position i is a function of (seed, i)
+  alone, whoever asks for it, in whatever window or step. Plain sampling draws
+  x_i = argmax(log p_i + g_i), and so does `exact`, which is why `exact` reproduces `ar` token for
+  token, and why any sequence of windows leaves it unchanged.
+- `uniform` / `randint`: everything else (acceptance uniforms, residual draws, random draft tokens),
+  from a per-row counter of draws made so far (the aux stream).
 """
 from __future__ import annotations
 
 import torch
 
-_AUX_SALT = 0x5DEECE66D  # separates the aux stream from the noise stream of the same seed
+_MASK64 = (1 << 64) - 1
+_NOISE_SALT = 0x3C6EF372FE94F82B  # separate the two streams of one seed
+_AUX_SALT = 0x5DEECE66D
+_GOLDEN = 0x9E3779B97F4A7C15  # SplitMix64's increment: spreads consecutive counters apart
+_UNIFORM_BITS = 23  # (k + 0.5) / 2^23 needs 24 significant bits: exact in fp32, and never 0 or 1
 
 
-def _generator(seed: int, device: torch.device) -> torch.Generator:
-    return torch.Generator(device=device).manual_seed(int(seed) % (2**63))
+def _signed(x: int) -> int:
+    """A 64-bit constant as the int64 with the same bits (torch integer arithmetic wraps mod 2^64)."""
+    x &= _MASK64
+    return x - (1 << 64) if x >> 63 else x
+
+
+_M1, _M2, _GOLDEN_S = _signed(0xBF58476D1CE4E5B9), _signed(0x94D049BB133111EB), _signed(_GOLDEN)
+
+
+def _shr(x: torch.Tensor, s: int) -> torch.Tensor:
+    """Logical right shift of int64 bit patterns (torch's >> is arithmetic)."""
+    return (x >> s) & ((1 << (64 - s)) - 1)
+
+
+def mix(x: torch.Tensor) -> torch.Tensor:
+    """SplitMix64 finaliser on int64 tensors: a bijection of 64-bit patterns with full avalanche."""
+    x = (x ^ _shr(x, 30)) * _M1
+    x = (x ^ _shr(x, 27)) * _M2
+    return x ^ _shr(x, 31)
+
+
+def _uniform(bits: torch.Tensor) -> torch.Tensor:
+    """Hashed int64 -> fp32 uniform in (0, 1), from its top 23 bits."""
+    return (_shr(bits, 64 - _UNIFORM_BITS).float() + 0.5) * (1.0 / (1 << _UNIFORM_BITS))
+
+
+def row_keys(seeds: "list[int] | torch.Tensor", salt: int) -> torch.Tensor:
+    """[B] seeds -> [B] int64 stream keys."""
+    seeds = torch.as_tensor([_signed(int(s)) for s in seeds], dtype=torch.long) if not torch.is_tensor(seeds) else seeds
+    return mix(seeds ^ _signed(salt))
 
 
 class Streams:
     def __init__(self, seeds: list[int], vocab_size: int, device: torch.device | str = "cpu"):
         self.device = torch.device(device)
         self.vocab_size = vocab_size
-        self._noise = [_generator(s, self.device) for s in seeds]
-        self._aux = [_generator(s ^ _AUX_SALT, self.device) for s in seeds]
-        self._rows = [torch.empty(0, vocab_size, device=self.device) for _ in seeds]  # kept Gumbel rows
-        self._first = [0] * len(seeds)  # position of _rows[b][0]
+        self._noise = row_keys(seeds, _NOISE_SALT).to(self.device)  # [B]
+        self._aux = row_keys(seeds, _AUX_SALT).to(self.device)  # [B]
+        self._drawn = torch.zeros(len(seeds), dtype=torch.long, device=self.device)  # [B] aux draws so far
+        self._vocab = torch.arange(vocab_size, device=self.device) * _GOLDEN_S  # [V]
 
     @property
     def batch_size(self) -> int:
-        return len(self._noise)
+        return self._noise.shape[0]
 
-    def gumbel(self, start: torch.Tensor, width: int, active: torch.Tensor | None = None) -> torch.Tensor:
-        """Gumbel rows for positions start[b] .. start[b]+width-1 of each row -> [B, width, V] fp32.
-
-        Rows before `start` are dropped for good: positions only ever move forward. Rows that are
-        not `active` (done) get zeros and leave their stream untouched.
-        """
-        out = []
-        for b, s in enumerate(start.tolist()):
-            if active is not None and not active[b]:
-                out.append(torch.zeros(width, self.vocab_size, device=self.device))
-                continue
-            if s < self._first[b]:
-                raise RuntimeError(f"row {b} asked for noise at position {s}, already dropped")
-            rows, first = self._rows[b], self._first[b]
-            missing = s + width - (first + rows.shape[0])
-            if missing > 0:  # extend in position order, also over positions nobody asked for
-                e = torch.empty(missing, self.vocab_size, device=self.device).exponential_(generator=self._noise[b])
-                rows = torch.cat([rows, -e.log_()])  # -log(Exp(1)) is Gumbel(0, 1)
-            self._rows[b], self._first[b] = rows[s - first:], s
-            rows = self._rows[b]
-            out.append(rows[:width])
-        return torch.stack(out)
+    def gumbel(self, index: torch.Tensor) -> torch.Tensor:
+        """[B, W] generated positions -> [B, W, V] fp32 Gumbel(0, 1) noise rows, a function of (seed, position)."""
+        key = mix(self._noise[:, None] + mix(index.to(self.device)) * _GOLDEN_S)  # [B, W]
+        u = _uniform(mix(key[..., None] + self._vocab))  # [B, W, V]
+        return -(-u.log()).log()  # -log(-log U) is Gumbel(0, 1)
 
     def uniform(self, *shape: int) -> torch.Tensor:
-        """[B, *shape] uniforms in [0, 1) from each row's aux stream."""
-        return torch.stack([torch.rand(shape, generator=g, device=self.device) for g in self._aux])
+        """[B, *shape] uniforms in (0, 1) from each row's aux stream; every row moves on by prod(shape) draws."""
+        count = 1
+        for s in shape:
+            count *= s
+        counter = self._drawn[:, None] + torch.arange(count, device=self.device)  # [B, count]
+        self._drawn = self._drawn + count
+        return _uniform(mix(self._aux[:, None] + counter * _GOLDEN_S)).view(self.batch_size, *shape)
 
     def randint(self, high: int, *shape: int) -> torch.Tensor:
-        """[B, *shape] integers in [0, high) from each row's aux stream."""
-        return torch.stack([torch.randint(high, shape, generator=g, device=self.device) for g in self._aux])
+        """[B, *shape] integers in [0, high) from each row's aux stream (uniform up to a relative 2^-23 * high)."""
+        return (self.uniform(*shape) * high).long().clamp(max=high - 1)

@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from mmspec.layouts import FREE, Layout
+from mmspec.layouts import Layout
 from mmspec.rng import Streams
 from mmspec.sampling import Sampling
 
@@ -14,24 +14,27 @@ from mmspec.sampling import Sampling
 @dataclass
 class DecodeState:
     layout: Layout
-    window: int  # L: positions verified per target forward (L-1 drafts + 1)
+    max_window: int  # the widest window any step may use; seq and the caches have room for it
     vocab_size: int
     sampling: Sampling
     streams: Streams
-    seq: torch.Tensor  # [B, N + L] committed tokens, then the current drafts (-1 = nothing yet)
-    forced: torch.Tensor  # [N + L] structural token per index, or FREE
+    seq: torch.Tensor  # [B, N + max_window] committed tokens, then the current drafts (-1 = nothing yet)
+    forced: torch.Tensor  # [N + max_window] structural token per index, or FREE
     condition: Any = None  # as given to the target, for a draft model
     num_samples: int = 1
     prompt: list[torch.Tensor] | None = None  # per row: target-vocabulary ids before generation (n-gram lookup)
     draft_vocab: torch.Tensor | None = None  # ids random drafts are drawn from (e.g. only visual tokens)
+    window: int = field(init=False)  # L of the current step: positions verified per forward (L-1 drafts + 1)
     n: torch.Tensor = field(init=False)  # [B] committed tokens per row
     pending: torch.Tensor = field(init=False)  # [B] last committed token, fed first in the next window
     active: torch.Tensor = field(init=False)  # [B] rows still generating
     step: int = 0
-    _gumbel: tuple[int, torch.Tensor] | None = field(default=None, init=False, repr=False)
+    any_forced: bool = field(init=False)  # the layout has structural tokens at all
 
     def __post_init__(self):
         B, device = self.seq.shape[0], self.seq.device
+        self.any_forced = bool((self.forced >= 0).any())
+        self.window = self.max_window
         self.n = torch.zeros(B, dtype=torch.long, device=device)
         self.pending = torch.full((B,), -1, dtype=torch.long, device=device)
         self.active = torch.ones(B, dtype=torch.bool, device=device)
@@ -49,6 +52,10 @@ class DecodeState:
         width = self.window if width is None else width
         return self.n[:, None] + offset + torch.arange(width, device=self.n.device)
 
+    def draft_tokens(self) -> torch.Tensor:
+        """[B, L-1] tokens in the draft slots of the current window (indices n .. n+L-2)."""
+        return self.seq.gather(1, self.index(self.window - 1))
+
     def finish(self, row: int, length: int) -> None:
         """End `row` with its first `length` committed tokens (a stop string was found, say)."""
         if length > int(self.n[row]):
@@ -56,21 +63,6 @@ class DecodeState:
         self.n[row] = length
         self.active[row] = False
 
-    def window_gumbel(self) -> torch.Tensor:
-        """[B, L, V] Gumbel noise of the window positions n .. n+L-1, from the position-ordered stream."""
-        if self._gumbel is None or self._gumbel[0] != self.step:
-            self._gumbel = (self.step, self.streams.gumbel(self.n, self.window, self.active).to(self.seq.device))
-        return self._gumbel[1]
-
     def structural(self, index: torch.Tensor) -> torch.Tensor:
         """[B, W] structural token at each index, or FREE."""
         return self.forced[index.clamp(max=len(self.forced) - 1)]
-
-
-def one_hot(tokens: torch.Tensor, vocab_size: int) -> torch.Tensor:
-    """[...] ids -> [..., V] fp32 one-hot laws (the q of a token that was copied or chosen, not drawn)."""
-    return torch.nn.functional.one_hot(tokens.clamp(min=0), vocab_size).float()
-
-
-def is_free(token: torch.Tensor) -> torch.Tensor:
-    return token == FREE

@@ -18,14 +18,15 @@ class Stats:
     drafted: torch.Tensor  # [B] draft tokens verified (non-structural, inside the layout)
     accepted: torch.Tensor  # [B] drafts accepted into the committed prefix
     accepted_at: torch.Tensor  # [B, L-1] how often the draft at window slot j was accepted
+    forwards_at: torch.Tensor  # [B, L-1] forwards whose window had a slot j (all of them at a fixed window)
     commit_step: torch.Tensor  # [B, N] forward (0-based) that committed each token; -1 if never
     seconds: float = 0.0
-    window: int = 1
+    window: int = 1  # the widest window allowed (L)
 
     @classmethod
     def empty(cls, batch: int, length: int, window: int, device) -> "Stats":
         z = lambda *s: torch.zeros(*s, dtype=torch.long, device=device)  # noqa: E731
-        return cls(z(batch), z(batch), z(batch), z(batch), z(batch, max(window - 1, 0)),
+        return cls(z(batch), z(batch), z(batch), z(batch), z(batch, max(window - 1, 0)), z(batch, max(window - 1, 0)),
                    torch.full((batch, length), -1, dtype=torch.long, device=device), window=window)
 
     @property
@@ -38,18 +39,13 @@ class Stats:
 
     @property
     def acceptance_per_position(self) -> list[float]:
-        """Fraction of forwards in which the draft at window slot j was accepted (vLLM's per-position rate)."""
-        return (self.accepted_at.sum(0).float() / max(self.nfe.sum().item(), 1)).tolist()
+        """Fraction of forwards with a window slot j in which its draft was accepted (vLLM's per-position rate)."""
+        return (self.accepted_at.sum(0).float() / self.forwards_at.sum(0).clamp(min=1)).tolist()
 
     @property
     def total_nfe(self) -> int:
         """Forwards of the batch (rows share them)."""
         return int(self.nfe.max().item()) if self.nfe.numel() else 0
-
-    def row(self, b: int) -> dict:
-        return {"nfe": int(self.nfe[b]), "committed": int(self.committed[b]),
-                "mean_acceptance_length": int(self.committed[b]) / max(int(self.nfe[b]), 1),
-                "acceptance_rate": int(self.accepted[b]) / max(int(self.drafted[b]), 1)}
 
     def summary(self) -> dict:
         return {"rows": len(self.nfe), "window": self.window, "nfe": self.total_nfe,

@@ -62,21 +62,27 @@ def test_window_of_three_and_batch_of_conditions():
         assert chi_square_pvalue(ids, tabular_law(target, c, sampling)) > ALPHA
 
 
-class KeepOldQ(CoupledRedraw):
+class KeepOldQ(JacobiDrafter):
     """The public-SCD bug: a carried slot whose token was kept stores its old q instead of the new p."""
 
-    def __call__(self, state, draft, verdict, logp):
-        z, p = super().__call__(state, draft, verdict, logp)
-        q_old = torch.cat([draft.q, p[:, -1:]], 1)
-        kept = torch.cat([verdict.accepted, torch.zeros_like(verdict.accepted[:, :1])], 1)
-        return z, torch.where(kept[..., None], q_old, p)
+    def update(self, state, draft, verdict, logp, k):
+        V = logp.shape[-1]
+        q_old = torch.nn.functional.one_hot(draft.tokens, V).double()
+        if draft.q is not None:
+            q_old = torch.where(draft.onehot[..., None], q_old, draft.q)
+        kept = verdict.accepted  # old slot j kept its token
+        super().update(state, draft, verdict, logp, k)
+        src = (torch.arange(logp.shape[1] - 1) + k[:, None]).clamp(max=logp.shape[1] - 2)  # new slot i <- old i + k
+        carried_kept = (~self.onehot) & kept.gather(1, src)
+        old = q_old.gather(1, src[..., None].expand(-1, -1, V)).to(self.q.dtype)
+        self.q = torch.where(carried_kept[..., None], old, self.q)
 
 
 def test_the_test_has_power_against_storing_the_old_q():
     target = TabularTarget(3, 4, seed=2)
     sampling = mmspec.Sampling(cfg_scale=1.5)
     law = tabular_law(target, 0, sampling)
-    buggy = mmspec.Method("keep-old-q", lambda layout: JacobiDrafter(KeepOldQ(), make_fill("random")),
+    buggy = mmspec.Method("keep-old-q", lambda layout: KeepOldQ(CoupledRedraw(), make_fill("random")),
                           RejectionVerifier())
     assert chi_square_pvalue(_sample(target, mmspec.Sequence1D(4), sampling, buggy), law) < ALPHA
     assert chi_square_pvalue(_sample(target, mmspec.Sequence1D(4), sampling, "coupled"), law) > ALPHA

@@ -41,6 +41,7 @@ class _TabularSession:
     def __init__(self, target, cond, cfg, max_window):
         self.t, self.cond, self.cfg = target, cond, cfg
         self.batch_size, self.vocab_size, self.device, self.prompt = len(cond), target.vocab_size, "cpu", None
+        self.draft_vocab = None
         self.buf = torch.zeros(len(cond), target.length + max_window + 1, dtype=torch.long)  # token at index i -> i+1
 
     def forward(self, tokens, start):

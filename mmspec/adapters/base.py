@@ -20,7 +20,7 @@ class Session(Protocol):
     vocab_size: int
     device: torch.device
     prompt: list[torch.Tensor] | None  # per row: ids in the target vocabulary before generation, if any
-    # optional: draft_vocab, a tensor of the ids random drafts should come from (e.g. visual tokens only)
+    draft_vocab: torch.Tensor | None  # ids random drafts should come from (e.g. visual tokens only); None: all
 
     def forward(self, tokens: torch.Tensor, start: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """tokens [B, L] at generated indices start[b] .. start[b]+L-1 -> logits for the next index of
@@ -52,12 +52,14 @@ class PrefixSession:
 
     Slots: row r's prefix fills slots pad[r] .. P-1 (P = padded length), generated index i sits at
     slot P + i, so the prefix has the negative indices -P .. -1 and its last element is index -1.
-    Subclasses give `embed(tokens [R, T]) -> [R, T, D]` and `logits(h [R, T, D], positions, slots
-    [R, T]) -> [R, T, V]`, and may override `positions(index [R, T])` (default: 1D position ids,
-    0 .. len[r]-1 over the prefix, then len[r] + i).
+    Subclasses give `embed(tokens [R, T]) -> [R, T, D]` and `logits(h [R, T, D], positions [R, T],
+    slots [R, T]) -> [R, T, V]`, and may override `positions(index [R, T]) -> [R, T]`, whatever the
+    model reads its positions from (default: 1D position ids, 0 .. len[r]-1 over the prefix, then
+    len[r] + i).
     """
 
     prompt: list[torch.Tensor] | None = None
+    draft_vocab: torch.Tensor | None = None
 
     def __init__(self, prefix: torch.Tensor, lengths: torch.Tensor | None, batch_size: int, cfg: bool,
                  cache: StaticKVCache, vocab_size: int):
@@ -71,7 +73,7 @@ class PrefixSession:
             with torch.no_grad():
                 self._run(prefix[:, :-1], torch.arange(-P, -1, device=self.device).expand(R, -1))
 
-    def positions(self, index: torch.Tensor):
+    def positions(self, index: torch.Tensor) -> torch.Tensor:
         return (self.lengths[:, None] + index).clamp(min=0)
 
     def _run(self, h, index):

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import torch
 
-from mmspec.adapters.hf import HFSession, left_pad, prompt_ids
+from mmspec.adapters.hf import HFSession
+from mmspec.adapters.prompts import prompt_ids
 from mmspec.layouts import Grid2D, Layout
 
 MASKED = -1e9  # logit of a token that may not appear at a free position
@@ -73,7 +74,7 @@ class Emu3Image:
     def from_pretrained(cls, path: str | Path, dtype: torch.dtype = torch.float32, device="cpu", **tokens):
         from transformers import Emu3ForConditionalGeneration
 
-        from mmspec.adapters.loading import load_pretrained
+        from mmspec.loading import load_pretrained
 
         model = load_pretrained(Emu3ForConditionalGeneration, path, "Emu3", dtype, False, {"emu3"})
         return cls(model.to(device), **tokens)
@@ -116,17 +117,12 @@ class Emu3Image:
             raise ValueError("Emu3 CFG (cfg_scale != 1) needs a negative prompt as its null condition: pass "
                              "{'prompt': ids, 'negative_prompt': ids} (transformers falls back to the prompt's last "
                              "token alone when negative_prompt_ids is missing; pass that explicitly to match it)")
-        prompts = [p for p in prompts for _ in range(num_samples)]
-        rows = prompts + ([n for n in negative for _ in range(num_samples)] if cfg else [])
         pad = self.model.config.text_config.pad_token_id
-        ids, lengths = left_pad(rows, pad_id=0 if pad is None else pad)
-        device = self.model.get_input_embeddings().weight.device
-        with torch.no_grad():
-            prefix = self.model.get_input_embeddings()(ids.to(device))
-        session = _Emu3Session(self.model, prefix, lengths, len(prompts), cfg, layout.length + max_window,
-                               self.vocab_size, self.allowed)
-        session.draft_vocab = self.visual_tokens
-        return session
+        return _Emu3Session(self.model, self.allowed, prompts, negative if cfg else None, num_samples,
+                            embedding=self.model.get_input_embeddings(), text_config=self.model.config.text_config,
+                            layout=layout, max_window=max_window, vocab_size=self.vocab_size,
+                            pad_id=0 if pad is None else pad,
+                            draft_vocab=self.visual_tokens)  # random drafts only where they can be accepted
 
     @torch.no_grad()
     def decode(self, tokens: torch.Tensor, height: int, width: int) -> torch.Tensor:
@@ -137,11 +133,9 @@ class Emu3Image:
 
 
 class _Emu3Session(HFSession):
-    def __init__(self, model, prefix, lengths, batch_size, cfg, max_new, vocab_size, allowed):
+    def __init__(self, model, allowed, *args, **kwargs):
         self.model, self.lm, self.allowed = model, model.model.text_model, allowed
-        with torch.no_grad():
-            super().__init__(prefix, lengths, batch_size, cfg, model.config.text_config, max_new, vocab_size)
-        self.prompt = None  # text ids, not image tokens: nothing for n-gram lookup
+        super().__init__(*args, **kwargs)
 
     def embed(self, tokens):
         return self.model.get_input_embeddings()(tokens)

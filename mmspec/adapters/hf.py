@@ -14,7 +14,9 @@ import torch.nn.functional as F
 from transformers import AttentionInterface, PretrainedConfig
 
 from mmspec.adapters.base import PrefixSession
+from mmspec.adapters.prompts import left_pad
 from mmspec.cache import StaticKVCache
+from mmspec.layouts import Layout
 
 ATTENTION = "mmspec"
 
@@ -55,43 +57,44 @@ def new_cache(text_config: PretrainedConfig, batch: int, max_len: int, dtype, de
     return StaticKVCache(text_config.num_hidden_layers, batch, kv_heads, max_len, head_dim, dtype=dtype, device=device)
 
 
-def prompt_ids(prompts, what: str = "prompt", tokenizer=None) -> list[torch.Tensor]:
-    """One prompt or a batch (token-id lists, a [C, P] tensor, or strings with a tokenizer) -> 1D id tensors."""
-    if isinstance(prompts, torch.Tensor):
-        prompts = list(prompts if prompts.dim() == 2 else prompts[None])
-    elif isinstance(prompts, str) or (isinstance(prompts, (list, tuple)) and prompts and isinstance(prompts[0], int)):
-        prompts = [prompts]
-    out = []
-    for p in prompts:
-        if isinstance(p, str):
-            if tokenizer is None:
-                raise ValueError(f"a string {what} needs a tokenizer")
-            p = tokenizer(p, return_tensors="pt").input_ids[0]
-        out.append(torch.as_tensor(p, dtype=torch.long).flatten())
-    if not out or any(len(p) == 0 for p in out):
-        raise ValueError(f"every {what} needs at least one token id")
-    return out
-
-
-def left_pad(prompts: list[torch.Tensor], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Ragged 1D prompts -> ids [B, P] left-padded, and lengths [B]."""
-    lengths = torch.tensor([len(p) for p in prompts])
-    if (lengths == 0).any():
-        raise ValueError("every prompt needs at least one token (e.g. BOS)")
-    ids = torch.full((len(prompts), int(lengths.max())), pad_id, dtype=torch.long)
-    for row, p in enumerate(prompts):
-        ids[row, ids.shape[1] - len(p):] = p
-    return ids, lengths
-
-
 class HFSession(PrefixSession):
-    """A PrefixSession whose cache is shaped by a transformers text config."""
+    """A PrefixSession over a transformers decoder, opened on prompts (and null prompts for CFG).
 
-    def __init__(self, prefix, lengths, batch_size: int, cfg: bool, text_config: PretrainedConfig, max_new: int,
-                 vocab_size: int):
-        R, P, _ = prefix.shape
-        cache = new_cache(text_config, R, P + max_new, prefix.dtype, prefix.device)
-        super().__init__(prefix, lengths, batch_size, cfg, cache, vocab_size)
+    The prompts [C] are repeated per sample (row r is sample r % num_samples of prompt r //
+    num_samples), the null prompts make the second half of the batch, all are left-padded with
+    `pad_id`, embedded by `embedding` and prefilled. Subclasses set what `embed` / `logits` need
+    before calling this constructor, which runs the prefill. `prompt_in_vocab`: the prompt ids are
+    ids of the vocabulary being generated (text), so n-gram lookup may draft from them; `draft_vocab`:
+    the ids random drafts should come from.
+    """
+
+    def __init__(self, prompts: list[torch.Tensor], null_prompts: list[torch.Tensor] | None, num_samples: int, *,
+                 embedding: torch.nn.Module, text_config: PretrainedConfig, layout: Layout, max_window: int,
+                 vocab_size: int, pad_id: int = 0, prompt_in_vocab: bool = False,
+                 draft_vocab: torch.Tensor | None = None):
+        rows = [p for p in prompts for _ in range(num_samples)]
+        batch_size = len(rows)
+        if null_prompts is not None:
+            rows += [p for p in null_prompts for _ in range(num_samples)]
+        ids, lengths = left_pad(rows, pad_id)
+        self.max_positions = getattr(text_config, "max_position_embeddings", None)
+        longest, N = int(lengths.max()), layout.length
+        if self.max_positions is not None and longest + N > self.max_positions:
+            raise ValueError(f"a prompt of {longest} tokens + {N} new tokens = {longest + N} positions, more than "
+                             f"the model's context of {self.max_positions} (max_position_embeddings)")
+        device = embedding.weight.device
+        with torch.no_grad():
+            prefix = embedding(ids.to(device))  # [R, P, D]
+            R, P, _ = prefix.shape
+            cache = new_cache(text_config, R, P + N + max_window, prefix.dtype, prefix.device)
+            super().__init__(prefix, lengths, batch_size, null_prompts is not None, cache, vocab_size)
+        self.draft_vocab = draft_vocab
+        if prompt_in_vocab:
+            self.prompt = [p.to(self.device) for p in rows[:batch_size]]
+
+    def positions(self, index: torch.Tensor) -> torch.Tensor:
+        # drafts past the end of the layout (never committed) may run past the context: keep their ids in range
+        return super().positions(index).clamp(max=(self.max_positions or 1 << 62) - 1)
 
     def run(self, decoder: torch.nn.Module, h, position_ids, slots):
         """Run a transformers decoder on embeddings h [R, T, D] over this session's cache."""

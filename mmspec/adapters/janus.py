@@ -13,7 +13,8 @@ from pathlib import Path
 
 import torch
 
-from mmspec.adapters.hf import HFSession, left_pad, prompt_ids
+from mmspec.adapters.hf import HFSession
+from mmspec.adapters.prompts import prompt_ids
 from mmspec.layouts import Grid2D, Layout
 
 
@@ -33,7 +34,7 @@ class JanusImage:
     def from_pretrained(cls, path: str | Path, dtype: torch.dtype = torch.float32, device="cpu"):
         from transformers import JanusForConditionalGeneration
 
-        from mmspec.adapters.loading import load_pretrained
+        from mmspec.loading import load_pretrained
 
         model = load_pretrained(JanusForConditionalGeneration, path, "Janus", dtype, False, {"janus"})
         return cls(model.to(device))
@@ -77,14 +78,11 @@ class JanusImage:
             raise ValueError(f"this Janus model generates {expected} image tokens: use the layout "
                              f"Grid2D(n, n) with n * n == {expected} and no structural tokens "
                              f"(JanusImage.layout()), not {layout!r}")
-        prompts = [p for p in self.encode(condition) for _ in range(num_samples)]
-        rows = prompts + ([self.null_prompt(p) for p in prompts] if cfg else [])
-        pad = self.pad_token_id if self.pad_token_id is not None else 0
-        ids, lengths = left_pad(rows, pad_id=pad)
-        device = self.model.get_input_embeddings().weight.device
-        with torch.no_grad():
-            prefix = self.model.get_input_embeddings()(ids.to(device))
-        return _JanusSession(self.model, prefix, lengths, prompts, cfg, layout.length + max_window, self.vocab_size)
+        prompts = self.encode(condition)
+        nulls = [self.null_prompt(p) for p in prompts] if cfg else None
+        return _JanusSession(self.model, prompts, nulls, num_samples, embedding=self.model.get_input_embeddings(),
+                             text_config=self.model.config.text_config, layout=layout, max_window=max_window,
+                             vocab_size=self.vocab_size, pad_id=self.pad_token_id if self.pad_token_id is not None else 0)
 
     @torch.no_grad()
     def decode(self, tokens: torch.Tensor) -> torch.Tensor:
@@ -94,12 +92,9 @@ class JanusImage:
 
 
 class _JanusSession(HFSession):
-    def __init__(self, model, prefix, lengths, prompts, cfg, max_new, vocab_size):
-        self.model = model
-        self.lm = model.model.language_model
-        with torch.no_grad():
-            super().__init__(prefix, lengths, len(prompts), cfg, model.config.text_config, max_new, vocab_size)
-        self.prompt = None  # prompt ids are text ids, not image tokens: nothing for n-gram lookup
+    def __init__(self, model, *args, **kwargs):
+        self.model, self.lm = model, model.model.language_model
+        super().__init__(*args, **kwargs)
 
     def embed(self, tokens):
         return self.model.prepare_embeddings_for_image_generation(tokens)

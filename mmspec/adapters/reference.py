@@ -42,25 +42,24 @@ class ReferenceTarget:
 
 
 class ReferenceSession(PrefixSession):
-    """Condition tokens get RoPE position 0 and LlamaGen's zero rotation (`cond_rope`); generated
-    index i gets the layout's position i."""
+    """Positions are rows of the model's RoPE table for the layout, made once per generation: generated
+    index i reads row i, condition tokens the last row (LlamaGen's zero rotation, `cond_rope`)."""
 
     def __init__(self, model: GPT, layout: Layout, prefix, lengths, batch_size, cfg, cache):
         self.model = model
-        self.layout_positions = layout.positions().to(prefix.device)  # [N, A]
+        self.cos, self.sin = model.rope_table(layout.positions().to(prefix.device))  # [N + 1, D/2]
+        self.cond_row = layout.length
         super().__init__(prefix, lengths, batch_size, cfg, cache, model.config.vocab_size)
 
     def positions(self, index):
-        is_cond = index < 0
-        pos = self.layout_positions[index.clamp(0, len(self.layout_positions) - 1)]
-        return pos.masked_fill(is_cond[..., None], 0), is_cond
+        # drafts past the end of the layout (never committed) reuse the last position
+        return torch.where(index < 0, self.cond_row, index.clamp(max=self.cond_row - 1))
 
     def embed(self, tokens):
         return self.model.tok_embeddings(tokens)
 
     def logits(self, h, positions, slots):
-        cos, sin = self.model.rope(*positions)
-        return self.model(h, cos, sin, self.cache, slots)
+        return self.model(h, self.cos[positions][:, None], self.sin[positions][:, None], self.cache, slots)
 
 
 def _padding(mask: torch.Tensor, length: int) -> torch.Tensor:

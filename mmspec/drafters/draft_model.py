@@ -9,9 +9,9 @@ from __future__ import annotations
 import torch
 
 from mmspec.adapters.base import Target
-from mmspec.drafters.base import Draft
 from mmspec.sampling import Sampling, sample_from
-from mmspec.state import DecodeState, one_hot
+from mmspec.state import DecodeState
+from mmspec.steps import Draft
 
 
 class DraftModelDrafter:
@@ -25,12 +25,12 @@ class DraftModelDrafter:
             raise ValueError(f"draft model vocabulary {self.model.vocab_size} != target vocabulary {state.vocab_size}")
         self._sampling = self.sampling or state.sampling
         self.session = self.model.session(state.condition, state.layout, cfg=self._sampling.cfg,
-                                          num_samples=state.num_samples, max_window=state.window + 1)
+                                          num_samples=state.num_samples, max_window=state.max_window + 1)
 
     def propose(self, state: DecodeState) -> Draft:
         B, L = state.batch_size, state.window
         if L == 1:
-            return Draft(state.seq.new_zeros(B, 0), torch.zeros(B, 0, state.vocab_size, device=state.seq.device))
+            return Draft.copied(state.seq.new_zeros(B, 0))
         if int(state.n.max()) == 0:  # first window: only the condition's last element to feed
             start, tokens = state.n - 1, state.pending[:, None]
         else:
@@ -42,14 +42,13 @@ class DraftModelDrafter:
         for j in range(L - 1):
             logits = self.session.forward(tokens, start)
             q = self._sampling.logp(logits[0][:, -1], None if logits[1] is None else logits[1][:, -1]).exp()
-            d = sample_from(q, u[:, j])
-            forced = state.structural(state.n + j)  # structural tokens are fed as they will be
-            q = torch.where((forced >= 0)[:, None], one_hot(forced, state.vocab_size), q)
-            d = torch.where(forced >= 0, forced, d)
+            forced = state.structural(state.n + j)  # structural tokens are fed as they will be (the loop marks them one-hot)
+            d = torch.where(forced >= 0, forced, sample_from(q, u[:, j]))
             drafts.append(d)
             qs.append(q)
             start, tokens = start + tokens.shape[1], d[:, None]
-        return Draft(torch.stack(drafts, 1), torch.stack(qs, 1))
+        tokens = torch.stack(drafts, 1)
+        return Draft(tokens, torch.stack(qs, 1), torch.zeros_like(tokens, dtype=torch.bool))
 
     def update(self, state, draft, verdict, logp, k):
         pass

@@ -64,7 +64,7 @@ class CopyFill:
                 if kind in layout.neighbour_kinds:
                     nb = layout.neighbour(kind)
                     ref = torch.where(nb >= 0, nb, ref)
-            overhang = torch.arange(layout.length, layout.length + state.window) - 1  # past the end: left
+            overhang = torch.arange(layout.length, layout.length + state.max_window) - 1  # past the end: left
             self._ref = torch.cat([ref, overhang]).to(state.seq.device)
         return self._ref
 

@@ -1,13 +1,58 @@
-"""Text pipeline over a transformers causal LM folder (the bundled code-text model by default)."""
+"""Text generation over a transformers causal LM: `generate_text` (EOS, stop strings, streaming) and the
+TextPipeline over a model folder (the bundled code-text model by default)."""
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable, Sequence
 
-from mmspec.adapters.text import HFCausalLM, generate_text
+import torch
+
+from mmspec.adapters.text import HFCausalLM
+from mmspec.api import generate
+from mmspec.layouts import Sequence1D
 from mmspec.pipelines.base import as_list, model_path, progress, stats_dict
 from mmspec.stats import Stats
+
+
+@dataclass
+class TextGeneration:
+    texts: list[str]  # generated text per row (prompt excluded, stop string included)
+    tokens: list[torch.Tensor]  # generated ids per row
+    stats: Stats
+
+
+def generate_text(target: HFCausalLM, prompts, max_new_tokens: int = 64, *, stop_strings: Sequence[str] = (),
+                  stream: Callable[[int, str], None] | None = None, on_commit=None, **options) -> TextGeneration:
+    """Speculative text generation: stops at EOS or a stop string, per row; `stream(row, text)` gets
+    each row's new text as soon as it is committed. Other options go to `mmspec.generate`."""
+    if target.tokenizer is None:
+        raise ValueError("generate_text needs a tokenizer: HFCausalLM(model, tokenizer)")
+    decode = lambda ids: target.tokenizer.decode(ids, skip_special_tokens=True)  # noqa: E731
+    shown: dict[int, int] = {}
+
+    def hook(state, k):
+        for row in k.nonzero().flatten().tolist():
+            n = int(state.n[row])
+            text = decode(state.seq[row, :n].tolist())
+            hits = [text.find(s) + len(s) for s in stop_strings if s in text]
+            if hits:  # keep the fewest tokens whose text reaches the earliest stop string
+                end = min(hits)
+                n = next(m for m in range(1, n + 1) if len(decode(state.seq[row, :m].tolist())) >= end)
+                state.finish(row, n)
+                text = decode(state.seq[row, :n].tolist())
+            if stream is not None and len(text) > shown.get(row, 0):
+                stream(row, text[shown.get(row, 0):])
+                shown[row] = len(text)
+        if on_commit is not None:
+            on_commit(state, k)
+
+    out = generate(target, prompts, Sequence1D(max_new_tokens), stop_tokens=target.eos_token_ids or None,
+                   on_commit=hook, **options)
+    tokens = [row[:n] for row, n in zip(out.tokens, out.lengths.tolist())]
+    return TextGeneration([decode(t.tolist()) for t in tokens], tokens, out.stats)
+
 
 
 @dataclass

@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
+from mmspec.loading import check_folder
 from mmspec.reference.gpt import GPT, GPTConfig
 
 # LlamaGen's GPT_models table: (n_layer, n_head, dim)
@@ -48,8 +49,6 @@ def load_config(path: str | Path) -> GPTConfig:
 
 
 def load_gpt(path: str | Path, dtype: torch.dtype = torch.float32, device="cpu") -> GPT:
-    from mmspec.adapters.loading import check_folder
-
     path = check_folder(path, "reference GPT")
     model = GPT(load_config(path))
     load_strict(model, load_file(str(path / "model.safetensors")), str(path))

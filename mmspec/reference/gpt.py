@@ -88,7 +88,7 @@ class FeedForward(nn.Module):
 
 
 def rope_angles(positions: torch.Tensor, head_dim: int, base: float) -> torch.Tensor:
-    """positions [B, T, A] -> rotation angles [B, T, head_dim/2]; the pairs are split evenly over the A axes.
+    """positions [..., A] -> rotation angles [..., head_dim/2]; the pairs are split evenly over the A axes.
 
     Per axis this is standard RoPE over head_dim/A channels; for A = 2 it is LlamaGen's 2D table.
     """
@@ -99,7 +99,8 @@ def rope_angles(positions: torch.Tensor, head_dim: int, base: float) -> torch.Te
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """x [B, H, T, D] with interleaved pairs (x0, x1), (x2, x3)...; cos/sin [B, 1, T, D/2]. Rotates in fp32 or better."""
+    """x [B, H, T, D] with interleaved pairs (x0, x1), (x2, x3)...; cos/sin [B, 1, T, D/2] (or broadcastable).
+    Rotates in fp32 or better."""
     dt = torch.promote_types(x.dtype, torch.float32)
     x, cos, sin = x.to(dt).unflatten(-1, (-1, 2)), cos.to(dt), sin.to(dt)
     x0, x1 = x[..., 0], x[..., 1]
@@ -237,14 +238,16 @@ class GPT(nn.Module):
             return self.cls_embedding(cond.to(self.tok_embeddings.weight.dtype) if cond.is_floating_point() else cond)
         return self.cond_embeddings(cond)
 
-    def rope(self, positions: torch.Tensor, is_cond: torch.Tensor):
-        """positions [B, T, A], is_cond [B, T] -> cos, sin [B, 1, T, head_dim/2] (fp64; cast where applied)."""
-        ang = rope_angles(positions, self.head_dim, self.config.rope_base)
-        cos, sin = ang.cos(), ang.sin()
-        if self.config.cond_rope == "zero":
-            keep = (~is_cond)[..., None].double()
-            cos, sin = cos * keep, sin * keep
-        return cos[:, None], sin[:, None]
+    def rope_table(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Layout positions [N, A] -> cos, sin [N + 1, head_dim/2]: row i rotates generated token i, row N the
+        condition tokens (LlamaGen's zero rotation, or none). Angles are computed once in fp64 and kept in
+        fp32, or fp64 for an fp64 model, which is where `apply_rope` rotates."""
+        ang = rope_angles(positions, self.head_dim, self.config.rope_base)  # [N, D/2]
+        cond = 0.0 if self.config.cond_rope == "zero" else 1.0
+        cos = torch.cat([ang.cos(), torch.full_like(ang[:1], cond)])
+        sin = torch.cat([ang.sin(), torch.zeros_like(ang[:1])])
+        dtype = torch.promote_types(self.tok_embeddings.weight.dtype, torch.float32)
+        return cos.to(dtype), sin.to(dtype)
 
     def forward(self, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                 cache: StaticKVCache | None = None, slots: torch.Tensor | None = None) -> torch.Tensor:
@@ -257,12 +260,11 @@ class GPT(nn.Module):
         """Teacher-forced pass without a cache (training, reference checks): condition ids, tokens [B, N]
         with their layout positions [N, A] -> logits [B, N, V] predicting every token."""
         prefix = self.embed_condition(cond)  # [B, P, D]
-        B, P, N = prefix.shape[0], prefix.shape[1], tokens.shape[1]
+        P, N = prefix.shape[1], tokens.shape[1]
         h = torch.cat([prefix, self.tok_embeddings(tokens[:, :-1])], 1)
-        pos = torch.cat([positions.new_zeros(P, positions.shape[1]), positions[:-1]])[None].expand(B, -1, -1)
-        is_cond = (torch.arange(P + N - 1, device=h.device) < P)[None].expand(B, -1)
-        cos, sin = self.rope(pos, is_cond)
-        return self(h, cos, sin)[:, P - 1:]
+        cos, sin = self.rope_table(positions.to(h.device))  # [N + 1, D/2]
+        rows = torch.cat([torch.full((P,), N), torch.arange(N - 1)]).to(h.device)  # condition row, then tokens
+        return self(h, cos[rows][None, None], sin[rows][None, None])[:, P - 1:]
 
     def new_cache(self, batch: int, max_len: int) -> StaticKVCache:
         cfg, w = self.config, self.tok_embeddings.weight

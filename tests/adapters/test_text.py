@@ -7,7 +7,7 @@ import torch
 from safetensors.torch import save_file
 
 import mmspec
-from mmspec.adapters.text import HFCausalLM, generate_text
+from mmspec import HFCausalLM, generate_text
 from tiny import chi_square_pvalue, reference_p, sequence_id, tiny_llama, word_tokenizer
 
 METHODS = ["ar", "jacobi", "coupled", "gumbel", "exact", "lookup", "draft-model"]

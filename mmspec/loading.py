@@ -1,4 +1,6 @@
-"""Loading checkpoints from local folders: safetensors only by default, no remote code, clear errors."""
+"""Loading checkpoints from local folders: safetensors only by default, no remote code, clear errors.
+
+A leaf module: reference GPT folders and transformers models (through their Auto class) both load here."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -44,15 +46,3 @@ def load_pretrained(auto_cls, path: str | Path, what: str, dtype: torch.dtype, t
         raise
     raise_on_loading_info(info, path)
     return model
-
-
-def load_causal_lm(path: str | Path, dtype: torch.dtype = torch.float32, trust_remote_code: bool = False):
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
-
-    model = load_pretrained(AutoModelForCausalLM, path, "causal LM", dtype, trust_remote_code,
-                            None if trust_remote_code else set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES))
-    tokenizer = None
-    if any(Path(path).glob("tokenizer*")):
-        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True, trust_remote_code=trust_remote_code)
-    return model, tokenizer
