@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from mmspec.api import MAX_WINDOW
+from mmspec.window import MAX_WINDOW
 from mmspec.methods import resolve_method
 from mmspec.render.naming import file_name, output_id
 from mmspec.sampling import Sampling
