@@ -73,7 +73,9 @@ def load_job(path: "str | Path", batch_size: int | None = None) -> Job:
         if kind != "text":
             raise JobError(f"{top}draft: only text jobs take a draft model")
         draft = _folder(data, "draft", path.parent, "", top)
-    size = _int(data.get("batch_size", 8) if batch_size is None else batch_size, 1, None, f"{top}batch_size")
+    size = _int(data.get("batch_size", 8), 1, None, f"{top}batch_size")
+    if batch_size is not None:
+        size = _int(batch_size, 1, None, "--batch-size")
     header = Job(kind, model, draft, size, [])  # what validating the items needs to know
     return replace(header, outputs=_outputs(header, data, path, where))
 

@@ -99,6 +99,9 @@ def test_malformed_items_file_line_and_exit_status_2(tmp_path, capsys):
     assert main(["render", str(tmp_path / "job.yaml"), "--out", str(tmp_path / "out")]) == 2
     assert "p.jsonl line 2: num: must be an int >= 1, got -2" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()  # nothing is created for a malformed job
+    (tmp_path / "p.jsonl").write_text('{"prompt": "x"}\n')
+    assert main(["render", str(tmp_path / "job.yaml"), "--out", str(tmp_path / "out"), "--batch-size", "0"]) == 2
+    assert "--batch-size: must be an int >= 1, got 0" in capsys.readouterr().err
     (tmp_path / "p.jsonl").write_text('{"prompt": "x"}\n{"prompt": \n')
     assert main(["render", str(tmp_path / "job.yaml"), "--out", str(tmp_path / "out")]) == 2
     assert "p.jsonl line 2: not JSON" in capsys.readouterr().err
