@@ -90,7 +90,7 @@ def _outputs(job: Job, data: dict, path: Path, where: "_Where") -> list[Output]:
     _settings(job, defaults, defaults_label)  # its faults are named as its own, not as the first item's
     outputs: dict[str, Output] = {}
     for label, item in _items(data, path, where):
-        _mapping(item, label.rstrip("."))
+        _mapping(item, label[:-1] if label.endswith(".") else f"{label}item")
         _no_unknown(item, ("prompt",) + allowed, label)
         prompt = item.get("prompt")
         if not isinstance(prompt, str):
@@ -185,9 +185,9 @@ def _merge(defaults: dict, item: dict) -> dict:
 
 def _settings(job: Job, merged: dict, label: str) -> dict:
     method = _method(merged.get("method", "coupled"), job, label)
-    fixed = None if method == "draft-model" else resolve_method(method).window
-    window = fixed or _int(merged.get("window", pipeline_class(job.kind).default_window), 1, MAX_WINDOW,
-                           f"{label}window")
+    window = _int(merged.get("window", pipeline_class(job.kind).default_window), 1, MAX_WINDOW, f"{label}window")
+    if method != "draft-model":
+        window = resolve_method(method).window or window  # ar verifies one position, whatever is asked
     settings = {"method": method, "window": window, "sampling": _sampling(merged.get("sampling"), job.kind, label)}
     if job.kind == "text":
         settings["max_new_tokens"] = _int(merged.get("max_new_tokens", 64), 1, None, f"{label}max_new_tokens")

@@ -59,6 +59,8 @@ BAD = [
     ("kind: image\nitems:\n  - {prompt: x, window: 300}\n", "items[0].window: must be an int 1..256, got 300"),
     ("kind: image\nitems:\n  - {prompt: x, window: 0}\n", "items[0].window: must be an int 1..256"),
     ("kind: image\nitems:\n  - {prompt: x, window: true}\n", "items[0].window: must be an int"),
+    ("kind: image\nitems:\n  - {prompt: x, method: ar, window: 999}\n", "items[0].window: must be an int"),
+    ("kind: image\nitems:\n  - red heart\n", "job.yaml: items[0]: must be a mapping, got 'red heart'"),
     ("kind: image\ndefaults: {window: 4.5}\nitems: [{prompt: x}]\n", "defaults.window: must be an int"),
     ("kind: image\ndefaults: {method: fast}\nitems: [{prompt: x}]\n", "defaults.method: unknown method 'fast'"),
     ("kind: image\nitems: [{prompt: x, method: {name: coupled, init: sideways}}]\n", "items[0].method:"),
