@@ -27,7 +27,8 @@ class Generation:
 def generate(target: Target, condition: Any, layout: Layout, *, method: "str | dict | Method" = "coupled",
              window: "int | WindowPolicy" = 16, sampling: "Sampling | dict | None" = None, seed: "int | Sequence[int]" = 0,
              num_samples: int = 1, stop_tokens: "Sequence[int] | None" = None,
-             on_commit: "Callable[[DecodeState, torch.Tensor], None] | None" = None) -> Generation:
+             on_commit: "Callable[[DecodeState, torch.Tensor], None] | None" = None,
+             given: "torch.Tensor | None" = None) -> Generation:
     """Generate `num_samples` token sequences per condition, losslessly, with speculation.
 
     target: a Target (e.g. `ReferenceTarget(gpt)`); condition: what the target is conditioned on
@@ -38,6 +39,10 @@ def generate(target: Target, condition: Any, layout: Layout, *, method: "str | d
     row. Rows are ordered condition-major: row i is sample i % num_samples of condition i // num_samples.
     stop_tokens end a row when committed (kept as its last token); on_commit(state, k) is called after
     every forward with the k [B] new tokens per row (streaming; it may end rows with state.finish).
+    given: [R, N] tokens fixed in advance (-1 = generate), per row (R = B), per condition (R = C, the same
+    for its samples) or for all (R = 1): a first frame, a known image region, a text prefix. They are
+    committed as they are, never drafted or counted as accepted, and the model sees them as context: the
+    output law is plain AR sampling that writes each given token instead of sampling it.
     """
     if not isinstance(layout, Layout):
         raise TypeError(f"layout must be a Sequence1D, Grid2D or Grid3D, not {type(layout).__name__}")
@@ -46,6 +51,8 @@ def generate(target: Target, condition: Any, layout: Layout, *, method: "str | d
         raise ValueError(f"num_samples must be >= 1, got {num_samples}")
     sampling = Sampling.coerce(sampling)
     method = resolve_method(method)
+    if given is not None:
+        given = _check_given(given, layout, target.vocab_size)
     if method.window is not None:
         policy = FixedWindow(method.window)
     L = policy.max_window
@@ -57,13 +64,45 @@ def generate(target: Target, condition: Any, layout: Layout, *, method: "str | d
         layout=layout, max_window=L, vocab_size=target.vocab_size, sampling=sampling,
         streams=Streams(seeds, target.vocab_size, device),
         seq=torch.full((B, N + L), -1, dtype=torch.long, device=device),
-        forced=torch.cat([layout.forced(), torch.full((L,), -1)]).to(device),
+        forced=_forced(layout, given, B, num_samples, L).to(device),
         condition=condition, num_samples=num_samples, prompt=session.prompt,
         draft_vocab=session.draft_vocab)
     stop = None if stop_tokens is None else torch.as_tensor(list(stop_tokens), device=device)
     stats = decode(session, method.make_drafter(layout), method.verifier, policy, state, stop, on_commit)
     tokens = state.seq[:, :N].masked_fill(torch.arange(N, device=device) >= state.n[:, None], -1)
     return Generation(tokens, state.n.clone(), stats)
+
+
+def _check_given(given, layout: Layout, vocab_size: int) -> torch.Tensor:
+    given = torch.as_tensor(given)
+    if given.dim() != 2 or given.shape[1] != layout.length or given.is_floating_point():
+        raise ValueError(f"given must be token ids [rows, {layout.length}] (-1 where the model generates), "
+                         f"got {tuple(given.shape)} {given.dtype}")
+    if given.numel() and (given.min() < -1 or given.max() >= vocab_size):
+        raise ValueError(f"given tokens must be in [0, {vocab_size}) or -1, got values in "
+                         f"[{int(given.min())}, {int(given.max())}]")
+    structural = layout.forced()
+    clash = (given >= 0) & (structural >= 0) & (given != structural)
+    if clash.any():
+        i = int(clash.any(0).nonzero()[0])
+        raise ValueError(f"given token at index {i} differs from the layout's structural token {int(structural[i])}")
+    return given.long()
+
+
+def _forced(layout: Layout, given: "torch.Tensor | None", batch: int, num_samples: int, window: int) -> torch.Tensor:
+    """[B, N + L] the token each row must have at each index: structural, then given, else -1."""
+    forced = layout.forced().expand(batch, -1)
+    if given is not None:
+        rows = given.shape[0]
+        if rows * num_samples == batch:
+            given = given.repeat_interleave(num_samples, 0)
+        elif rows == 1:
+            given = given.expand(batch, -1)
+        elif rows != batch:
+            raise ValueError(f"given has {rows} rows; pass one per row ({batch}), per condition "
+                             f"({batch // num_samples}) or one for all")
+        forced = torch.where(given >= 0, given, forced)
+    return torch.cat([forced, torch.full((batch, window), -1)], 1)
 
 
 def _seeds(seed: "int | Sequence[int]", batch: int) -> list[int]:

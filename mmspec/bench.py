@@ -33,6 +33,31 @@ def run_benchmark(pipeline, prompts: list, methods: list, *, repeats: int = 1, *
     return rows
 
 
+def compare(pipeline, prompt, method, **call) -> dict:
+    """Run `method`, then plain AR with the same prompt, seed and sampling (the first run pays any warm-up,
+    so the speed-up is not flattered). -> {"output": the method's output, its and AR's forwards per row and
+    seconds, "speedup", "nfe_ratio", "identical": whether the two produced the same tokens}."""
+    out = pipeline(prompt, method=method, **call)
+    ar = pipeline(prompt, method="ar", **call)
+    tokens = lambda o: [torch.as_tensor(t) for t in o.tokens]  # noqa: E731  (a [B, N] tensor or per-row lists)
+    figures = {name: {"nfe_per_row": o.stats.nfe.float().mean().item(), "seconds": o.summary["seconds"]}
+               for name, o in (("method", out), ("ar", ar))}
+    return {"output": out, **figures,
+            "speedup": figures["ar"]["seconds"] / figures["method"]["seconds"],
+            "nfe_ratio": figures["ar"]["nfe_per_row"] / figures["method"]["nfe_per_row"],
+            "identical": all(torch.equal(a, b) for a, b in zip(tokens(out), tokens(ar)))}
+
+
+def format_comparison(method: str, c: dict) -> str:
+    m, a = c["method"], c["ar"]
+    same = "identical tokens" if c["identical"] else "different tokens (a lossless method keeps the law, not the draws)"
+    if method == "exact":
+        same = "identical tokens, as exact promises" if c["identical"] else "DIFFERENT tokens: exact must equal ar"
+    return (f"{method}: {m['nfe_per_row']:.0f} forwards, {m['seconds']:.2f} s | ar: {a['nfe_per_row']:.0f} forwards, "
+            f"{a['seconds']:.2f} s | speed-up {c['speedup']:.2f}x wall-clock, {c['nfe_ratio']:.2f}x fewer forwards | "
+            f"{same}")
+
+
 def environment() -> dict:
     return {"torch": torch.__version__, "device": "cuda" if torch.cuda.is_available() else "cpu",
             "threads": torch.get_num_threads(), "machine": platform.machine(), "python": platform.python_version()}

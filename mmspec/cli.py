@@ -4,9 +4,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 from pathlib import Path
 
-from mmspec.methods import METHODS
+from mmspec.methods import METHODS, resolve_method
+from mmspec.sampling import Sampling
+from mmspec.window import MAX_WINDOW
 
 KINDS = ("image", "video", "text")
 
@@ -28,13 +31,51 @@ def _method(args):
     return args.method if args.init is None else {"name": args.method, "init": args.init}
 
 
-def _sampling(args, kind: str, pipeline) -> dict | None:
-    given = {k: v for k, v in {"temperature": args.temperature, "top_k": args.top_k, "top_p": args.top_p,
-                               "cfg_scale": args.cfg_scale}.items() if v is not None}
+def _given_sampling(args) -> dict:
+    return {k: v for k, v in {"temperature": args.temperature, "top_k": args.top_k, "top_p": args.top_p,
+                              "cfg_scale": args.cfg_scale}.items() if v is not None}
+
+
+def _sampling(args, pipeline) -> dict | None:
+    given = _given_sampling(args)
     if not given:
         return None
-    base = dict(getattr(pipeline, "default_sampling", {}) or {})
-    return {**base, **given}
+    return {**pipeline.default_sampling, **given}
+
+
+def _window_arg(text: str) -> "int | str":
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an int in [1, {MAX_WINDOW}] or 'auto', got {text!r}") from None
+
+
+def _check_options(args) -> None:
+    """Everything that can be checked without a model, checked before any model loads."""
+    if isinstance(args.window, int) and not 1 <= args.window <= MAX_WINDOW:
+        raise ValueError(f"--window must be in [1, {MAX_WINDOW}], got {args.window}")
+    if args.num < 1:
+        raise ValueError(f"--num must be >= 1, got {args.num}")
+    if args.max_new_tokens < 1:
+        raise ValueError(f"--max-new-tokens must be >= 1, got {args.max_new_tokens}")
+    if args.method == "draft-model" and args.kind != "text":
+        raise ValueError("--method draft-model needs a draft model, which only text has (--draft DIR)")
+    if args.method != "draft-model":
+        resolve_method(_method(args))  # unknown --init policies
+    Sampling(**_given_sampling(args))  # NaN, negative temperature, top-p outside (0, 1]...
+
+
+def _check_writable(folder: "str | Path") -> Path:
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as err:
+        raise ValueError(f"cannot write to --out {folder}: {err.strerror or err}") from None
+    return folder
 
 
 def _common(p: argparse.ArgumentParser):
@@ -43,8 +84,9 @@ def _common(p: argparse.ArgumentParser):
     p.add_argument("--draft", help="draft model folder for --method draft-model (text)")
     p.add_argument("--method", default="coupled", choices=sorted(METHODS))
     p.add_argument("--init", help="fill policy for fresh window slots: random, left, above, prev-frame, ngram")
-    p.add_argument("--window", type=int, help="positions verified per forward (1..256; default: the pipeline's, "
-                   "16 image, 32 video, 6 text)")
+    p.add_argument("--window", type=_window_arg, help="positions verified per forward (1..256), or 'auto' (picked "
+                   "at every step from measured step costs and acceptance); default: the pipeline's, 16 image, "
+                   "32 video, 6 text")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--num", type=int, default=1, help="outputs per prompt")
     p.add_argument("--max-new-tokens", type=int, default=64, help="text only")
@@ -54,34 +96,47 @@ def _common(p: argparse.ArgumentParser):
 
 
 def cmd_generate(args) -> dict:
+    _check_options(args)
+    out_dir = _check_writable(args.out)
     pipe = _pipeline(args)
-    call = dict(num_outputs=args.num, seed=args.seed, method=_method(args), window=args.window,
-                sampling=_sampling(args, args.kind, pipe), progress_bar=not args.json)
+    call = dict(num_outputs=args.num, seed=args.seed, window=args.window, sampling=_sampling(args, pipe),
+                progress_bar=not args.json)
     if args.kind == "text":
         call["max_new_tokens"] = args.max_new_tokens
-    out = pipe(args.prompt, **call)
-    paths = [str(p) for p in out.save(args.out)]
+    if args.compare:
+        from mmspec.bench import compare, format_comparison
+
+        comparison = compare(pipe, args.prompt, _method(args), **call)
+        out = comparison.pop("output")
+    else:
+        out = pipe(args.prompt, method=_method(args), **call)
+    paths = [str(p) for p in out.save(out_dir)]
     result = {"kind": args.kind, "prompt": args.prompt, "method": args.method, "window": args.window,
               "outputs": paths, "stats": out.summary}
+    if args.compare:
+        result["compare"] = comparison
     if not args.json:
         print("\n".join(paths))
         if args.kind == "text":
             print(out.prompts[0] + out.texts[0])
         print(" ".join(f"{k}={v}" for k, v in out.summary.items()))
+        if args.compare:
+            print(format_comparison(args.method, comparison))
     return result
 
 
 def cmd_bench(args) -> dict:
     from mmspec.bench import environment, format_table, run_benchmark
 
+    _check_options(args)
+    methods = _bench_methods(args)
+    if args.out:
+        _check_writable(Path(args.out).parent)
     pipe = _pipeline(args)
     prompts = args.prompt or {"image": ["red heart", "pizza", "rocket", "dog face"],
                               "video": ["bounce red apple", "slide right car", "zoom in red heart", "rotate sun"],
                               "text": ["def fibonacci(n):\n", "import os\n\n\ndef ", "class Stack:\n    def "]}[args.kind]
-    methods = [m.strip() for m in args.methods.split(",")]
-    if "draft-model" in methods and args.kind != "text":
-        raise SystemExit("draft-model benchmarks need a draft model: text only from the CLI")
-    call = dict(num_outputs=args.num, seed=args.seed, window=args.window, sampling=_sampling(args, args.kind, pipe))
+    call = dict(num_outputs=args.num, seed=args.seed, window=args.window, sampling=_sampling(args, pipe))
     if args.kind == "text":
         call["max_new_tokens"] = args.max_new_tokens
     rows = run_benchmark(pipe, prompts, methods, repeats=args.repeats, **call)
@@ -93,6 +148,16 @@ def cmd_bench(args) -> dict:
     if not args.json:
         print(format_table(rows))
     return result
+
+
+def _bench_methods(args) -> list[str]:
+    methods = [m.strip() for m in args.methods.split(",")]
+    unknown = sorted(set(methods) - set(METHODS))
+    if unknown:
+        raise ValueError(f"unknown --methods {unknown}; choose from {sorted(METHODS)}")
+    if "draft-model" in methods and args.kind != "text":
+        raise ValueError("draft-model benchmarks need a draft model: text only from the CLI")
+    return methods
 
 
 def cmd_convert(args) -> dict:
@@ -121,6 +186,9 @@ def build_parser() -> argparse.ArgumentParser:
     _common(gen)
     gen.add_argument("prompt")
     gen.add_argument("--out", default="out", help="output folder")
+    gen.add_argument("--compare", action="store_true",
+                     help="also run plain AR (--method ar) with the same prompt, seed and sampling: forwards, "
+                          "seconds and the speed-up, and for --method exact whether the tokens are identical")
     gen.set_defaults(func=cmd_generate)
     bench = sub.add_parser("bench", help="NFE, acceptance and wall-clock of methods against AR, same run")
     _common(bench)

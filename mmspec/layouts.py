@@ -10,7 +10,6 @@ from __future__ import annotations
 import torch
 
 FREE = -1  # marks a position whose token the model chooses (not structural)
-NEIGHBOURS = ("left", "above", "prev-frame")
 
 
 class Layout:

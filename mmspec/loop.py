@@ -30,15 +30,19 @@ def decode(session: Session, drafter: Drafter, verifier: Verifier, policy: Windo
     commit_step = torch.full_like(state.seq, -1)  # [B, N + max_window]
     drafter.start(state)
     while state.active.any():
+        t_step = time.perf_counter()  # the previous step's work is done: active.any() waited for it
         state.window = _checked(policy(state), state.max_window)
         draft = _force_draft(state, drafter.propose(state))
         inputs = torch.cat([state.pending[:, None], draft.tokens], 1)  # [B, L]: last committed + drafts
         logp = _force_p(state, state.sampling.logp(*session.forward(inputs, state.n - 1)))  # [B, L, V]
         verdict = verifier(state, draft, logp)
         k = _commit(state, verdict, stats, commit_step, stop_tokens)
+        t_hook = time.perf_counter()
         if on_commit is not None:
             on_commit(state, k)
+        t_hook = time.perf_counter() - t_hook
         drafter.update(state, draft, verdict, logp, k)
+        policy.observe(state, k, time.perf_counter() - t_step - t_hook)
         state.step += 1
     stats.committed = state.n.clone()  # tokens kept, after any stop string cut a row short
     stats.commit_step = commit_step[:, : state.length]

@@ -36,15 +36,20 @@ def _shr(x: torch.Tensor, s: int) -> torch.Tensor:
 
 
 def mix(x: torch.Tensor) -> torch.Tensor:
-    """SplitMix64 finaliser on int64 tensors: a bijection of 64-bit patterns with full avalanche."""
-    x = (x ^ _shr(x, 30)) * _M1
-    x = (x ^ _shr(x, 27)) * _M2
-    return x ^ _shr(x, 31)
+    """SplitMix64 finaliser on int64 tensors: a bijection of 64-bit patterns with full avalanche.
+    (In place on a copy, with one scratch buffer: noise rows are [B, L, V], and eager ops allocate.)"""
+    x, t = x.clone(), torch.empty_like(x)
+    for shift, mult in ((30, _M1), (27, _M2), (31, None)):
+        torch.bitwise_right_shift(x, shift, out=t).bitwise_and_((1 << (64 - shift)) - 1)  # logical shift
+        x.bitwise_xor_(t)
+        if mult is not None:
+            x.mul_(mult)
+    return x
 
 
 def _uniform(bits: torch.Tensor) -> torch.Tensor:
     """Hashed int64 -> fp32 uniform in (0, 1), from its top 23 bits."""
-    return (_shr(bits, 64 - _UNIFORM_BITS).float() + 0.5) * (1.0 / (1 << _UNIFORM_BITS))
+    return _shr(bits, 64 - _UNIFORM_BITS).float().add_(0.5).mul_(1.0 / (1 << _UNIFORM_BITS))
 
 
 def row_keys(seeds: "list[int] | torch.Tensor", salt: int) -> torch.Tensor:
@@ -70,7 +75,7 @@ class Streams:
         """[B, W] generated positions -> [B, W, V] fp32 Gumbel(0, 1) noise rows, a function of (seed, position)."""
         key = mix(self._noise[:, None] + mix(index.to(self.device)) * _GOLDEN_S)  # [B, W]
         u = _uniform(mix(key[..., None] + self._vocab))  # [B, W, V]
-        return -(-u.log()).log()  # -log(-log U) is Gumbel(0, 1)
+        return u.log_().neg_().log_().neg_()  # -log(-log U) is Gumbel(0, 1)
 
     def uniform(self, *shape: int) -> torch.Tensor:
         """[B, *shape] uniforms in (0, 1) from each row's aux stream; every row moves on by prod(shape) draws."""

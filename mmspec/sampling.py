@@ -5,6 +5,8 @@ from. Every verifier takes its ratios against exactly this p, so speculation sta
 """
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import asdict, dataclass
 
 import torch
@@ -28,12 +30,16 @@ class Sampling:
     cfg_mode: str = "logits"
 
     def __post_init__(self):
-        if self.temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
-        if self.top_k is not None and self.top_k < 1:
-            raise ValueError(f"top_k must be >= 1 or None, got {self.top_k}")
-        if self.top_p is not None and not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        # NaN passes every comparison test and would turn p into NaN everywhere: refuse it by name
+        if not _finite_number(self.temperature) or self.temperature < 0:
+            raise ValueError(f"temperature must be a finite number >= 0 (0 = greedy), got {self.temperature!r}")
+        if not _finite_number(self.cfg_scale):
+            raise ValueError(f"cfg_scale must be a finite number (1 = no guidance), got {self.cfg_scale!r}")
+        if self.top_k is not None and (isinstance(self.top_k, bool) or not isinstance(self.top_k, numbers.Integral)
+                                       or self.top_k < 1):
+            raise ValueError(f"top_k must be an int >= 1 or None, got {self.top_k!r}")
+        if self.top_p is not None and not (_finite_number(self.top_p) and 0 < self.top_p <= 1):
+            raise ValueError(f"top_p must be in (0, 1] or None, got {self.top_p!r}")
         if self.cfg_mode not in CFG_MODES:
             raise ValueError(f"cfg_mode must be one of {CFG_MODES}, got {self.cfg_mode!r}")
 
@@ -75,6 +81,10 @@ class Sampling:
         return z.log_softmax(-1)
 
 
+def _finite_number(x) -> bool:
+    return isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x)
+
+
 def _finite(logits: torch.Tensor, what: str) -> torch.Tensor:
     if torch.isnan(logits).any():
         raise FloatingPointError(f"the target produced NaN {what} logits; check the model weights and dtype")
@@ -114,9 +124,9 @@ def sample_from(weights: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
 
     One uniform per draw keeps every row's random stream short and fixed in length.
     """
-    cdf = weights.cumsum(-1)
-    x = (u * cdf[..., -1]).unsqueeze(-1)
-    idx = torch.searchsorted(cdf.contiguous(), x.contiguous(), right=True).squeeze(-1)
-    # rounding can push x onto the total: fall back to the last token with mass
-    last = (weights > 0).long().mul(torch.arange(weights.shape[-1], device=weights.device)).argmax(-1)
-    return torch.minimum(idx, last)
+    cdf = weights.cumsum(-1).contiguous()
+    total = cdf[..., -1:].contiguous()
+    idx = torch.searchsorted(cdf, (u[..., None] * total).contiguous(), right=True)
+    # rounding can push u * total onto the total: fall back to the last token with mass (where cdf first reaches it)
+    last = torch.searchsorted(cdf, total, right=False)
+    return torch.minimum(idx, last).squeeze(-1)

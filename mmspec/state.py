@@ -19,7 +19,7 @@ class DecodeState:
     sampling: Sampling
     streams: Streams
     seq: torch.Tensor  # [B, N + max_window] committed tokens, then the current drafts (-1 = nothing yet)
-    forced: torch.Tensor  # [N + max_window] structural token per index, or FREE
+    forced: torch.Tensor  # [B, N + max_window] token each row must have at each index (structural or given), or FREE
     condition: Any = None  # as given to the target, for a draft model
     num_samples: int = 1
     prompt: list[torch.Tensor] | None = None  # per row: target-vocabulary ids before generation (n-gram lookup)
@@ -29,7 +29,7 @@ class DecodeState:
     pending: torch.Tensor = field(init=False)  # [B] last committed token, fed first in the next window
     active: torch.Tensor = field(init=False)  # [B] rows still generating
     step: int = 0
-    any_forced: bool = field(init=False)  # the layout has structural tokens at all
+    any_forced: bool = field(init=False)  # any row has a forced token at all
 
     def __post_init__(self):
         B, device = self.seq.shape[0], self.seq.device
@@ -64,5 +64,5 @@ class DecodeState:
         self.active[row] = False
 
     def structural(self, index: torch.Tensor) -> torch.Tensor:
-        """[B, W] structural token at each index, or FREE."""
-        return self.forced[index.clamp(max=len(self.forced) - 1)]
+        """[B, W] indices -> [B, W] the token each row must have there (structural or given), or FREE."""
+        return self.forced.gather(1, index.clamp(max=self.forced.shape[1] - 1))

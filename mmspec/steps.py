@@ -30,3 +30,4 @@ class Verdict:
     y: torch.Tensor  # [B, L] output at every slot: accepted draft, correction, or bonus
     accepted: torch.Tensor  # [B, L-1] bool: draft j passed its own test
     index: torch.Tensor  # [B, L] the generated position of each slot (what its noise row belongs to)
+    gumbel_max: torch.Tensor | None = None  # [B, L] argmax(log p + g) at every slot, if the verifier drew it

@@ -63,4 +63,4 @@ class GumbelMatchVerifier:
     def __call__(self, state: DecodeState, draft: Draft, logp: torch.Tensor) -> Verdict:
         index = state.index()  # [B, L]
         y = (logp + state.streams.gumbel(index)).argmax(-1)  # [B, L]
-        return Verdict(y, y[:, :-1] == draft.tokens, index)
+        return Verdict(y, y[:, :-1] == draft.tokens, index, gumbel_max=y)

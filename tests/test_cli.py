@@ -1,5 +1,7 @@
 import json
 
+import pytest
+
 from mmspec.cli import main
 
 
@@ -34,3 +36,72 @@ def test_bench_reports_ratios_against_ar(tiny_models, tmp_path, capsys):
 def test_errors_are_reported_not_raised(tmp_path, capsys):
     assert main(["generate", "image", "red heart", "--model", str(tmp_path / "none")]) == 2
     assert "no model folder" in capsys.readouterr().err
+
+
+def _refused(argv, capsys, message):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "no model folder" not in err, err  # refused before any model was looked for
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--window", "0"], "--window must be in [1, 256]"),
+    (["--window", "300"], "--window must be in [1, 256]"),
+    (["--num", "0"], "--num must be >= 1"),
+    (["--init", "diagonal"], "unknown fill policy 'diagonal'"),
+    (["--temperature", "nan"], "temperature must be a finite number"),
+    (["--cfg-scale", "inf"], "cfg_scale must be a finite number"),
+    (["--top-p", "2"], "top_p must be in (0, 1]"),
+    (["--method", "draft-model"], "only text has"),
+])
+def test_bad_options_are_refused_before_models_load(tmp_path, capsys, argv, message):
+    _refused(["generate", "image", "red heart", "--model", str(tmp_path / "none"), "--out", str(tmp_path), *argv],
+             capsys, message)
+
+
+def test_unwritable_out_is_refused_before_models_load(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    _refused(["generate", "image", "red heart", "--model", str(tmp_path / "none"), "--out", str(blocker / "out")],
+             capsys, "cannot write to --out")
+
+
+def test_bench_refuses_unknown_methods_before_models_load(tmp_path, capsys):
+    _refused(["bench", "image", "--model", str(tmp_path / "none"), "--methods", "coupled,fast"], capsys,
+             "unknown --methods ['fast']")
+
+
+def test_compare_runs_ar_with_the_same_seed_and_exact_gives_the_same_tokens(tiny_models, tmp_path, capsys):
+    assert main(["generate", "image", "red heart", "--model", str(tiny_models / "image"), "--out", str(tmp_path),
+                 "--method", "exact", "--window", "4", "--compare", "--json"]) == 0
+    c = json.loads(capsys.readouterr().out)["compare"]
+    assert c["identical"] and c["ar"]["nfe_per_row"] == 16 and c["method"]["nfe_per_row"] <= 16
+    assert c["speedup"] > 0 and c["nfe_ratio"] >= 1
+    assert main(["generate", "image", "red heart", "--model", str(tiny_models / "image"), "--out", str(tmp_path),
+                 "--method", "exact", "--window", "4", "--compare"]) == 0
+    assert "identical tokens, as exact promises" in capsys.readouterr().out
+
+
+def test_missing_bundled_models_say_what_to_do(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("MMSPEC_MODELS", str(tmp_path / "nowhere"))
+    assert main(["generate", "image", "red heart", "--out", str(tmp_path)]) == 2
+    assert "pip install -e ." in capsys.readouterr().err
+
+
+def test_text_longer_than_the_context_is_refused_with_the_numbers(tiny_text, tmp_path, capsys):
+    assert main(["generate", "text", "<s> w3", "--model", str(tiny_text / "target"), "--out", str(tmp_path),
+                 "--max-new-tokens", "100000"]) == 2
+    err = capsys.readouterr().err
+    assert "+ 100000 new tokens" in err and "context of 128 (max_position_embeddings)" in err
+
+
+def test_window_auto_keeps_exact_equal_to_ar(tiny_models, tmp_path, capsys):
+    assert main(["generate", "image", "red heart", "--model", str(tiny_models / "image"), "--out", str(tmp_path),
+                 "--method", "exact", "--window", "auto", "--compare", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["compare"]["identical"]
+
+
+def test_window_must_be_an_int_or_auto(capsys):
+    with pytest.raises(SystemExit):
+        main(["generate", "image", "red heart", "--window", "wide"])
+    assert "expected an int in [1, 256] or 'auto'" in capsys.readouterr().err

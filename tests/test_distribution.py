@@ -5,7 +5,7 @@ import torch
 import mmspec
 from mmspec.drafters import CoupledRedraw, JacobiDrafter, make_fill
 from mmspec.verify import RejectionVerifier
-from tiny import TabularTarget, chi_square_pvalue, gpt_law, sequence_id, tabular_law, tiny_gpt
+from tiny import CycleWindow, TabularTarget, chi_square_pvalue, gpt_law, sequence_id, tabular_law, tiny_gpt
 
 SAMPLES = 20_000
 ALPHA = 1e-3
@@ -51,6 +51,17 @@ def test_matches_exact_law(name, method):
         method = {"name": "draft-model", "model": draft}
     pvalue = chi_square_pvalue(_sample(target, layout, sampling, method), law)
     assert pvalue > ALPHA, f"{method} on {name}: chi-square p = {pvalue:.2e}"
+
+
+@pytest.mark.parametrize("name", ["tabular-grid", "gpt-grid"])
+@pytest.mark.parametrize("method", ["jacobi", "coupled", "gumbel", "exact", "lookup", "draft-model",
+                                    {"name": "coupled", "init": "above"}], ids=str)
+def test_matches_exact_law_with_a_window_that_changes_every_step(name, method):
+    target, draft, layout, sampling, law = case(name)
+    if method == "draft-model":
+        method = {"name": "draft-model", "model": draft}
+    pvalue = chi_square_pvalue(_sample(target, layout, sampling, method, window=CycleWindow((4, 2, 1, 3))), law)
+    assert pvalue > ALPHA, f"{method} on {name} with changing windows: chi-square p = {pvalue:.2e}"
 
 
 def test_window_of_three_and_batch_of_conditions():

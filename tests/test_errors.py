@@ -78,3 +78,28 @@ def test_draft_model_with_another_vocabulary(target):
     other = mmspec.ReferenceTarget(tiny_gpt(vocab_size=8))
     with pytest.raises(ValueError, match="vocabulary"):
         gen(target, method={"name": "draft-model", "model": other})
+
+
+@pytest.mark.parametrize("bad", [{"temperature": float("nan")}, {"cfg_scale": float("nan")},
+                                 {"temperature": float("inf")}, {"cfg_scale": float("inf")}, {"temperature": -1.0},
+                                 {"top_k": 2.5}, {"top_k": True}, {"top_p": float("nan")}, {"top_p": 0.0}])
+def test_non_finite_or_ill_typed_sampling_is_refused(target, bad):
+    name = next(iter(bad))
+    with pytest.raises(ValueError, match=name):
+        gen(target, sampling=bad)
+
+
+def test_a_window_policy_that_oversteps_is_refused(target):
+    class TooWide:
+        max_window = 4
+
+        def __call__(self, state):
+            return 5
+
+        def observe(self, state, k, seconds):
+            pass
+
+    with pytest.raises(ValueError, match="asked for 5 positions; it allows 1..4"):
+        gen(target, window=TooWide())
+    with pytest.raises(ValueError, match="window must be"):
+        gen(target, window=lambda state: 3)  # a policy needs max_window

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 import mmspec
-from tiny import TabularTarget, tiny_gpt
+from tiny import CycleWindow, TabularTarget, tiny_gpt
 
 ALL = ["ar", "jacobi", "coupled", "gumbel", "exact", "lookup", "draft-model"]
 LAYOUTS = {
@@ -47,6 +47,29 @@ def test_exact_equals_ar_with_the_same_seed(layout, init, window):
     expected = _run(target, layout, "ar").tokens
     got = _run(target, layout, {"name": "exact", "init": init}, window=window).tokens
     assert torch.equal(got, expected)
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+@pytest.mark.parametrize("init", ["random", "above", "ngram"])
+@pytest.mark.parametrize("sizes", [(3, 1, 6, 2, 8), (9, 4, 1, 1, 12)], ids=str)
+def test_exact_equals_ar_with_a_window_that_changes_every_step(layout, init, sizes):
+    layout, axes = LAYOUTS[layout]
+    target = _target(axes)
+    expected = _run(target, layout, "ar").tokens
+    got = _run(target, layout, {"name": "exact", "init": init}, window=CycleWindow(sizes))
+    assert torch.equal(got.tokens, expected)
+    used = got.stats.forwards_at.sum(0)  # forwards that had a slot j: every width in the cycle was used
+    assert used[max(sizes) - 2] > 0 and used[0] < got.stats.nfe.sum()
+
+
+@pytest.mark.parametrize("method", ALL)
+def test_greedy_equals_plain_greedy_with_a_changing_window(method):
+    layout, axes = LAYOUTS["2d-row-end"]
+    target = _target(axes)
+    greedy = {"temperature": 0.0, "cfg_scale": 2.5}
+    expected = _run(target, layout, "ar", sampling=greedy).tokens
+    got = _run(target, layout, method, sampling=greedy, window=CycleWindow((2, 7, 1, 4)))
+    assert torch.equal(got.tokens, expected)
 
 
 def test_exact_is_seed_dependent_and_structural_tokens_are_forced():

@@ -94,13 +94,17 @@ def reference_p(cond: torch.Tensor, uncond: torch.Tensor | None, s: mmspec.Sampl
     return torch.softmax(z, -1)
 
 
-def tabular_law(target: TabularTarget, cond: int, s: mmspec.Sampling) -> torch.Tensor:
-    """Exact law over all V^N sequences (index = sum x_i V^i), prefix by prefix."""
+def tabular_law(target: TabularTarget, cond: int, s: mmspec.Sampling, given: dict | None = None) -> torch.Tensor:
+    """Exact law over all V^N sequences (index = sum x_i V^i), prefix by prefix; positions in `given`
+    ({index: token}) hold their token instead of a draw."""
     V, N = target.vocab_size, target.length
     law = torch.zeros(V ** N, dtype=torch.float64)
     for seq in itertools.product(range(V), repeat=N):
         prob = 1.0
         for i in range(N):
+            if given and i in given:
+                prob *= float(seq[i] == given[i])
+                continue
             c = target.logits(cond, seq[:i])
             u = target.logits(target.num_conditions, seq[:i]) if target.null else None
             prob *= reference_p(c, u, s)[seq[i]].item()
@@ -181,3 +185,16 @@ def word_tokenizer():
     tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<pad>"))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", bos_token="<s>", eos_token="</s>")
+
+
+class CycleWindow:
+    """A window policy that changes L at every step (for lossless tests of changing windows)."""
+
+    def __init__(self, sizes):
+        self.sizes, self.max_window = list(sizes), max(sizes)
+
+    def __call__(self, state):
+        return self.sizes[state.step % len(self.sizes)]
+
+    def observe(self, state, k, seconds):
+        pass

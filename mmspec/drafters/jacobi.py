@@ -40,9 +40,12 @@ class CoupledRedraw:
 
 
 class GumbelRedraw:
-    """SCD-GS: argmax(log p_j + g_j) with the noise row of slot j's position, fixed for its life."""
+    """SCD-GS: argmax(log p_j + g_j) with the noise row of slot j's position, fixed for its life (the
+    verifier's own draws when it made them: same p, same positions, so the same tokens)."""
 
     def __call__(self, state, draft, verdict, logp):
+        if verdict.gumbel_max is not None:
+            return verdict.gumbel_max
         return (logp + state.streams.gumbel(verdict.index)).argmax(-1)
 
 
@@ -73,6 +76,7 @@ class JacobiDrafter:
         src = src.clamp(max=L - 1)
         index = state.index(L - 1)
         state.seq.scatter_(1, index, torch.where(carried, z.gather(1, src), state.seq.gather(1, index)))
-        self.fill(state, state.n + L - k)
+        if L > 1:
+            self.fill(state, state.n + L - k)
         self.q = logp.gather(1, src[..., None].expand(-1, -1, V)).exp()  # [B, L-1, V]: the new p of each carried slot
         self.onehot = ~carried

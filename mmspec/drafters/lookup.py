@@ -13,7 +13,8 @@ class LookupDrafter:
         pass
 
     def propose(self, state):
-        self.fill(state, state.n)
+        if state.window > 1:
+            self.fill(state, state.n)
         return Draft.copied(state.draft_tokens())
 
     def update(self, state, draft, verdict, logp, k):

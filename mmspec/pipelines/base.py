@@ -1,20 +1,28 @@
 """What every pipeline shares: where the bundled models are, progress bars, output stats."""
 from __future__ import annotations
 
+import os
 from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 
-MODELS_DIR = Path(__file__).resolve().parents[2] / "models"
+from mmspec.window import AutoWindow
+
+def models_dir() -> Path:
+    """Where the bundled models are: $MMSPEC_MODELS, else the models/ folder of the source checkout."""
+    return Path(os.environ.get("MMSPEC_MODELS") or Path(__file__).resolve().parents[2] / "models")
 
 
 def model_path(path: "str | Path | None", default: str) -> Path:
     """A model folder: the given path, or the bundled model `default` in the repository's models/."""
-    path = Path(path) if path is not None else MODELS_DIR / default
+    path = Path(path) if path is not None else models_dir() / default
     if not path.is_dir():
-        hint = " (bundled models ship in the repository's models/ folder: install with pip install -e .)" \
-            if path.parent == MODELS_DIR else ""
+        hint = ""
+        if path.parent == models_dir():
+            hint = (" (the bundled models ship in the models/ folder of the mmspec repository, not in the wheel: "
+                    "install from a clone with `pip install -e .`, or set MMSPEC_MODELS=/path/to/mmspec/models, "
+                    "or pass a model folder)")
         raise FileNotFoundError(f"no model folder at {path}{hint}")
     return path
 
@@ -29,6 +37,16 @@ def progress(total: int, desc: str, enabled: bool):
 
     with tqdm(total=total, desc=desc, unit="tok", leave=False) as bar:
         yield lambda state, k: bar.update(int(k.sum()))
+
+
+def resolve_window(window, default: int, model) -> "int | AutoWindow":
+    """None -> the pipeline's default window; "auto" -> an AutoWindow up to twice that, whose step costs are
+    kept for this model for the rest of the process."""
+    if window is None:
+        return default
+    if window == "auto":
+        return AutoWindow(max_window=2 * default, key=id(model))
+    return window
 
 
 def stats_dict(stats, seconds: float | None = None) -> dict:

@@ -11,7 +11,7 @@ import torch
 import mmspec.layouts as layouts
 from mmspec.adapters.reference import ReferenceTarget
 from mmspec.api import generate
-from mmspec.pipelines.base import as_list, model_path, progress, stats_dict
+from mmspec.pipelines.base import as_list, model_path, progress, resolve_window, stats_dict
 from mmspec.pipelines.prompts import encode_prompt
 from mmspec.reference.checkpoint import load_gpt
 from mmspec.stats import Stats
@@ -80,10 +80,10 @@ class _GridPipeline:
         target = ReferenceTarget(load_gpt(path, dtype=dtype, device=device))
         return cls(target, tokenizer, layout, vocab, config.get("default_sampling", {}))
 
-    def __call__(self, prompt, num_outputs: int = 1, seed=0, method="coupled", window: "int | None" = None,
+    def __call__(self, prompt, num_outputs: int = 1, seed=0, method="coupled", window: "int | str | None" = None,
                  sampling: "dict | None" = None, progress_bar: bool = False):
         prompts = as_list(prompt)
-        window = self.default_window if window is None else window
+        window = resolve_window(window, self.default_window, self.target)
         cond = torch.tensor([encode_prompt(p, self.vocab, self.cond_len) for p in prompts])
         sampling = sampling if sampling is not None else self.default_sampling
         t0 = time.perf_counter()

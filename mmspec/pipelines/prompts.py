@@ -1,14 +1,19 @@
 """Prompt words for the bundled emoji models: lowercase letters/digits, a few stop words dropped,
-ids from the model's vocab.json (0 = padding and the null condition, 1 = unknown word)."""
+ids from the model's vocab.json (0 = padding and the null condition, 1 = unknown word).
+
+The training recipes (models/recipes) import these same functions, so training and generation
+cannot encode a prompt differently."""
 from __future__ import annotations
 
 import re
 
 STOPWORDS = {"and", "of", "with", "the", "a", "an", "in", "on", "for", "to"}
-PAD, UNKNOWN = 0, 1
+PAD, UNKNOWN = 0, 1  # ids of the two reserved words at the head of every vocab.json
+PAD_WORD, UNKNOWN_WORD = "<pad>", "<unk>"
 
 
 def words(text: str) -> list[str]:
+    """Lowercase word tokens: letters and digits; underscores, colons, '&' and punctuation split."""
     return [w for w in re.findall(r"[a-z0-9]+", text.lower().replace("'", "")) if w not in STOPWORDS]
 
 

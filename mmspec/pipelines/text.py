@@ -12,7 +12,7 @@ import torch
 from mmspec.adapters.text import HFCausalLM
 from mmspec.api import generate
 from mmspec.layouts import Sequence1D
-from mmspec.pipelines.base import as_list, model_path, progress, stats_dict
+from mmspec.pipelines.base import as_list, model_path, progress, resolve_window, stats_dict
 from mmspec.stats import Stats
 
 
@@ -59,6 +59,7 @@ def generate_text(target: HFCausalLM, prompts, max_new_tokens: int = 64, *, stop
 class TextOutput:
     texts: list[str]  # completions, prompt-major
     prompts: list[str]
+    tokens: list[torch.Tensor]  # generated ids per row
     stats: Stats
     summary: dict = field(default_factory=dict)
 
@@ -92,11 +93,11 @@ class TextPipeline:
                                                  else model_path(draft_path, ""), device=device)
         return cls(target, drafter)
 
-    def __call__(self, prompt, num_outputs: int = 1, seed=0, method="coupled", window: "int | None" = None,
+    def __call__(self, prompt, num_outputs: int = 1, seed=0, method="coupled", window: "int | str | None" = None,
                  sampling: "dict | None" = None, max_new_tokens: int = 64, stop_strings=(),
                  progress_bar: bool = False, stream=None) -> TextOutput:
         prompts = as_list(prompt)
-        window = self.default_window if window is None else window
+        window = resolve_window(window, self.default_window, self.target)
         sampling = sampling if sampling is not None else self.default_sampling
         if method == "draft-model":
             if self.draft is None:
@@ -107,5 +108,5 @@ class TextPipeline:
             out = generate_text(self.target, prompts, max_new_tokens, stop_strings=stop_strings, stream=stream,
                                 method=method, window=window, sampling=sampling, seed=seed,
                                 num_samples=num_outputs, on_commit=hook)
-        return TextOutput(out.texts, [p for p in prompts for _ in range(num_outputs)], out.stats,
+        return TextOutput(out.texts, [p for p in prompts for _ in range(num_outputs)], out.tokens, out.stats,
                           stats_dict(out.stats, time.perf_counter() - t0))

@@ -185,7 +185,9 @@ def _merge(defaults: dict, item: dict) -> dict:
 
 def _settings(job: Job, merged: dict, label: str) -> dict:
     method = _method(merged.get("method", "coupled"), job, label)
-    window = _int(merged.get("window", pipeline_class(job.kind).default_window), 1, MAX_WINDOW, f"{label}window")
+    window = merged.get("window", pipeline_class(job.kind).default_window)
+    if window != "auto":  # auto: the pipeline's AutoWindow picks L per step from measured costs
+        window = _int(window, 1, MAX_WINDOW, f"{label}window")
     if method != "draft-model":
         window = resolve_method(method).window or window  # ar verifies one position, whatever is asked
     settings = {"method": method, "window": window, "sampling": _sampling(merged.get("sampling"), job.kind, label)}

@@ -29,6 +29,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from mmspec.pipelines.prompts import PAD_WORD, UNKNOWN_WORD, words
+
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("MMSPEC_CACHE", ROOT / ".cache"))
 EMOJI_SETS = {"google": "emoji-datasource-google", "twitter": "emoji-datasource-twitter"}
@@ -36,7 +38,6 @@ EMOJI_VERSION = "16.0.0"
 EMOJIBASE = ("emojibase-data", "17.0.0")
 SKIN_TONES = {"1F3FB": "light skin tone", "1F3FC": "medium light skin tone", "1F3FD": "medium skin tone",
               "1F3FE": "medium dark skin tone", "1F3FF": "dark skin tone"}
-STOPWORDS = {"and", "of", "with", "the", "a", "an", "in", "on", "for", "to"}
 MOTIONS = ["slide left", "slide right", "slide up", "slide down", "bounce", "zoom in", "zoom out", "rotate"]
 BACKGROUNDS = {"white": (255, 255, 255), "black": (0, 0, 0), "red": (220, 50, 50), "green": (60, 170, 80),
                "blue": (60, 100, 220), "yellow": (240, 210, 60), "purple": (140, 80, 190), "gray": (128, 128, 128),
@@ -45,11 +46,6 @@ HELD_OUT_PERCENT = 5
 
 
 # ----------------------------------------------------------------------------------------------- words
-
-def words(text: str) -> list[str]:
-    """Lowercase word tokens: letters and digits; underscores, colons, '&' and punctuation split."""
-    return [w for w in re.findall(r"[a-z0-9]+", text.lower().replace("'", "")) if w not in STOPWORDS]
-
 
 def dedupe(ws):
     seen, out = set(), []
@@ -179,14 +175,7 @@ def build_vocab(meta: list[dict]) -> list[str]:
     words outside it (a few hundred, e.g. "grinning" is in, "beaming" is not) map to <unk>."""
     ws = sorted({w for m in meta for w in m["vocab_words"]} | {w for mo in MOTIONS for w in words(mo)}
                 | {w for b in BACKGROUNDS for w in words(b)} | {"background"})
-    return ["<pad>", "<unk>"] + ws
-
-
-def encode_prompt(text_or_words, vocab: list[str] | dict, cond_len: int) -> list[int]:
-    index = vocab if isinstance(vocab, dict) else {w: i for i, w in enumerate(vocab)}
-    ws = words(text_or_words) if isinstance(text_or_words, str) else list(text_or_words)
-    ids = [index.get(w, 1) for w in ws][:cond_len]
-    return ids + [0] * (cond_len - len(ids))
+    return [PAD_WORD, UNKNOWN_WORD] + ws
 
 
 # ----------------------------------------------------------------------------------------------- video

@@ -24,6 +24,7 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
 import data  # noqa: E402
+from mmspec.pipelines.prompts import encode_prompt  # noqa: E402  (the encoder generation uses)
 
 ROOT = common.ROOT
 COND_LEN = 12
@@ -95,7 +96,7 @@ def condition_batch(word_lists, index, rng, drop: float = 0.1, cond_len: int = C
             if not keep.any():
                 keep[rng.integers(len(ws))] = True
             ws = [w for w, k in zip(ws, keep) if k]
-        out[b] = data.encode_prompt(ws, index, cond_len)
+        out[b] = encode_prompt(ws, index, cond_len)
     return torch.from_numpy(out)
 
 
@@ -105,7 +106,7 @@ def heldout_loss(model, toks, words, index, positions, device, batch: int = 32) 
     tot, cnt = 0.0, 0
     for i in range(0, len(toks), batch):
         x = torch.from_numpy(toks[i:i + batch].astype(np.int64)).to(device)
-        c = torch.tensor([data.encode_prompt(w, index, COND_LEN) for w in words[i:i + batch]]).to(device)
+        c = torch.tensor([encode_prompt(w, index, COND_LEN) for w in words[i:i + batch]]).to(device)
         logits = model.forward_sequence(c, x, positions).float()
         tot += F.cross_entropy(logits.flatten(0, 1), x.flatten(), reduction="sum").item()
         cnt += x.numel()
@@ -212,7 +213,7 @@ def entropy_and_samples(model, spec, index, device, per_prompt: int = 4):
     the generated positions, for the default settings and for raw sampling (t=1, no CFG, no top-k)."""
     import mmspec
     layout = make_layout(spec["layout"])
-    cond = torch.tensor([data.encode_prompt(pr, index, COND_LEN) for pr in spec["prompts"]]).to(device)
+    cond = torch.tensor([encode_prompt(pr, index, COND_LEN) for pr in spec["prompts"]]).to(device)
     gen = mmspec.generate(mmspec.ReferenceTarget(model), cond, layout, method="ar", window=1,
                           sampling=spec["sampling"], seed=0, num_samples=per_prompt)
     toks = gen.tokens

@@ -13,7 +13,7 @@ def _state(layout, window, seq, n, prompt=None):
     full[:, : seq.shape[1]] = seq
     state = DecodeState(layout=layout, max_window=window, vocab_size=10, sampling=Sampling(),
                         streams=Streams(list(range(B)), 10), seq=full,
-                        forced=torch.full((layout.length + window,), -1), prompt=prompt)
+                        forced=torch.full((B, layout.length + window), -1), prompt=prompt)
     state.n = torch.tensor(n)
     return state
 

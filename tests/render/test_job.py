@@ -21,6 +21,8 @@ def test_the_issue_form_seeds_num_overrides_and_defaults(models, write_job):
     assert len({o.group for o in job.outputs}) == 2 and job.batch_size == 8
     assert load_job(write_job({"kind": "image", "items": [{"prompt": "x", "method": "ar"}]})).outputs[0].settings == \
         {"method": "ar", "window": 1, "sampling": {}}  # ar's window is 1 whatever is asked; null model = bundled
+    assert load_job(write_job({"kind": "text", "defaults": {"window": "auto", "method": "exact"},
+                               "items": [{"prompt": "x"}]})).outputs[0].settings["window"] == "auto"
 
 
 def test_items_file_is_read_beside_the_job(models, write_job, tmp_path):
@@ -57,6 +59,7 @@ BAD = [
     ("kind: image\nitems:\n  - {prompt: x}\n  - {prompt: y, windw: 4}\n", "line 4: items[1].windw: unknown key"),
     ("kind: image\nitems:\n  - {prompt: 3}\n", "items[0].prompt: must be a string"),
     ("kind: image\nitems:\n  - {prompt: x, window: 300}\n", "items[0].window: must be an int 1..256, got 300"),
+    ("kind: image\nitems:\n  - {prompt: x, window: fast}\n", "items[0].window: must be an int 1..256"),
     ("kind: image\nitems:\n  - {prompt: x, window: 0}\n", "items[0].window: must be an int 1..256"),
     ("kind: image\nitems:\n  - {prompt: x, window: true}\n", "items[0].window: must be an int"),
     ("kind: image\nitems:\n  - {prompt: x, method: ar, window: 999}\n", "items[0].window: must be an int"),
