@@ -34,7 +34,8 @@ def generate(target: Target, condition: Any, layout: Layout, *, method: "str | d
     target: a Target (e.g. `ReferenceTarget(gpt)`); condition: what the target is conditioned on
     (class ids [C], prompt ids [C, P]...); layout: Sequence1D / Grid2D / Grid3D; method: a name,
     {'name': ..., options} or a Method;
-    window: positions verified per target forward (1..256), or a window policy that picks L at every step;
+    window: positions verified per target forward (1..256), "auto" (AutoWindow) or a window policy that picks
+    L at every step;
     sampling: Sampling or a dict of its fields; seed: an int (row i gets seed + i) or one seed per
     row. Rows are ordered condition-major: row i is sample i % num_samples of condition i // num_samples.
     stop_tokens end a row when committed (kept as its last token); on_commit(state, k) is called after

@@ -64,6 +64,12 @@ def _check_options(args) -> None:
         raise ValueError("--method draft-model needs a draft model, which only text has (--draft DIR)")
     if args.method != "draft-model":
         resolve_method(_method(args))  # unknown --init policies
+    for name in ("image", "mask"):
+        path = getattr(args, name, None)
+        if path is not None and not Path(path).is_file():
+            raise ValueError(f"--{name}: no file at {path}")
+    if getattr(args, "image", None) is not None and args.kind == "text":
+        raise ValueError("--image is for video (first frame) and image (inpainting with --mask), not text")
     Sampling(**_given_sampling(args))  # NaN, negative temperature, top-p outside (0, 1]...
 
 
@@ -103,6 +109,12 @@ def cmd_generate(args) -> dict:
                 progress_bar=not args.json)
     if args.kind == "text":
         call["max_new_tokens"] = args.max_new_tokens
+    if args.image is not None:
+        call["image"] = args.image
+    if args.mask is not None:
+        from PIL import Image
+
+        call["mask"] = Image.open(args.mask)
     if args.compare:
         from mmspec.bench import compare, format_comparison
 
@@ -186,6 +198,8 @@ def build_parser() -> argparse.ArgumentParser:
     _common(gen)
     gen.add_argument("prompt")
     gen.add_argument("--out", default="out", help="output folder")
+    gen.add_argument("--image", help="video: the first frame (image-to-video); image: the picture to inpaint")
+    gen.add_argument("--mask", help="image: inpainting mask, nonzero where to regenerate")
     gen.add_argument("--compare", action="store_true",
                      help="also run plain AR (--method ar) with the same prompt, seed and sampling: forwards, "
                           "seconds and the speed-up, and for --method exact whether the tokens are identical")

@@ -21,6 +21,8 @@ class Sampling:
     cfg_mode "logits" mixes raw logits, u + s * (c - u) (LlamaGen, Janus); "log_softmax" mixes
     log-probabilities, lu + s * (lc - lu) (Emu3, Lumina). temperature 0 is greedy: p is one-hot
     on the argmax. Temperature is applied before top-k / top-p, as transformers and LlamaGen do.
+    Every number must be finite: NaN would silently make p NaN everywhere, and an infinite temperature
+    would put mass on tokens a model masks with a large finite negative logit (Emu3's non-visual ids).
     """
 
     temperature: float = 1.0

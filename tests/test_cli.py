@@ -105,3 +105,14 @@ def test_window_must_be_an_int_or_auto(capsys):
     with pytest.raises(SystemExit):
         main(["generate", "image", "red heart", "--window", "wide"])
     assert "expected an int in [1, 256] or 'auto'" in capsys.readouterr().err
+
+
+def test_video_from_an_image_file(tiny_models, tmp_path, capsys):
+    from PIL import Image
+
+    Image.new("RGB", (8, 8), (200, 30, 30)).save(tmp_path / "first.png")
+    assert main(["generate", "video", "bounce apple", "--model", str(tiny_models / "video"), "--out", str(tmp_path),
+                 "--image", str(tmp_path / "first.png"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["outputs"]
+    _refused(["generate", "video", "x", "--model", str(tmp_path / "none"), "--out", str(tmp_path), "--image",
+              str(tmp_path / "missing.png")], capsys, "--image: no file at")

@@ -81,23 +81,59 @@ class _GridPipeline:
         return cls(target, tokenizer, layout, vocab, config.get("default_sampling", {}))
 
     def __call__(self, prompt, num_outputs: int = 1, seed=0, method="coupled", window: "int | str | None" = None,
-                 sampling: "dict | None" = None, progress_bar: bool = False):
+                 sampling: "dict | None" = None, progress_bar: bool = False, image=None, mask=None):
         prompts = as_list(prompt)
         window = resolve_window(window, self.default_window, self.target)
+        given = None if image is None and mask is None else self._given(image, mask)
         cond = torch.tensor([encode_prompt(p, self.vocab, self.cond_len) for p in prompts])
         sampling = sampling if sampling is not None else self.default_sampling
         t0 = time.perf_counter()
         with progress(len(prompts) * num_outputs * self.layout.length, type(self).__name__, progress_bar) as hook:
             out = generate(self.target, cond, self.layout, method=method, window=window, sampling=sampling,
-                           seed=seed, num_samples=num_outputs, on_commit=hook)
+                           seed=seed, num_samples=num_outputs, on_commit=hook, given=given)
         return self._output(out, [p for p in prompts for _ in range(num_outputs)], time.perf_counter() - t0)
 
 
+    def _image_tokens(self, image) -> torch.Tensor:
+        """A PIL image, a path, or an ImageOutput (its first image) -> [h, w] tokens at this model's frame size."""
+        from PIL import Image
+
+        if isinstance(image, ImageOutput):
+            image = image.images[0]
+        if isinstance(image, (str, Path)):
+            if not Path(image).is_file():
+                raise FileNotFoundError(f"no image file at {image}")
+            image = Image.open(image)
+        if not hasattr(image, "convert"):
+            raise TypeError(f"image must be a PIL image, a path or an ImageOutput, not {type(image).__name__}")
+        h, w, down = self.layout.h, self.layout.w, self.tokenizer.downsample
+        return self.tokenizer.encode(image.convert("RGB").resize((w * down, h * down), Image.LANCZOS))[0]
+
+
+def token_mask(mask, h: int, w: int) -> torch.Tensor:
+    """A mask image or array [H, W] (nonzero = regenerate) -> [h, w] bool: a token is regenerated when any
+    pixel of its patch is."""
+    import numpy as np
+
+    m = torch.as_tensor(np.asarray(mask.convert("L") if hasattr(mask, "convert") else mask) > 0)
+    if m.dim() != 2 or m.shape[0] % h or m.shape[1] % w:
+        raise ValueError(f"mask must be [H, W] with H, W multiples of the token grid {h} x {w}, got {tuple(m.shape)}")
+    return m.view(h, m.shape[0] // h, w, m.shape[1] // w).any(3).any(1)
+
+
 class ImagePipeline(_GridPipeline):
-    """prompt(s) -> PIL images; `num_outputs` images per prompt."""
+    """prompt(s) -> PIL images; `num_outputs` images per prompt. With `image` and `mask` (nonzero where to
+    regenerate), inpainting: the tokens outside the mask are given, the others generated around them."""
 
     default_model = "emoji-image"
     default_window = 16
+
+    def _given(self, image, mask) -> torch.Tensor:
+        if image is None or mask is None:
+            raise ValueError("inpainting needs both image= and mask= (nonzero where to regenerate)")
+        tokens = self._image_tokens(image)  # [h, w]
+        keep = ~token_mask(mask, self.layout.h, self.layout.w)
+        return torch.where(keep, tokens, -1).view(1, -1)
 
     def _output(self, out, prompts, seconds):
         grid = out.tokens.view(-1, self.layout.h, self.layout.w)
@@ -106,10 +142,19 @@ class ImagePipeline(_GridPipeline):
 
 
 class VideoPipeline(_GridPipeline):
-    """prompt(s) -> videos (lists of PIL frames), savable as GIF and MP4."""
+    """prompt(s) -> videos (lists of PIL frames), savable as GIF and MP4. With `image`, image-to-video: the
+    image (resized to a frame) is given as frame 0 and the other frames are generated after it."""
 
     default_model = "emoji-video"
     default_window = 32  # frames repeat, so long windows are accepted in long runs
+
+    def _given(self, image, mask) -> torch.Tensor:
+        if mask is not None:
+            raise ValueError("a video takes image= (its first frame), not mask=")
+        frame = self._image_tokens(image).flatten()  # [h * w]
+        given = torch.full((1, self.layout.length), -1)
+        given[0, : len(frame)] = frame
+        return given
 
     def _output(self, out, prompts, seconds):
         t, h, w = self.layout.t, self.layout.h, self.layout.w

@@ -33,3 +33,33 @@ def test_video_pipeline_saves_gif_and_mp4(tiny_models, tmp_path):
 def test_missing_model_folder_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="no model folder"):
         ImagePipeline.from_pretrained(tmp_path / "nothing")
+
+
+def test_inpainting_keeps_the_unmasked_tokens_and_regenerates_the_rest(tiny_models):
+    import numpy as np
+
+    pipe = ImagePipeline.from_pretrained(tiny_models / "image")
+    source = pipe("red heart", seed=3, method="ar")
+    h, w, down = pipe.layout.h, pipe.layout.w, pipe.tokenizer.downsample
+    mask = np.zeros((h * down, w * down), dtype=np.uint8)
+    mask[:down, :] = 255  # regenerate the first row of tokens
+    tokens = pipe.tokenizer.encode(source.images[0]).flatten()
+    out = pipe("red heart", num_outputs=2, seed=0, method="exact", window=4, image=source, mask=mask)
+    assert torch.equal(out.tokens[:, w:], tokens[w:].expand(2, -1))
+    ar = pipe("red heart", num_outputs=2, seed=0, method="ar", image=source, mask=mask)
+    assert torch.equal(out.tokens, ar.tokens) and out.stats.committed.tolist() == [h * w] * 2
+    with pytest.raises(ValueError, match="needs both"):
+        pipe("red heart", image=source)
+
+
+def test_image_to_video_gives_frame_zero(tiny_models, tmp_path):
+    image = ImagePipeline.from_pretrained(tiny_models / "image")("red heart", seed=1, method="ar")
+    path = tmp_path / "first.png"
+    image.images[0].save(path)
+    video = VideoPipeline.from_pretrained(tiny_models / "video")
+    out = video("bounce apple", num_outputs=2, method="coupled", window=4, image=path)
+    first = video._image_tokens(path).flatten()
+    frame = video.layout.h * video.layout.w
+    assert torch.equal(out.tokens[:, :frame], first.expand(2, -1))
+    with pytest.raises(FileNotFoundError, match="no image file"):
+        video("bounce apple", image=tmp_path / "none.png")
