@@ -194,6 +194,15 @@ def cmd_demo(args) -> dict:
     return {}
 
 
+def cmd_render(args) -> dict:
+    from mmspec.render import render_job
+
+    summary = render_job(args.job, args.out, backend=args.backend, ray_address=args.ray_address,
+                         batch_size=args.batch_size)
+    print(" ".join(f"{k}={v}" for k, v in summary.items()))
+    return {**summary, "exit_status": 1 if summary["failed"] else 0}
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mmspec", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -214,6 +223,13 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--repeats", type=int, default=1, help="time each method this many times, keep the best")
     bench.add_argument("--out", help="write the JSON results here")
     bench.set_defaults(func=cmd_bench)
+    render = sub.add_parser("render", help="render a job file into a folder: resumable, exactly once per output")
+    render.add_argument("job", help="job file (YAML; see configs/)")
+    render.add_argument("--out", required=True, help="output folder (files + manifest.jsonl)")
+    render.add_argument("--backend", default="local", choices=["local", "ray"])
+    render.add_argument("--ray-address", help="an existing Ray cluster (default: start a local one)")
+    render.add_argument("--batch-size", type=int, help="rows per engine call (default: the job's)")
+    render.set_defaults(func=cmd_render, json=False)
     conv = sub.add_parser("convert", help="convert a LlamaGen GPT checkpoint to a reference GPT folder")
     conv.add_argument("family", choices=["llamagen"])
     conv.add_argument("checkpoint")
@@ -246,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.json:
         print(json.dumps(result))
-    return 0
+    return result.get("exit_status", 0)
 
 
 if __name__ == "__main__":

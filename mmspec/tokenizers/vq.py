@@ -66,7 +66,9 @@ class VQTokenizer:
             raise ValueError(f"codebook ids must be in [0, {self.codebook_size}), got [{ids.min()}, {ids.max()}]")
         B, h, w = ids.shape
         emb = self.vq.quantize.get_codebook_entry(ids.flatten(), shape=(B, h, w, self.embed_dim)).to(self.dtype)
-        return self.vq.decode(emb, force_not_quantize=True).sample.clamp(-1, 1)
+        # one image per decoder call: batched convolutions round differently with the batch size and
+        # the thread count, and an image's pixels must depend on its tokens only (render jobs rely on it)
+        return torch.cat([self.vq.decode(e[None], force_not_quantize=True).sample for e in emb]).clamp(-1, 1)
 
     def decode_pil(self, ids: torch.Tensor) -> list:
         """codebook ids -> list of PIL RGB images."""

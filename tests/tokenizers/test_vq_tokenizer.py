@@ -41,3 +41,16 @@ def test_decode_rejects_bad_ids(vq):
         vq.decode(torch.full((1, 2, 2), 64))
     with pytest.raises(ValueError, match="square grid"):
         vq.decode(torch.zeros(1, 6, dtype=torch.long))
+
+
+def test_a_batch_row_decodes_to_the_pixels_of_the_image_alone(vq):
+    """Batched convolutions round with the batch size and thread count; decoding must not (render jobs)."""
+    ids = torch.randint(0, 64, (6, 8, 8), generator=torch.Generator().manual_seed(1))
+    threads = torch.get_num_threads()
+    try:
+        batch = vq.decode(ids)
+        torch.set_num_threads(1)
+        alone = torch.cat([vq.decode(ids[i:i + 1]) for i in range(6)])
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(batch, alone)

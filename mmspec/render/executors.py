@@ -1,0 +1,75 @@
+"""Where batches render: in this process, or spread over Ray actors. The only part that differs.
+
+An executor maps batches to (batch, results) as they finish; the driver alone writes files and the
+manifest, so exactly-once bookkeeping lives in one place whatever the backend.
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+from mmspec.render.job import Job, Output
+from mmspec.render.worker import Result, default_device, load_pipeline, render_batch
+
+Batches = Iterator[tuple[list[Output], list[Result]]]
+
+
+class LocalExecutor:
+    def __init__(self, job: Job):
+        self.kind, self.pipe = job.kind, load_pipeline(job.kind, job.model, job.draft, default_device())
+
+    def map(self, batches: list[list[Output]]) -> Batches:
+        for batch in batches:
+            yield batch, render_batch(self.pipe, self.kind, batch)
+
+    def close(self):
+        pass
+
+
+class RayExecutor:
+    """One pipeline per actor: one actor per GPU of the cluster, else one per CPU (one thread each)."""
+
+    def __init__(self, job: Job, address: str | None, num_batches: int):
+        try:
+            import ray
+        except ImportError:
+            raise ValueError('--backend ray needs Ray: pip install "mmspec[ray]"') from None
+        self.ray, self.owns_ray = ray, not ray.is_initialized()
+        if self.owns_ray:  # else the caller's ray.init() (a test, a notebook) is used and left running
+            ray.init(address=address, log_to_driver=False)
+        gpus = int(ray.cluster_resources().get("GPU", 0))
+        count = min(num_batches, gpus or int(ray.cluster_resources().get("CPU", 1)))
+        options = {"num_gpus": 1} if gpus else {"num_cpus": 1}
+        actor = ray.remote(_Renderer).options(**options)
+        self.actors = [actor.remote(job.kind, job.model, job.draft, "cuda" if gpus else "cpu")
+                       for _ in range(max(count, 1))]
+
+    def map(self, batches: list[list[Output]]) -> Batches:
+        from ray.util import ActorPool
+
+        pool = ActorPool(self.actors)
+        for i, results in pool.map_unordered(lambda a, i: a.render.remote(i, batches[i]), range(len(batches))):
+            yield batches[i], results
+
+    def close(self):
+        for actor in self.actors:
+            self.ray.kill(actor)
+        if self.owns_ray:
+            self.ray.shutdown()
+
+
+class _Renderer:
+    """A Ray actor holding one pipeline."""
+
+    def __init__(self, kind: str, model: str | None, draft: str | None, device: str):
+        self.kind, self.pipe = kind, load_pipeline(kind, model, draft, device)
+
+    def render(self, index: int, batch: list[Output]) -> tuple[int, list[Result]]:
+        return index, render_batch(self.pipe, self.kind, batch)
+
+
+def make_executor(job: Job, backend: str, address: str | None, num_batches: int):
+    if backend == "local":
+        return LocalExecutor(job)
+    if backend == "ray":
+        return RayExecutor(job, address, num_batches)
+    raise ValueError(f"unknown backend {backend!r}; choose local or ray")

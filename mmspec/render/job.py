@@ -1,0 +1,275 @@
+"""Job files: YAML (and an optional JSONL of items) -> a validated Job with every output named.
+
+Everything is checked here, before a model loads or a file is written, so that a malformed job
+costs nothing and is reported with the line and key at fault (mmspec render exits with status 2).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import yaml
+
+from mmspec.window import MAX_WINDOW
+from mmspec.methods import resolve_method
+from mmspec.render.naming import file_name, output_id
+from mmspec.sampling import Sampling
+
+PIPELINES = {"image": "ImagePipeline", "video": "VideoPipeline", "text": "TextPipeline"}
+JOB_KEYS = ("kind", "model", "draft", "batch_size", "defaults", "items", "items_file")
+CALL_KEYS = ("method", "window", "sampling")
+TEXT_KEYS = ("max_new_tokens", "stop_strings")
+SEED_KEYS = ("seeds", "num")
+MAX_SEED = 2 ** 63 - 1
+
+
+class JobError(ValueError):
+    """A malformed job; the message names the file, line and key at fault."""
+
+
+@dataclass(frozen=True)
+class Output:
+    id: str  # content hash of (kind, model, prompt, seed, settings)
+    file: str  # a plain file name inside the output folder
+    prompt: str
+    seed: int
+    settings: dict  # the pipeline call's settings: method, window, sampling (+ text options)
+
+    @property
+    def group(self) -> str:
+        """Outputs with the same group can share a batch: rows differ only in prompt and seed."""
+        return json.dumps(self.settings, sort_keys=True)
+
+
+@dataclass(frozen=True)
+class Job:
+    kind: str
+    model: str | None  # a folder, or None for the bundled model of the kind
+    draft: str | None  # text: a draft model folder for method draft-model
+    batch_size: int
+    outputs: list[Output]  # in job order, one per (item, seed), duplicates removed
+
+
+def pipeline_class(kind: str):
+    import mmspec.pipelines
+
+    return getattr(mmspec.pipelines, PIPELINES[kind])
+
+
+def load_job(path: "str | Path", batch_size: int | None = None) -> Job:
+    """Parse and validate a job file; `batch_size` (the CLI's --batch-size) overrides the file's."""
+    path = Path(path)
+    data, lines = _read_yaml(path)
+    where, top = _Where(path.name, lines), f"{path.name}: "  # top-level keys are unique: no line needed
+    _no_unknown(data, JOB_KEYS, top)
+    kind = data.get("kind")
+    if kind not in PIPELINES:
+        raise JobError(f"{top}kind: must be one of {list(PIPELINES)}, got {kind!r}")
+    model = _folder(data, "model", path.parent, pipeline_class(kind).default_model, top)
+    draft = None
+    if data.get("draft") is not None:
+        if kind != "text":
+            raise JobError(f"{top}draft: only text jobs take a draft model")
+        draft = _folder(data, "draft", path.parent, "", top)
+    size = _int(data.get("batch_size", 8), 1, None, f"{top}batch_size")
+    if batch_size is not None:
+        size = _int(batch_size, 1, None, "--batch-size")
+    header = Job(kind, model, draft, size, [])  # what validating the items needs to know
+    return replace(header, outputs=_outputs(header, data, path, where))
+
+
+def _outputs(job: Job, data: dict, path: Path, where: "_Where") -> list[Output]:
+    """One Output per (item, seed), in job order; an output listed twice is rendered once."""
+    allowed = CALL_KEYS + SEED_KEYS + (TEXT_KEYS if job.kind == "text" else ())
+    defaults = {} if data.get("defaults") is None else data["defaults"]
+    _mapping(defaults, f"{path.name}: defaults")
+    defaults_label = f"{where.at(defaults)}defaults."
+    _no_unknown(defaults, allowed, defaults_label)
+    _settings(job, defaults, defaults_label)  # its faults are named as its own, not as the first item's
+    outputs: dict[str, Output] = {}
+    for label, item in _items(data, path, where):
+        _mapping(item, label[:-1] if label.endswith(".") else f"{label}item")
+        _no_unknown(item, ("prompt",) + allowed, label)
+        prompt = item.get("prompt")
+        if not isinstance(prompt, str):
+            raise JobError(f"{label}prompt: must be a string, got {prompt!r}")
+        settings = _settings(job, _merge(defaults, item), label)
+        identity = {"kind": job.kind, "model": data.get("model"), "prompt": prompt, "settings": settings}
+        if settings["method"] == "draft-model":
+            identity["draft"] = data.get("draft")
+        own_seeds = any(k in item for k in SEED_KEYS)
+        for seed in _seeds(item, label) if own_seeds else _seeds(defaults, defaults_label):
+            oid = output_id({**identity, "seed": seed})
+            outputs.setdefault(oid, Output(oid, file_name(prompt, seed, oid, job.kind), prompt, seed, settings))
+    return list(outputs.values())
+
+
+class _Where:
+    """Names a place in the job file: the file and the YAML line of a mapping."""
+
+    def __init__(self, name: str, lines: dict):
+        self.name, self.lines = name, lines
+
+    def at(self, mapping) -> str:
+        line = self.lines.get(id(mapping))
+        return f"{self.name} line {line}: " if line else f"{self.name}: "
+
+
+class _LineLoader(yaml.SafeLoader):
+    """Safe YAML that records each mapping's line and refuses duplicate keys (YAML keeps the last)."""
+
+    def construct_yaml_map(self, node):
+        data = {}
+        self.lines[id(data)] = node.start_mark.line + 1
+        yield data
+        keys = [self.construct_object(k, deep=True) for k, _ in node.value]
+        for (k, _), key in zip(node.value, keys):
+            if keys.count(key) > 1:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", k.start_mark)
+        data.update(self.construct_mapping(node))
+
+
+_LineLoader.add_constructor("tag:yaml.org,2002:map", _LineLoader.construct_yaml_map)
+
+
+def _read_yaml(path: Path) -> tuple[dict, dict]:
+    if not path.is_file():
+        raise JobError(f"no job file at {path}")
+    loader = _LineLoader(path.read_text(encoding="utf-8"))
+    loader.lines = {}
+    try:
+        data = loader.get_single_data()
+    except yaml.YAMLError as err:
+        raise JobError(f"{path.name}: not valid YAML: {err}") from None
+    finally:
+        loader.dispose()
+    if not isinstance(data, dict):
+        raise JobError(f"{path.name}: a job is a mapping with kind, model, batch_size, defaults and items")
+    return data, loader.lines
+
+
+def _items(data: dict, path: Path, where: _Where):
+    """(label for errors, item) pairs from `items` or from the JSONL `items_file` beside the job."""
+    top = f"{path.name}: "
+    if ("items" in data) == ("items_file" in data):
+        raise JobError(f"{top}give exactly one of items (a list) or items_file (a JSONL file)")
+    if "items" in data:
+        items = data["items"]
+        if not isinstance(items, list) or not items:
+            raise JobError(f"{top}items: must be a non-empty list of {{prompt: ...}} mappings")
+        return [(f"{where.at(item)}items[{i}].", item) for i, item in enumerate(items)]
+    name = data["items_file"]
+    if not isinstance(name, str) or not (path.parent / name).is_file():
+        raise JobError(f"{top}items_file: no file {name!r} next to the job file")
+    pairs = []
+    for n, line in enumerate((path.parent / name).read_text(encoding="utf-8").splitlines(), 1):
+        if line.strip():
+            try:
+                pairs.append((f"{Path(name).name} line {n}: ", json.loads(line)))
+            except json.JSONDecodeError as err:
+                raise JobError(f"{Path(name).name} line {n}: not JSON: {err}") from None
+    if not pairs:
+        raise JobError(f"{top}items_file: {name} holds no items")
+    return pairs
+
+
+def _merge(defaults: dict, item: dict) -> dict:
+    """Item keys override the defaults; a sampling mapping overrides the default sampling key by key."""
+    merged = {**defaults, **item}
+    if isinstance(defaults.get("sampling"), dict) and isinstance(item.get("sampling"), dict):
+        merged["sampling"] = {**defaults["sampling"], **item["sampling"]}
+    return merged
+
+
+def _settings(job: Job, merged: dict, label: str) -> dict:
+    method = _method(merged.get("method", "coupled"), job, label)
+    window = merged.get("window", pipeline_class(job.kind).default_window)
+    if window != "auto":  # auto: the pipeline's AutoWindow picks L per step from measured costs
+        window = _int(window, 1, MAX_WINDOW, f"{label}window")
+    if method != "draft-model":
+        window = resolve_method(method).window or window  # ar verifies one position, whatever is asked
+    settings = {"method": method, "window": window, "sampling": _sampling(merged.get("sampling"), job.kind, label)}
+    if job.kind == "text":
+        settings["max_new_tokens"] = _int(merged.get("max_new_tokens", 64), 1, None, f"{label}max_new_tokens")
+        stops = merged.get("stop_strings", [])
+        if not isinstance(stops, list) or not all(isinstance(s, str) and s for s in stops):
+            raise JobError(f"{label}stop_strings: must be a list of non-empty strings, got {stops!r}")
+        settings["stop_strings"] = stops
+    return settings
+
+
+def _method(method, job: Job, label: str):
+    """A method name or {name, options}; a mapping with only a name becomes the name, so both hash alike."""
+    if isinstance(method, dict) and set(method) == {"name"}:
+        method = method["name"]
+    if method == "draft-model":  # the pipeline supplies the draft model, so it is checked here, not resolved
+        if job.kind != "text" or (job.model is not None and job.draft is None):
+            raise JobError(f"{label}method: draft-model needs a text job with a draft model (job key draft)")
+        return method
+    try:
+        resolve_method(method)
+    except (ValueError, TypeError) as err:
+        raise JobError(f"{label}method: {err}") from None
+    return method
+
+
+def _sampling(sampling, kind: str, label: str) -> dict:
+    """The given keys only: the pipeline fills the rest from the model's default sampling."""
+    if sampling is None:
+        return {}
+    _mapping(sampling, f"{label}sampling")
+    try:
+        parsed = Sampling.coerce(sampling)
+    except (ValueError, TypeError) as err:
+        raise JobError(f"{label}sampling: {err}") from None
+    if kind == "text" and parsed.cfg:
+        raise JobError(f"{label}sampling.cfg_scale: text models have no null condition, so no CFG")
+    return dict(sampling)
+
+
+def _seeds(source: dict, label: str) -> list[int]:
+    """`seeds: [..]`, or `num: n` for seeds 0..n-1 (the item's, else the defaults'); seed 0 if neither."""
+    if "seeds" in source and "num" in source:
+        raise JobError(f"{label}seeds, num: give one of them, not both")
+    if "num" in source:
+        return list(range(_int(source["num"], 1, None, f"{label}num")))
+    seeds = source.get("seeds", [0])
+    if not isinstance(seeds, list) or not seeds:
+        raise JobError(f"{label}seeds: must be a non-empty list of ints, got {seeds!r}")
+    seeds = [_int(s, 0, MAX_SEED, f"{label}seeds[{i}]") for i, s in enumerate(seeds)]
+    if len(set(seeds)) != len(seeds):
+        raise JobError(f"{label}seeds: a seed is repeated in {seeds}")
+    return seeds
+
+
+def _folder(data: dict, key: str, base: Path, default: str, top: str) -> str | None:
+    """A model folder, relative to the job file; None keeps the pipeline's bundled model."""
+    from mmspec.pipelines.base import model_path
+
+    value = data.get(key)
+    if value is not None and (not isinstance(value, str) or not value):
+        raise JobError(f"{top}{key}: must be a folder path or null, got {value!r}")
+    try:
+        folder = model_path(None if value is None else base / value, default)
+    except FileNotFoundError as err:
+        raise JobError(f"{top}{key}: {err}") from None
+    return None if value is None else str(folder)
+
+
+def _int(value, low: int, high: int | None, key: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
+        span = f"{low}..{high}" if high is not None else f">= {low}"
+        raise JobError(f"{key}: must be an int {span}, got {value!r}")
+    return value
+
+
+def _mapping(value, key: str):
+    if not isinstance(value, dict):
+        raise JobError(f"{key}: must be a mapping, got {value!r}")
+
+
+def _no_unknown(mapping: dict, known: tuple, prefix: str):
+    unknown = [k for k in mapping if k not in known]
+    if unknown:
+        raise JobError(f"{prefix}{unknown[0]}: unknown key; known keys: {', '.join(known)}")
