@@ -5,7 +5,6 @@ Verification is lossless step by step, so any sequence of windows keeps the outp
 """
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Protocol
 
 import torch
@@ -38,78 +37,65 @@ class FixedWindow:
         pass
 
 
-# seconds per step, by (model key, device, rows, L): measured once per process, reused by later calls
-STEP_SECONDS: dict[tuple, float] = {}
-
-
 class AutoWindow:
-    """Pick L at every step to maximise expected committed tokens per second.
+    """Pick L to maximise committed tokens per second, measured on the running generation.
 
-    tokens(L) = rows x (1 + sum_{j < L-1} a_j), where a_j is the observed rate at which the draft in
-    window slot j was accepted together with all before it (extrapolated geometrically past the widest
-    window tried); seconds(L) is the measured time of a step of width L at this batch size, on this
-    device, kept per `key` (the model) for the rest of the process. Each candidate width is tried
-    once before the policy starts to choose (and a wider one now and then while it keeps L = 1, since
-    acceptance can rise later in a generation), so a window that does not pay for itself is not kept:
-    L = 1 (plain AR) is always a candidate.
+    A window's worth is its throughput: tokens committed by the active rows per second of step time
+    (drafting, the forward over L positions at this batch size on this device, verification). Jacobi
+    drafts only pay off after a few iterations at the same width, so each candidate (1, 4, 16, 64, ...
+    up to max_window) is measured over a stretch of consecutive steps. Starting from L = 1 (plain AR),
+    the next wider candidate is measured only while widening has paid so far, so a batch too large
+    for wide windows to pay never spends a stretch on them. Then the best one runs, with a stretch of
+    a neighbouring width every `recheck` steps (acceptance changes along a generation); a neighbour
+    that loses again waits twice as long for its next stretch.
     """
 
-    explore_every = 16  # while at L = 1, try the best wider window once every this many steps
+    stretch = 4  # steps per measurement of a candidate
+    recheck = 24  # steps at the best window between stretches of a neighbour
 
-    def __init__(self, max_window: int = 32, key: object = None):
+    def __init__(self, max_window: int = 32):
         if not 1 <= max_window <= MAX_WINDOW:
             raise ValueError(f"max_window must be in [1, {MAX_WINDOW}], got {max_window}")
-        self.max_window, self.key = max_window, key
-        self.candidates = sorted({1 << i for i in range(9) if 1 << i <= max_window} | {max_window})
-        self.tried = torch.zeros(max_window)  # [L-1] steps x rows in which slot j existed
-        self.kept = torch.zeros(max_window)  # [L-1] ... and its draft was accepted with all before it
-        self.local: dict[int, float] = {}  # L -> seconds per step (EMA), when no key is given
-        self.window, self.steps = 1, 0
+        self.max_window = max_window
+        self.candidates = sorted({1 << (2 * i) for i in range(5) if 1 << (2 * i) <= max_window} | {max_window})
+        self.tokens = {L: 0.0 for L in self.candidates}  # committed tokens measured at each width (decayed)
+        self.seconds = {L: 0.0 for L in self.candidates}
+        self.measured = {L: -1 for L in self.candidates}  # the step at which each width last ran
+        self.wait = {L: self.recheck for L in self.candidates}  # steps before a losing width runs again
+        self.explored, self.plan, self.window, self.step = 0, [], 1, 0
 
-    def _cost_key(self, state: "DecodeState", L: int):
-        return (self.key, state.seq.device.type, state.batch_size, L)
-
-    def _seconds(self, state, L: int) -> float | None:
-        return STEP_SECONDS.get(self._cost_key(state, L)) if self.key is not None else self.local.get(L)
+    def rate(self, L: int) -> float:
+        return self.tokens[L] / self.seconds[L] if self.seconds[L] > 0 else 0.0
 
     def __call__(self, state: "DecodeState") -> int:
-        untried = [L for L in self.candidates
-                   if self._seconds(state, L) is None or (L > 1 and self.tried[L - 2] == 0)]
-        if untried:
-            self.window = untried[0]
-            return self.window
-        a = self._acceptance()
-        ranked = sorted(self.candidates, key=lambda L: -(1 + float(a[: L - 1].sum())) / self._seconds(state, L))
-        self.steps += 1
-        explore = ranked[0] == 1 and len(ranked) > 1 and self.steps % self.explore_every == 0
-        self.window = ranked[1] if explore else ranked[0]
+        if not self.plan:
+            self.plan = self._next_plan()
+        self.window = self.plan.pop(0)
         return self.window
 
-    def _acceptance(self) -> torch.Tensor:
-        """a_j for every slot: observed where tried, geometric decay past the widest tried slot."""
-        seen = self.tried > 0
-        a = torch.where(seen, self.kept / self.tried.clamp(min=1), torch.zeros_like(self.tried))
-        last = int(seen.nonzero().max()) if seen.any() else -1
-        if last >= 0 and last + 1 < len(a):
-            ratio = float(a[last] / a[last - 1]) if last >= 1 and a[last - 1] > 0 else float(a[last])
-            ratio = min(max(ratio, 0.0), 1.0)
-            a[last + 1:] = a[last] * ratio ** torch.arange(1, len(a) - last, dtype=a.dtype)
-        return a
+    def _next_plan(self) -> list[int]:
+        c, i = self.candidates, self.explored
+        if i < len(c) and (i < 2 or self.rate(c[i - 1]) > self.rate(c[i - 2])):  # widening has paid so far
+            self.explored += 1
+            return [c[i]] * self.stretch
+        self.explored = len(c)
+        best = max((L for L in c if self.measured[L] >= 0), key=self.rate)
+        b = c.index(best)
+        due = [L for L in c[max(b - 1, 0): b + 2] if L != best and self.step - self.measured[L] >= self.wait[L]]
+        self.wait[best] = self.recheck
+        if not due:
+            return [best] * self.recheck
+        again = min(due, key=self.measured.get)
+        self.wait[again] *= 2
+        return [best] * self.recheck + [again] * self.stretch
 
     def observe(self, state, k, seconds) -> None:
         L = self.window
-        rows = state.active | (k > 0)  # rows that took part in this step
-        lead = (k - 1).clamp(min=0)[rows].float()  # drafts accepted in a row before the first rejection
-        slots = torch.arange(L - 1, dtype=torch.float32, device=lead.device)
-        self.tried[: L - 1] += float(rows.sum())
-        self.kept[: L - 1] += (lead[:, None] > slots).sum(0).float().cpu()
-        if self.key is not None:
-            key = self._cost_key(state, L)
-            old = STEP_SECONDS.get(key)
-            STEP_SECONDS[key] = seconds if old is None else 0.8 * old + 0.2 * seconds
-        else:
-            old = self.local.get(L)
-            self.local[L] = seconds if old is None else 0.8 * old + 0.2 * seconds
+        self.step += 1
+        self.measured[L] = self.step
+        # recent stretches weigh more: acceptance drifts along a generation
+        self.tokens[L] = 0.9 * self.tokens[L] + float(k.sum())
+        self.seconds[L] = 0.9 * self.seconds[L] + seconds
 
 
 def window_policy(window: "int | str | WindowPolicy") -> WindowPolicy:

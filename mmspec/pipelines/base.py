@@ -39,13 +39,12 @@ def progress(total: int, desc: str, enabled: bool):
         yield lambda state, k: bar.update(int(k.sum()))
 
 
-def resolve_window(window, default: int, model) -> "int | AutoWindow":
-    """None -> the pipeline's default window; "auto" -> an AutoWindow up to twice that, whose step costs are
-    kept for this model for the rest of the process."""
+def resolve_window(window, default: int) -> "int | AutoWindow":
+    """None -> the pipeline's default window; "auto" -> an AutoWindow up to twice that."""
     if window is None:
         return default
     if window == "auto":
-        return AutoWindow(max_window=2 * default, key=id(model))
+        return AutoWindow(max_window=2 * default)
     return window
 
 

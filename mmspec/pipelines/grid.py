@@ -85,7 +85,7 @@ class _GridPipeline:
                  on_commit=None):
         """on_commit(state, k) is called after every forward (see mmspec.generate), e.g. to show partial grids."""
         prompts = as_list(prompt)
-        window = resolve_window(window, self.default_window, self.target)
+        window = resolve_window(window, self.default_window)
         given = None if image is None and mask is None else self._given(image, mask)
         cond = torch.tensor([encode_prompt(p, self.vocab, self.cond_len) for p in prompts])
         sampling = sampling if sampling is not None else self.default_sampling

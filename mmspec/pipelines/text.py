@@ -99,7 +99,7 @@ class TextPipeline:
         """stream(row, text) gets each row's new text as it is committed; on_commit(state, k) is called
         after every forward (see mmspec.generate)."""
         prompts = as_list(prompt)
-        window = resolve_window(window, self.default_window, self.target)
+        window = resolve_window(window, self.default_window)
         sampling = sampling if sampling is not None else self.default_sampling
         if method == "draft-model":
             if self.draft is None:
