@@ -47,11 +47,14 @@ class AutoWindow:
     the next wider candidate is measured only while widening has paid so far, so a batch too large
     for wide windows to pay never spends a stretch on them. Then the best one runs, with a stretch of
     a neighbouring width every `recheck` steps (acceptance changes along a generation); a neighbour
-    that loses again waits twice as long for its next stretch.
+    that loses again waits twice as long for its next stretch. A wider window must beat a narrower
+    one by `margin` to be kept: throughput varies along a generation (a frame boundary, a flat
+    region), and a wide window kept on a lucky stretch costs most.
     """
 
     stretch = 4  # steps per measurement of a candidate
     recheck = 24  # steps at the best window between stretches of a neighbour
+    margin = 1.15  # a wider window is preferred only when its throughput is this much higher
 
     def __init__(self, max_window: int = 32):
         if not 1 <= max_window <= MAX_WINDOW:
@@ -79,7 +82,10 @@ class AutoWindow:
             self.explored += 1
             return [c[i]] * self.stretch
         self.explored = len(c)
-        best = max((L for L in c if self.measured[L] >= 0), key=self.rate)
+        best = c[0]
+        for L in c[1:]:  # a wider window must win clearly: its measurements are noisier and its mistakes dearer
+            if self.measured[L] >= 0 and self.rate(L) > self.margin * self.rate(best):
+                best = L
         b = c.index(best)
         due = [L for L in c[max(b - 1, 0): b + 2] if L != best and self.step - self.measured[L] >= self.wait[L]]
         self.wait[best] = self.recheck
@@ -93,6 +99,8 @@ class AutoWindow:
         L = self.window
         self.step += 1
         self.measured[L] = self.step
+        if self.step == 1:
+            return  # the first step of a generation pays one-off costs (allocations, caches): not L's
         # recent stretches weigh more: acceptance drifts along a generation
         self.tokens[L] = 0.9 * self.tokens[L] + float(k.sum())
         self.seconds[L] = 0.9 * self.seconds[L] + seconds

@@ -40,11 +40,11 @@ def progress(total: int, desc: str, enabled: bool):
 
 
 def resolve_window(window, default: int) -> "int | AutoWindow":
-    """None -> the pipeline's default window; "auto" -> an AutoWindow up to twice that."""
+    """None -> the pipeline's default window; "auto" -> an AutoWindow up to that width."""
     if window is None:
         return default
     if window == "auto":
-        return AutoWindow(max_window=2 * default)
+        return AutoWindow(max_window=default)
     return window
 
 
