@@ -12,6 +12,8 @@ of a sequential generator, so no per-row Python loop and no hidden cursor can mi
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
 _MASK64 = (1 << 64) - 1
@@ -37,11 +39,10 @@ def _shr(x: torch.Tensor, s: int) -> torch.Tensor:
 
 def mix(x: torch.Tensor) -> torch.Tensor:
     """SplitMix64 finaliser on int64 tensors: a bijection of 64-bit patterns with full avalanche.
-    (In place on a copy, with one scratch buffer: noise rows are [B, L, V], and eager ops allocate.)"""
-    x, t = x.clone(), torch.empty_like(x)
+    (In place on a copy: noise rows are [B, L, V], and every eager op allocates.)"""
+    x = x.clone()
     for shift, mult in ((30, _M1), (27, _M2), (31, None)):
-        torch.bitwise_right_shift(x, shift, out=t).bitwise_and_((1 << (64 - shift)) - 1)  # logical shift
-        x.bitwise_xor_(t)
+        x.bitwise_xor_(_shr(x, shift))
         if mult is not None:
             x.mul_(mult)
     return x
@@ -52,10 +53,9 @@ def _uniform(bits: torch.Tensor) -> torch.Tensor:
     return _shr(bits, 64 - _UNIFORM_BITS).float().add_(0.5).mul_(1.0 / (1 << _UNIFORM_BITS))
 
 
-def row_keys(seeds: "list[int] | torch.Tensor", salt: int) -> torch.Tensor:
+def row_keys(seeds: list[int], salt: int) -> torch.Tensor:
     """[B] seeds -> [B] int64 stream keys."""
-    seeds = torch.as_tensor([_signed(int(s)) for s in seeds], dtype=torch.long) if not torch.is_tensor(seeds) else seeds
-    return mix(seeds ^ _signed(salt))
+    return mix(torch.tensor([_signed(int(s)) for s in seeds], dtype=torch.long) ^ _signed(salt))
 
 
 class Streams:
@@ -79,9 +79,7 @@ class Streams:
 
     def uniform(self, *shape: int) -> torch.Tensor:
         """[B, *shape] uniforms in (0, 1) from each row's aux stream; every row moves on by prod(shape) draws."""
-        count = 1
-        for s in shape:
-            count *= s
+        count = math.prod(shape)
         counter = self._drawn[:, None] + torch.arange(count, device=self.device)  # [B, count]
         self._drawn = self._drawn + count
         return _uniform(mix(self._aux[:, None] + counter * _GOLDEN_S)).view(self.batch_size, *shape)
