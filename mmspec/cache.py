@@ -4,6 +4,11 @@ Keys and values of row b live at slots 0 .. lengths[b]-1. A forward writes its L
 slots lengths[b] .. lengths[b]+L-1 and attends causally by slot, so whatever lies past a row's
 length is never read before it is overwritten. Rejecting drafted tokens is therefore only a
 pointer move (`truncate`), as in gpt-fast and vLLM.
+
+A forward builds one `CacheView` of its slots (scatter index, attention mask) that every layer
+shares. With `static=True` (accelerators, compiled forwards) every forward attends over all slots,
+so shapes never change and nothing waits for the device; otherwise attention stops at the last
+slot written, which is cheaper on a CPU, at the price of reading that slot's number once.
 """
 from __future__ import annotations
 
@@ -12,7 +17,8 @@ import torch
 
 class StaticKVCache:
     def __init__(self, layers: int, batch: int, heads: int, max_len: int, head_dim: int,
-                 dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu"):
+                 dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu", static: bool | None = None):
+        self.static = torch.device(device).type != "cpu" if static is None else static
         shape = (layers, batch, heads, max_len, head_dim)
         self.k = torch.zeros(shape, dtype=dtype, device=device)  # [layers, B, H, S, D]
         self.v = torch.zeros(shape, dtype=dtype, device=device)
@@ -26,32 +32,48 @@ class StaticKVCache:
     def truncate(self, lengths: torch.Tensor) -> None:
         """Keep slots < lengths[b] of each row. Only moves back: slots past a length are not valid."""
         lengths = lengths.to(self.lengths)
-        if (lengths > self.lengths).any() or (lengths < 0).any():
-            raise ValueError(f"cannot truncate to {lengths.tolist()}: valid lengths are {self.lengths.tolist()}")
+        # checked on the device: no wait for it (on a CPU the error is raised here and now)
+        torch._assert_async(((lengths <= self.lengths) & (lengths >= 0)).all(),
+                            "cannot truncate a KV cache forward: lengths only move back")
         self.lengths = lengths.clone()
 
     def slots(self, width: int) -> torch.Tensor:
         """[B, width] slots that the next `width` tokens of each row will occupy."""
-        slots = self.lengths[:, None] + torch.arange(width, device=self.lengths.device)
-        if int(slots.max()) >= self.max_len:
-            raise ValueError(f"KV cache of {self.max_len} slots is full (asked for slot {int(slots.max())})")
-        return slots
+        return self.lengths[:, None] + torch.arange(width, device=self.lengths.device)
 
-    def mask(self, slots: torch.Tensor) -> torch.Tensor:
-        """Attention mask [B, 1, T, S'] for queries at `slots` [B, T]: first[b] <= key slot <= query slot.
-        A padding query sees itself only, so it stays finite and never reaches a real query."""
-        keys = torch.arange(int(slots.max()) + 1, device=slots.device)
-        q = slots[..., None]
-        return ((keys <= q) & ((keys >= self.first[:, None, None]) | (keys == q)))[:, None]
-
-    def update(self, layer: int, k: torch.Tensor, v: torch.Tensor, slots: torch.Tensor):
-        """Write k, v [B, H, T, D] at `slots` [B, T]; return all keys/values up to the last slot [B, H, S', D]."""
-        index = slots[:, None, :, None].expand(-1, k.shape[1], -1, k.shape[3])  # [B, H, T, D]
-        self.k[layer].scatter_(2, index, k.to(self.k.dtype))
-        self.v[layer].scatter_(2, index, v.to(self.v.dtype))
-        end = int(slots.max()) + 1
-        return self.k[layer, :, :, :end], self.v[layer, :, :, :end]
+    def view(self, slots: torch.Tensor) -> "CacheView":
+        """What every layer of one forward over `slots` [B, T] shares."""
+        return CacheView(self, slots)
 
     def advance(self, slots: torch.Tensor) -> None:
         """After a forward wrote `slots` [B, T], every row is valid up to its last slot."""
         self.lengths = slots[:, -1] + 1
+
+
+class CacheView:
+    """One forward's window onto the cache: where its keys/values go and what each query may attend to."""
+
+    def __init__(self, cache: StaticKVCache, slots: torch.Tensor):
+        self.cache = cache
+        if cache.static:
+            torch._assert_async(slots.max() < cache.max_len, f"KV cache of {cache.max_len} slots is full")
+            end = cache.max_len
+        else:
+            end = int(slots.max()) + 1  # the one read of the forward
+            if end > cache.max_len:
+                raise ValueError(f"KV cache of {cache.max_len} slots is full (asked for slot {end - 1})")
+        self.end = end
+        self.index = slots[:, None, :, None]  # [B, 1, T, 1], expanded per layer's heads and head dim
+        # [B, 1, T, S]: first[b] <= key slot <= query slot. A padding query sees itself only, so it stays
+        # finite and never reaches a real query.
+        keys = torch.arange(end, device=slots.device)
+        q = slots[..., None]
+        self.mask = ((keys <= q) & ((keys >= cache.first[:, None, None]) | (keys == q)))[:, None]
+
+    def update(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Write k, v [B, H, T, D] at the view's slots; return the keys/values it attends over [B, H, S, D]."""
+        cache = self.cache
+        index = self.index.expand(-1, k.shape[1], -1, k.shape[3])  # [B, H, T, D]
+        cache.k[layer].scatter_(2, index, k.to(cache.k.dtype))
+        cache.v[layer].scatter_(2, index, v.to(cache.v.dtype))
+        return cache.k[layer, :, :, : self.end], cache.v[layer, :, :, : self.end]

@@ -13,10 +13,21 @@ def test_truncate_is_a_pointer_move_that_only_goes_back():
     cache.advance(slots)
     cache.truncate(torch.tensor([1, 3]))
     assert cache.slots(2).tolist() == [[1, 2], [3, 4]]
-    with pytest.raises(ValueError, match="cannot truncate"):
+    with pytest.raises(RuntimeError, match="cannot truncate"):
         cache.truncate(torch.tensor([2, 4]))
     with pytest.raises(ValueError, match="full"):
-        cache.slots(6)
+        cache.view(cache.slots(6))
+
+
+def test_a_static_view_attends_over_every_slot_and_masks_what_is_not_yet_valid():
+    dynamic, static = StaticKVCache(1, 2, 1, 8, 4), StaticKVCache(1, 2, 1, 8, 4, static=True)
+    for cache in (dynamic, static):
+        cache.lengths = torch.tensor([2, 4])
+        cache.first = torch.tensor([1, 0])
+    a, b = dynamic.view(dynamic.slots(2)), static.view(static.slots(2))
+    assert a.mask.shape == (2, 1, 2, 6) and b.mask.shape == (2, 1, 2, 8)
+    assert torch.equal(b.mask[..., :6], a.mask) and not b.mask[..., 6:].any()
+    assert a.mask[0, 0].tolist() == [[False, True, True, False, False, False], [False, True, True, True, False, False]]
 
 
 @pytest.mark.parametrize("axes,layout", [(2, mmspec.Grid2D(5, 5)), (1, mmspec.Sequence1D(20))])

@@ -53,7 +53,7 @@ class PrefixSession:
     Slots: row r's prefix fills slots pad[r] .. P-1 (P = padded length), generated index i sits at
     slot P + i, so the prefix has the negative indices -P .. -1 and its last element is index -1.
     Subclasses give `embed(tokens [R, T]) -> [R, T, D]` and `logits(h [R, T, D], positions [R, T],
-    slots [R, T]) -> [R, T, V]`, and may override `positions(index [R, T]) -> [R, T]`, whatever the
+    view: CacheView of slots [R, T]) -> [R, T, V]`, and may override `positions(index [R, T]) -> [R, T]`, whatever the
     model reads its positions from (default: 1D position ids, 0 .. len[r]-1 over the prefix, then
     len[r] + i).
     """
@@ -78,7 +78,7 @@ class PrefixSession:
 
     def _run(self, h, index):
         slots = self.cache.slots(h.shape[1])
-        logits = self.logits(h, self.positions(index), slots)
+        logits = self.logits(h, self.positions(index), self.cache.view(slots))
         self.cache.advance(slots)
         return logits
 
@@ -96,5 +96,5 @@ class PrefixSession:
     def embed(self, tokens):
         raise NotImplementedError
 
-    def logits(self, h, positions, slots):
+    def logits(self, h, positions, view):
         raise NotImplementedError

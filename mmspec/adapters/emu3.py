@@ -140,7 +140,7 @@ class _Emu3Session(HFSession):
     def embed(self, tokens):
         return self.model.get_input_embeddings()(tokens)
 
-    def logits(self, h, positions, slots):
-        logits = self.model.lm_head(self.run(self.lm, h, positions, slots).last_hidden_state)
+    def logits(self, h, positions, view):
+        logits = self.model.lm_head(self.run(self.lm, h, positions, view).last_hidden_state)
         logits = logits.to(torch.promote_types(logits.dtype, torch.float32))  # -1e9 overflows half precision
         return logits.masked_fill(~self.allowed, MASKED)

@@ -15,21 +15,21 @@ from transformers import AttentionInterface, PretrainedConfig
 
 from mmspec.adapters.base import PrefixSession
 from mmspec.adapters.prompts import left_pad
-from mmspec.cache import StaticKVCache
+from mmspec.cache import CacheView, StaticKVCache
 from mmspec.layouts import Layout
 
 ATTENTION = "mmspec"
 
 
 def mmspec_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, *,
-                     mmspec_cache: StaticKVCache, mmspec_slots: torch.Tensor, **kwargs):
+                     mmspec_view: CacheView, **kwargs):
     """query [B, H, T, D], key/value [B, Hkv, T, D] (RoPE applied) -> [B, T, H, D]."""
-    k, v = mmspec_cache.update(module.layer_idx, key, value, mmspec_slots)
+    k, v = mmspec_view.update(module.layer_idx, key, value)
     if k.shape[1] != query.shape[1]:
         k = k.repeat_interleave(query.shape[1] // k.shape[1], dim=1)
         v = v.repeat_interleave(query.shape[1] // v.shape[1], dim=1)
     out = F.scaled_dot_product_attention(query, k.to(query.dtype), v.to(query.dtype),
-                                         attn_mask=mmspec_cache.mask(mmspec_slots), scale=scaling)
+                                         attn_mask=mmspec_view.mask, scale=scaling)
     return out.transpose(1, 2).contiguous(), None
 
 
@@ -96,8 +96,7 @@ class HFSession(PrefixSession):
         # drafts past the end of the layout (never committed) may run past the context: keep their ids in range
         return super().positions(index).clamp(max=(self.max_positions or 1 << 62) - 1)
 
-    def run(self, decoder: torch.nn.Module, h, position_ids, slots):
-        """Run a transformers decoder on embeddings h [R, T, D] over this session's cache."""
+    def run(self, decoder: torch.nn.Module, h, position_ids, view: CacheView):
+        """Run a transformers decoder on embeddings h [R, T, D] over this session's cache `view`."""
         with cached_attention(decoder):
-            return decoder(inputs_embeds=h, position_ids=position_ids, use_cache=False,
-                           mmspec_cache=self.cache, mmspec_slots=slots)
+            return decoder(inputs_embeds=h, position_ids=position_ids, use_cache=False, mmspec_view=view)

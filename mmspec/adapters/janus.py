@@ -99,5 +99,5 @@ class _JanusSession(HFSession):
     def embed(self, tokens):
         return self.model.prepare_embeddings_for_image_generation(tokens)
 
-    def logits(self, h, positions, slots):
-        return self.model.model.generation_head(self.run(self.lm, h, positions, slots).last_hidden_state)
+    def logits(self, h, positions, view):
+        return self.model.model.generation_head(self.run(self.lm, h, positions, view).last_hidden_state)

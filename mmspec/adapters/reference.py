@@ -47,7 +47,7 @@ class ReferenceSession(PrefixSession):
 
     def __init__(self, model: GPT, layout: Layout, prefix, lengths, batch_size, cfg, cache):
         self.model = model
-        self.cos, self.sin = model.rope_table(layout.positions().to(prefix.device))  # [N + 1, D/2]
+        self.rot = model.rope_table(layout.positions().to(prefix.device))  # [N + 1, D/2]
         self.cond_row = layout.length
         super().__init__(prefix, lengths, batch_size, cfg, cache, model.config.vocab_size)
 
@@ -58,8 +58,8 @@ class ReferenceSession(PrefixSession):
     def embed(self, tokens):
         return self.model.tok_embeddings(tokens)
 
-    def logits(self, h, positions, slots):
-        return self.model(h, self.cos[positions][:, None], self.sin[positions][:, None], self.cache, slots)
+    def logits(self, h, positions, view):
+        return self.model(h, self.rot[positions][:, :, None], view)
 
 
 def _padding(mask: torch.Tensor, length: int) -> torch.Tensor:

@@ -70,5 +70,5 @@ class _TextSession(HFSession):
     def embed(self, tokens):
         return self.model.get_input_embeddings()(tokens)
 
-    def logits(self, h, positions, slots):
-        return self.run(self.model, h, positions, slots).logits
+    def logits(self, h, positions, view):
+        return self.run(self.model, h, positions, view).logits

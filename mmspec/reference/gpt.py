@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from mmspec.cache import StaticKVCache
+from mmspec.cache import CacheView, StaticKVCache
 
 
 @dataclass
@@ -68,8 +68,7 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(dim))
 
     def forward(self, x):
-        xf = x.float()
-        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)).type_as(x) * self.weight
+        return F.rms_norm(x.float(), x.shape[-1:], eps=self.eps).type_as(x) * self.weight  # in fp32 (LlamaGen)
 
 
 class FeedForward(nn.Module):
@@ -98,13 +97,12 @@ def rope_angles(positions: torch.Tensor, head_dim: int, base: float) -> torch.Te
     return torch.cat([positions[..., a, None].double() * freqs for a in range(axes)], -1)
 
 
-def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """x [B, H, T, D] with interleaved pairs (x0, x1), (x2, x3)...; cos/sin [B, 1, T, D/2] (or broadcastable).
-    Rotates in fp32 or better."""
+def apply_rope(x: torch.Tensor, rot: torch.Tensor) -> torch.Tensor:
+    """x [B, T, H, D] with interleaved pairs (x0, x1), (x2, x3)... rotated by unit complex numbers rot
+    [B, T, 1, D/2] (or broadcastable): one complex product, in fp32 or better."""
     dt = torch.promote_types(x.dtype, torch.float32)
-    x, cos, sin = x.to(dt).unflatten(-1, (-1, 2)), cos.to(dt), sin.to(dt)
-    x0, x1 = x[..., 0], x[..., 1]
-    return torch.stack([x0 * cos - x1 * sin, x0 * sin + x1 * cos], -1).flatten(-2)
+    pairs = torch.view_as_complex(x.to(dt).unflatten(-1, (-1, 2)))  # [B, T, H, D/2]
+    return torch.view_as_real(pairs * rot).flatten(-2).type_as(x)
 
 
 class Attention(nn.Module):
@@ -116,21 +114,21 @@ class Attention(nn.Module):
         self.wqkv = nn.Linear(cfg.dim, (self.n_head + 2 * self.n_kv_head) * self.head_dim, bias=False)
         self.wo = nn.Linear(cfg.dim, cfg.dim, bias=False)
 
-    def forward(self, x, cos, sin, cache: StaticKVCache | None, slots: torch.Tensor | None):
+    def forward(self, x, rot, view: CacheView | None):
         B, T, _ = x.shape
-        kv = self.n_kv_head * self.head_dim
-        q, k, v = self.wqkv(x).split([self.n_head * self.head_dim, kv, kv], dim=-1)
-        q = apply_rope(q.view(B, T, self.n_head, -1).transpose(1, 2), cos, sin).type_as(x)  # [B, H, T, D]
-        k = apply_rope(k.view(B, T, self.n_kv_head, -1).transpose(1, 2), cos, sin).type_as(x)
-        v = v.view(B, T, self.n_kv_head, -1).transpose(1, 2)
-        if cache is None:
+        H, Hkv = self.n_head, self.n_kv_head
+        qkv = self.wqkv(x).view(B, T, H + 2 * Hkv, self.head_dim)  # [B, T, H + 2 Hkv, D]
+        qk = apply_rope(qkv[:, :, : H + Hkv], rot).transpose(1, 2)  # queries and keys in one rotation [B, H+Hkv, T, D]
+        q, k = qk[:, :H], qk[:, H:]
+        v = qkv[:, :, H + Hkv:].transpose(1, 2)  # [B, Hkv, T, D]
+        if view is None:
             mask = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
         else:
-            k, v = cache.update(self.layer, k, v, slots)
-            mask = cache.mask(slots)
-        if self.n_kv_head != self.n_head:
-            k = k.repeat_interleave(self.n_head // self.n_kv_head, dim=1)
-            v = v.repeat_interleave(self.n_head // self.n_kv_head, dim=1)
+            k, v = view.update(self.layer, k, v)
+            mask = view.mask
+        if Hkv != H:
+            k = k.repeat_interleave(H // Hkv, dim=1)
+            v = v.repeat_interleave(H // Hkv, dim=1)
         y = F.scaled_dot_product_attention(q, k.type_as(q), v.type_as(q), attn_mask=mask)
         return self.wo(y.transpose(1, 2).reshape(B, T, -1))
 
@@ -143,8 +141,8 @@ class Block(nn.Module):
         self.attention_norm = RMSNorm(cfg.dim, cfg.norm_eps)
         self.ffn_norm = RMSNorm(cfg.dim, cfg.norm_eps)
 
-    def forward(self, x, cos, sin, cache, slots):
-        h = x + self.attention(self.attention_norm(x), cos, sin, cache, slots)
+    def forward(self, x, rot, view):
+        h = x + self.attention(self.attention_norm(x), rot, view)
         return h + self.feed_forward(self.ffn_norm(h))
 
 
@@ -238,22 +236,21 @@ class GPT(nn.Module):
             return self.cls_embedding(cond.to(self.tok_embeddings.weight.dtype) if cond.is_floating_point() else cond)
         return self.cond_embeddings(cond)
 
-    def rope_table(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Layout positions [N, A] -> cos, sin [N + 1, head_dim/2]: row i rotates generated token i, row N the
-        condition tokens (LlamaGen's zero rotation, or none). Angles are computed once in fp64 and kept in
-        fp32, or fp64 for an fp64 model, which is where `apply_rope` rotates."""
-        ang = rope_angles(positions, self.head_dim, self.config.rope_base)  # [N, D/2]
+    def rope_table(self, positions: torch.Tensor) -> torch.Tensor:
+        """Layout positions [N, A] -> unit rotations [N + 1, head_dim/2] (complex): row i rotates generated
+        token i, row N the condition tokens (LlamaGen's zero rotation, or none). Angles are computed once in
+        fp64 and kept as complex64, or complex128 for an fp64 model, which is where `apply_rope` rotates."""
+        ang = rope_angles(positions, self.head_dim, self.config.rope_base)  # [N, D/2] fp64
         cond = 0.0 if self.config.cond_rope == "zero" else 1.0
-        cos = torch.cat([ang.cos(), torch.full_like(ang[:1], cond)])
-        sin = torch.cat([ang.sin(), torch.zeros_like(ang[:1])])
-        dtype = torch.promote_types(self.tok_embeddings.weight.dtype, torch.float32)
-        return cos.to(dtype), sin.to(dtype)
+        rot = torch.cat([torch.polar(torch.ones_like(ang), ang), torch.full_like(ang[:1], cond).to(torch.complex128)])
+        real = torch.promote_types(self.tok_embeddings.weight.dtype, torch.float32)
+        return rot.to(torch.complex128 if real == torch.float64 else torch.complex64)
 
-    def forward(self, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                cache: StaticKVCache | None = None, slots: torch.Tensor | None = None) -> torch.Tensor:
-        """Embeddings h [B, T, D] at cache `slots` [B, T] (or a plain causal pass) -> logits [B, T, V]."""
+    def forward(self, h: torch.Tensor, rot: torch.Tensor, view: CacheView | None = None) -> torch.Tensor:
+        """Embeddings h [B, T, D] rotated by rot [B, T, 1, D/2] (rows of `rope_table`), written to and attending
+        through a cache `view` (or a plain causal pass) -> logits [B, T, V]."""
         for layer in self.layers:
-            h = layer(h, cos, sin, cache, slots)
+            h = layer(h, rot, view)
         return self.output(self.norm(h))
 
     def forward_sequence(self, cond: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
@@ -262,9 +259,9 @@ class GPT(nn.Module):
         prefix = self.embed_condition(cond)  # [B, P, D]
         P, N = prefix.shape[1], tokens.shape[1]
         h = torch.cat([prefix, self.tok_embeddings(tokens[:, :-1])], 1)
-        cos, sin = self.rope_table(positions.to(h.device))  # [N + 1, D/2]
+        rot = self.rope_table(positions.to(h.device))  # [N + 1, D/2]
         rows = torch.cat([torch.full((P,), N), torch.arange(N - 1)]).to(h.device)  # condition row, then tokens
-        return self(h, cos[rows][None, None], sin[rows][None, None])[:, P - 1:]
+        return self(h, rot[rows][None, :, None])[:, P - 1:]
 
     def new_cache(self, batch: int, max_len: int) -> StaticKVCache:
         cfg, w = self.config, self.tok_embeddings.weight
