@@ -1,5 +1,6 @@
 """Shared fixtures; tests import their tiny components from tiny.py beside this file."""
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -35,6 +36,9 @@ def tiny_models(tmp_path_factory):
         save_gpt(gpt, root / name, dtype=torch.bfloat16, layout=layout, tokenizer="../vq", prompt_vocab="vocab.json",
                  default_sampling={"temperature": 1.0, "top_k": 20, "cfg_scale": 2.0})
         (root / name / "vocab.json").write_text(json.dumps(vocab))
+    shutil.copytree(root / "video", root / "video-from-text")  # frame 0 rendered by the image model
+    config = json.loads((root / "video-from-text" / "config.json").read_text())
+    (root / "video-from-text" / "config.json").write_text(json.dumps({**config, "first_frame_model": "../image"}))
     return root
 
 

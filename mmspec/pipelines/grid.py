@@ -78,30 +78,36 @@ class _GridPipeline:
         tokenizer = VQTokenizer.from_pretrained(model_path(path / config["tokenizer"], ""), device=device)
         vocab = json.loads((path / config.get("prompt_vocab", "vocab.json")).read_text())
         target = ReferenceTarget(load_gpt(path, dtype=dtype, device=device))
-        return cls(target, tokenizer, layout, vocab, config.get("default_sampling", {}))
+        pipe = cls(target, tokenizer, layout, vocab, config.get("default_sampling", {}))
+        pipe._load_extras(path, config, device, dtype)
+        return pipe
+
+    def _load_extras(self, path: Path, config: dict, device, dtype) -> None:
+        """Models a pipeline uses besides its own, named in config.json."""
 
     def __call__(self, prompt, num_outputs: int = 1, seed=0, method="coupled", window: "int | str | None" = None,
                  sampling: "dict | None" = None, progress_bar: bool = False, image=None, mask=None,
                  on_commit=None):
         """on_commit(state, k) is called after every forward (see mmspec.generate), e.g. to show partial grids."""
         prompts = as_list(prompt)
+        rows = [p for p in prompts for _ in range(num_outputs)]
+        t0 = time.perf_counter()
+        given, extra = self._given(rows, image, mask, seed=seed, method=method, window=window,
+                                   progress_bar=progress_bar)
         window = resolve_window(window, self.default_window)
-        given = None if image is None and mask is None else self._given(image, mask)
         cond = torch.tensor([encode_prompt(p, self.vocab, self.cond_len) for p in prompts])
         sampling = sampling if sampling is not None else self.default_sampling
-        t0 = time.perf_counter()
-        with progress(len(prompts) * num_outputs * self.layout.length, type(self).__name__, progress_bar) as hook:
+        with progress(len(rows) * self.layout.length, type(self).__name__, progress_bar) as hook:
             out = generate(self.target, cond, self.layout, method=method, window=window, sampling=sampling,
                            seed=seed, num_samples=num_outputs, on_commit=chain(hook, on_commit), given=given)
-        return self._output(out, [p for p in prompts for _ in range(num_outputs)], time.perf_counter() - t0)
+        output = self._output(out, rows, time.perf_counter() - t0)
+        output.summary.update(extra)
+        return output
 
-
-    def _image_tokens(self, image) -> torch.Tensor:
-        """A PIL image, a path, or an ImageOutput (its first image) -> [h, w] tokens at this model's frame size."""
+    def _image_frame(self, image) -> torch.Tensor:
+        """A PIL image or a path -> [h * w] tokens of it resized to this model's frame."""
         from PIL import Image
 
-        if isinstance(image, ImageOutput):
-            image = image.images[0]
         if isinstance(image, (str, Path)):
             if not Path(image).is_file():
                 raise FileNotFoundError(f"no image file at {image}")
@@ -109,7 +115,7 @@ class _GridPipeline:
         if not hasattr(image, "convert"):
             raise TypeError(f"image must be a PIL image, a path or an ImageOutput, not {type(image).__name__}")
         h, w, down = self.layout.h, self.layout.w, self.tokenizer.downsample
-        return self.tokenizer.encode(image.convert("RGB").resize((w * down, h * down), Image.LANCZOS))[0]
+        return self.tokenizer.encode(image.convert("RGB").resize((w * down, h * down), Image.LANCZOS))[0].flatten()
 
 
 def token_mask(mask, h: int, w: int) -> torch.Tensor:
@@ -130,12 +136,15 @@ class ImagePipeline(_GridPipeline):
     default_model = "emoji-image"
     default_window = 16
 
-    def _given(self, image, mask) -> torch.Tensor:
+    def _given(self, rows, image, mask, **call) -> tuple["torch.Tensor | None", dict]:
+        if image is None and mask is None:
+            return None, {}
         if image is None or mask is None:
             raise ValueError("inpainting needs both image= and mask= (nonzero where to regenerate)")
-        tokens = self._image_tokens(image)  # [h, w]
-        keep = ~token_mask(mask, self.layout.h, self.layout.w)
-        return torch.where(keep, tokens, -1).view(1, -1)
+        if isinstance(image, ImageOutput):
+            image = image.images[0]
+        keep = ~token_mask(mask, self.layout.h, self.layout.w).flatten()  # [h * w]
+        return torch.where(keep, self._image_frame(image), -1)[None], {}
 
     def _output(self, out, prompts, seconds):
         grid = out.tokens.view(-1, self.layout.h, self.layout.w)
@@ -144,19 +153,54 @@ class ImagePipeline(_GridPipeline):
 
 
 class VideoPipeline(_GridPipeline):
-    """prompt(s) -> videos (lists of PIL frames), savable as GIF and MP4. With `image`, image-to-video: the
-    image (resized to a frame) is given as frame 0 and the other frames are generated after it."""
+    """prompt(s) -> videos (lists of PIL frames), savable as GIF and MP4. Frame 0 is given and the others are
+    generated after it: from `image` (a PIL image or a path, resized to a frame; or an `ImageOutput` of the
+    emoji-image model, one image per output or one for all, staged as the prompt's scene), or, without one,
+    rendered from the prompt by the model's first-frame image model (text -> image -> video)."""
 
     default_model = "emoji-video"
     default_window = 32  # frames repeat, so long windows are accepted in long runs
+    image_model: "ImagePipeline | None" = None  # renders frame 0 when no image is given
 
-    def _given(self, image, mask) -> torch.Tensor:
+    def _load_extras(self, path: Path, config: dict, device, dtype) -> None:
+        if "first_frame_model" in config:
+            self.image_model = ImagePipeline.from_pretrained(model_path(path / config["first_frame_model"], ""),
+                                                             device=device, dtype=dtype)
+
+    def _given(self, rows, image, mask, **call) -> tuple["torch.Tensor | None", dict]:
         if mask is not None:
             raise ValueError("a video takes image= (its first frame), not mask=")
-        frame = self._image_tokens(image).flatten()  # [h * w]
-        given = torch.full((1, self.layout.length), -1)
-        given[0, : len(frame)] = frame
-        return given
+        extra = {}
+        if image is None:
+            if self.image_model is None:
+                return None, {}
+            image = self._render_first_frames(rows, **call)
+            extra["first_frame"] = image.summary
+        if isinstance(image, ImageOutput):
+            if len(image.images) not in (1, len(rows)):
+                raise ValueError(f"image= has {len(image.images)} images for {len(rows)} videos: give one, or one per video")
+            pictures = image.images * (len(rows) // len(image.images))
+            frames = torch.stack([self._image_frame(self._staged(p, r)) for p, r in zip(pictures, rows)])
+        else:
+            frames = self._image_frame(image)[None]  # [1, h * w]
+        given = torch.full((len(frames), self.layout.length), -1)
+        given[:, : frames.shape[1]] = frames
+        return given, extra
+
+    def _render_first_frames(self, rows, *, seed, method, window, progress_bar) -> "ImageOutput":
+        """One emoji-image picture per video row, of the subject its prompt names, with the same seed and method."""
+        from mmspec.pipelines.scene import parse
+
+        subjects = [parse(r)[2] or r for r in rows]
+        return self.image_model(subjects, seed=seed, method=method, window="auto" if window == "auto" else None,
+                                progress_bar=progress_bar)
+
+    def _staged(self, picture, prompt: str):
+        """An emoji on white -> the first frame of the prompt's scene (motion start, background colour)."""
+        from mmspec.pipelines.scene import first_frame, parse
+
+        motion, colour, _ = parse(prompt)
+        return first_frame(picture, motion, colour, size=self.layout.w * self.tokenizer.downsample)
 
     def _output(self, out, prompts, seconds):
         t, h, w = self.layout.t, self.layout.h, self.layout.w

@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import math
 import os
 import re
 import subprocess
@@ -30,6 +29,7 @@ import numpy as np
 from PIL import Image
 
 from mmspec.pipelines.prompts import PAD_WORD, UNKNOWN_WORD, words
+from mmspec.pipelines.scene import BACKGROUNDS, MOTIONS, SPRITE_EDGES, place, pose
 
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("MMSPEC_CACHE", ROOT / ".cache"))
@@ -38,10 +38,6 @@ EMOJI_VERSION = "16.0.0"
 EMOJIBASE = ("emojibase-data", "17.0.0")
 SKIN_TONES = {"1F3FB": "light skin tone", "1F3FC": "medium light skin tone", "1F3FD": "medium skin tone",
               "1F3FE": "medium dark skin tone", "1F3FF": "dark skin tone"}
-MOTIONS = ["slide left", "slide right", "slide up", "slide down", "bounce", "zoom in", "zoom out", "rotate"]
-BACKGROUNDS = {"white": (255, 255, 255), "black": (0, 0, 0), "red": (220, 50, 50), "green": (60, 170, 80),
-               "blue": (60, 100, 220), "yellow": (240, 210, 60), "purple": (140, 80, 190), "gray": (128, 128, 128),
-               "orange": (240, 140, 40), "pink": (240, 150, 190), "sky": (150, 200, 240), "mint": (170, 230, 190)}
 HELD_OUT_PERCENT = 5
 
 
@@ -183,40 +179,9 @@ def build_vocab(meta: list[dict]) -> list[str]:
 def render_clip(sprite: Image.Image, motion: str, bg, frames: int = 8, size: int = 32, rng=None) -> np.ndarray:
     """A sprite (RGBA, any size) moving on a plain background: uint8 [frames, size, size, 3]."""
     rng = rng or np.random.default_rng(0)
-    s = int(rng.integers(14, 21))  # sprite edge in pixels
-    lo, hi = 0, size - s
-    cx, cy = rng.integers(lo, hi + 1, size=2)
-    out = []
-    for t in range(frames):
-        f = t / (frames - 1)
-        scale, angle, x, y = 1.0, 0.0, float(cx), float(cy)
-        if motion == "slide left":
-            x = hi - f * (hi - lo)
-        elif motion == "slide right":
-            x = lo + f * (hi - lo)
-        elif motion == "slide up":
-            y = hi - f * (hi - lo)
-        elif motion == "slide down":
-            y = lo + f * (hi - lo)
-        elif motion == "bounce":
-            y = hi - abs(math.sin(math.pi * 1.5 * f)) * (hi - lo)
-            x = float(cx)
-        elif motion == "zoom in":
-            scale = 0.4 + 0.9 * f
-        elif motion == "zoom out":
-            scale = 1.3 - 0.9 * f
-        elif motion == "rotate":
-            angle = -360.0 * f * 7 / 8
-        e = max(2, int(round(s * scale)))
-        sp = sprite.resize((e, e), Image.LANCZOS)
-        if angle:
-            sp = sp.rotate(angle, resample=Image.BICUBIC, expand=False)
-        canvas = Image.new("RGBA", (size, size), tuple(bg) + (255,))
-        if motion.startswith("zoom") or motion == "rotate":
-            x, y = (size - e) / 2 + (cx - hi / 2) * 0.3, (size - e) / 2 + (cy - hi / 2) * 0.3
-        canvas.alpha_composite(sp, (int(round(x)), int(round(y))))
-        out.append(np.asarray(canvas.convert("RGB")))
-    return np.stack(out)
+    s = int(rng.integers(SPRITE_EDGES[0], SPRITE_EDGES[1] + 1))  # sprite edge in pixels
+    cx, cy = rng.integers(0, size - s + 1, size=2)
+    return np.stack([place(sprite, pose(motion, t / (frames - 1), s, cx, cy, size), bg, size) for t in range(frames)])
 
 
 def video_caption(name_words: list[str], motion: str, bg_name: str) -> list[str]:

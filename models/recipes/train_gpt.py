@@ -34,8 +34,9 @@ MODELS = {
                         sampling={"temperature": 0.6, "top_k": 20, "cfg_scale": 4.0},
                         prompts=["red heart", "smiling face", "dog face", "pizza", "rocket", "sun", "tree",
                                  "flag france"]),
+    # frame 0 is always given (an image, or the emoji-image model's output): the loss covers frames 1..7
     "emoji-video": dict(gpt=dict(dim=192, n_layer=6, n_head=4, multiple_of=32, rope_axes=3, block_size=512),
-                        layout=("Grid3D", [8, 8, 8]), frame=32,
+                        layout=("Grid3D", [8, 8, 8]), frame=32, given_frames=1,
                         sampling={"temperature": 1.0, "top_k": 100, "cfg_scale": 3.0},
                         prompts=["bounce red apple", "slide right racing car", "zoom in red heart", "rotate sun",
                                  "slide down dog face", "slide left rocket", "zoom out pizza", "bounce soccer ball"]),
@@ -48,15 +49,16 @@ def make_layout(spec):
     return getattr(mmspec, kind)(*shape)
 
 
-def tokenize(name: str, vq_path: Path, batch: int = 64):
-    """-> tokens int16 [N, L], words (list of lists), test mask; cached per VQ weights."""
+def tokenize(name: str, vq_path: Path, batch: int = 64, clips: int = 6000):
+    """-> tokens int16 [N, L], words (list of lists), test mask; cached per VQ weights (and clip count)."""
     from mmspec.tokenizers import VQTokenizer
     import hashlib
     h = hashlib.sha1((vq_path / "diffusion_pytorch_model.safetensors").read_bytes()).hexdigest()[:10]
-    path = common.CACHE / "data" / f"tokens_{name}_{h}.npz"
+    suffix = "" if name == "emoji-image" or clips == 6000 else f"_{clips}"
+    path = common.CACHE / "data" / f"tokens_{name}_{h}{suffix}.npz"
     if path.exists():  # prompt words always come from the current data (they are cheap and may be improved)
         z = np.load(path)
-        meta = (data.load_images() if name == "emoji-image" else data.load_videos())[2]
+        meta = (data.load_images() if name == "emoji-image" else data.load_videos(clips))[2]
         return z["tokens"], [m["words"] for m in meta], z["test"]
     vq = VQTokenizer.from_pretrained(vq_path)
     if name == "emoji-image":
@@ -64,12 +66,12 @@ def tokenize(name: str, vq_path: Path, batch: int = 64):
         words = [m["words"] for m in meta]
         toks = np.concatenate([vq.encode(imgs[i:i + batch]).flatten(1).numpy() for i in range(0, len(imgs), batch)])
     else:
-        clips, test, meta = data.load_videos()
+        videos, test, meta = data.load_videos(clips)
         words = [m["words"] for m in meta]
-        frames = clips.reshape(-1, *clips.shape[2:])
+        frames = videos.reshape(-1, *videos.shape[2:])
         toks = np.concatenate([vq.encode(frames[i:i + batch]).flatten(1).numpy()
                                for i in range(0, len(frames), batch)])
-        toks = toks.reshape(len(clips), -1)  # frame-major raster order = Grid3D order
+        toks = toks.reshape(len(videos), -1)  # frame-major raster order = Grid3D order
     np.savez(path, tokens=toks.astype(np.int16), words=np.array(json.dumps(words)), test=test)
     print(f"tokenized {name}: {toks.shape} -> {path}", flush=True)
     return toks.astype(np.int16), words, test
@@ -100,24 +102,38 @@ def condition_batch(word_lists, index, rng, drop: float = 0.1, cond_len: int = C
     return torch.from_numpy(out)
 
 
+def loss_on(logits: torch.Tensor, x: torch.Tensor, start: int, reduction: str = "mean") -> torch.Tensor:
+    """Cross-entropy of logits [B, N, V] against tokens x [B, N] at positions >= start (the given ones are
+    context, not targets)."""
+    return F.cross_entropy(logits[:, start:].flatten(0, 1).float(), x[:, start:].flatten(), reduction=reduction)
+
+
 @torch.no_grad()
-def heldout_loss(model, toks, words, index, positions, device, batch: int = 32) -> float:
+def heldout_loss(model, toks, words, index, positions, device, start: int = 0, batch: int = 32) -> float:
+    """Mean teacher-forced loss (nats/token) of positions >= start over held-out sequences."""
     model.eval()
     tot, cnt = 0.0, 0
     for i in range(0, len(toks), batch):
         x = torch.from_numpy(toks[i:i + batch].astype(np.int64)).to(device)
         c = torch.tensor([encode_prompt(w, index, COND_LEN) for w in words[i:i + batch]]).to(device)
-        logits = model.forward_sequence(c, x, positions).float()
-        tot += F.cross_entropy(logits.flatten(0, 1), x.flatten(), reduction="sum").item()
-        cnt += x.numel()
+        tot += loss_on(model.forward_sequence(c, x, positions), x, start, "sum").item()
+        cnt += x[:, start:].numel()
     model.train()
     return tot / cnt
+
+
+def given_length(spec) -> int:
+    """Tokens of the layout that are always given at generation (frame 0 of emoji-video), not trained on."""
+    shape = spec["layout"][1]
+    return spec.get("given_frames", 0) * math.prod(shape[1:])
 
 
 def main():
     p = common.base_parser("emoji-image", minutes=35, lr=1e-3, batch=16)
     p.add_argument("--model", choices=list(MODELS), default="emoji-image")
     p.add_argument("--vq", default=str(ROOT / "models" / "emoji-vq"))
+    p.add_argument("--clips", type=int, default=6000, help="synthetic video clips to train on (emoji-video)")
+    p.add_argument("--init", help="an exported model folder to start from (a fresh run only)")
     argv = sys.argv[1:]
     args = p.parse_args(argv)
     if "--out" not in argv:
@@ -126,7 +142,8 @@ def main():
         args.work = str(common.CACHE / "train" / args.model)
     device = common.setup(args)
     spec = MODELS[args.model]
-    toks, words, test = tokenize(args.model, Path(args.vq))
+    toks, words, test = tokenize(args.model, Path(args.vq), clips=args.clips)
+    start = given_length(spec)
     _, _, meta = data.load_images()
     vocab = data.build_vocab(meta)
     index = {w: i for i, w in enumerate(vocab)}
@@ -136,6 +153,8 @@ def main():
     cfg = mmspec.GPTConfig(vocab_size=1024, cond_vocab_size=len(vocab), cond_len=COND_LEN, cond_rope="identity",
                            **spec["gpt"])
     model = mmspec.GPT(cfg).to(device)
+    if args.init:  # overwritten by a checkpoint when one exists (Run resumes it)
+        model.load_state_dict(load_bf16(Path(args.init), device).state_dict())
     decay = [q for q in model.parameters() if q.dim() >= 2]
     no_decay = [q for q in model.parameters() if q.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.05}, {"params": no_decay, "weight_decay": 0.0}],
@@ -156,8 +175,7 @@ def main():
         idx = np.array([rng.choice(group_of[g]) for g in rng.integers(len(group_of), size=args.batch)])
         x = torch.from_numpy(toks[idx].astype(np.int64)).to(device)
         c = condition_batch([words[i] for i in idx], index, rng).to(device)
-        logits = model.forward_sequence(c, x, positions)
-        loss = F.cross_entropy(logits.flatten(0, 1).float(), x.flatten())
+        loss = loss_on(model.forward_sequence(c, x, positions), x, start)
         run.backward_step(loss)
         lr = run.tick()
         if run.step % 10 == 0:
@@ -165,7 +183,7 @@ def main():
         if run.step % 200 == 0:
             sub = te[:: max(1, len(te) // 96)]
             run.log(heldout_loss=round(heldout_loss(model, toks[sub], [words[i] for i in sub], index, positions,
-                                                    device), 4))
+                                                    device, start), 4))
     run.save()
     export(model, cfg, vocab, toks, words, te, positions, device, args, run, spec)
 
@@ -177,21 +195,28 @@ def export(model, cfg, vocab, toks, words, te, positions, device, args, run, spe
     out.mkdir(parents=True, exist_ok=True)
     index = {w: i for i, w in enumerate(vocab)}
     model.eval()
-    loss = heldout_loss(model, toks[te], [words[i] for i in te], index, positions, device)
+    start = given_length(spec)
+    loss = heldout_loss(model, toks[te], [words[i] for i in te], index, positions, device, start)
     save_file(common.bf16_state_dict(model), str(out / "model.safetensors"), metadata={"format": "pt"})
     config = {"model_type": "mmspec-gpt", "gpt": cfg.to_dict(), "layout": {"type": spec["layout"][0],
               "shape": spec["layout"][1]}, "frame_size": spec["frame"], "tokenizer": "../emoji-vq",
               "prompt_vocab": "vocab.json", "default_sampling": spec["sampling"]}
+    if spec.get("given_frames"):  # without an image, the pipeline renders frame 0 with the image model
+        config["first_frame_model"] = "../emoji-image"
     common.write_json(out / "config.json", config)
     common.write_json(out / "vocab.json", vocab)
     m16 = load_bf16(out, device)
-    loss16 = heldout_loss(m16, toks[te], [words[i] for i in te], index, positions, device)
+    loss16 = heldout_loss(m16, toks[te], [words[i] for i in te], index, positions, device, start)
     ent, tokens = entropy_and_samples(m16, spec, index, device)
     metrics = {"heldout_loss_nats": round(loss, 4), "heldout_loss_nats_bf16": round(loss16, 4),
                "heldout_sequences": int(len(te)), "mean_entropy_nats": ent, "default_sampling": spec["sampling"],
                "steps": run.step, "batch": args.batch, "tokens_seen": run.step * args.batch * positions.shape[0],
                "train_minutes": round(run.elapsed / 60, 1), "threads": args.threads, "device": args.device,
-               "params": common.count_params(m16)}
+               "params": common.count_params(m16), "given_tokens": start}
+    if args.init:  # the model this one started from, on the same held-out measure
+        metrics["init"] = {"folder": Path(args.init).name, "heldout_loss_nats_bf16": round(
+            heldout_loss(load_bf16(Path(args.init), device), toks[te], [words[i] for i in te], index, positions,
+                         device, start), 4)}
     common.write_json(out / "metrics.json", metrics)
     render(tokens, spec, out, args)
     print(metrics, flush=True)

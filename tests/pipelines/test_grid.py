@@ -58,11 +58,30 @@ def test_image_to_video_gives_frame_zero(tiny_models, tmp_path):
     image.images[0].save(path)
     video = VideoPipeline.from_pretrained(tiny_models / "video")
     out = video("bounce apple", num_outputs=2, method="coupled", window=4, image=path)
-    first = video._image_tokens(path).flatten()
+    first = video._image_frame(path)
     frame = video.layout.h * video.layout.w
     assert torch.equal(out.tokens[:, :frame], first.expand(2, -1))
     with pytest.raises(FileNotFoundError, match="no image file"):
         video("bounce apple", image=tmp_path / "none.png")
+
+
+def test_text_to_image_to_video_stages_the_image_models_picture_as_frame_zero(tiny_models):
+    video = VideoPipeline.from_pretrained(tiny_models / "video-from-text")
+    rows = ["bounce apple", "bounce apple", "red heart green background", "red heart green background"]
+    out = video(["bounce apple", "red heart green background"], num_outputs=2, method="ar", seed=3)
+    pictures = video.image_model(["apple", "apple", "red heart", "red heart"], seed=3, method="ar")
+    frames = torch.stack([video._image_frame(video._staged(p, r)) for p, r in zip(pictures.images, rows)])
+    assert torch.equal(out.tokens[:, : frames.shape[1]], frames)
+    assert out.summary["first_frame"]["nfe"] == pictures.summary["nfe"]
+    exact = video(["bounce apple", "red heart green background"], num_outputs=2, method="exact", window=3, seed=3)
+    assert torch.equal(exact.tokens, out.tokens)  # image and video both seed-exact: the whole clip equals ar's
+    with pytest.raises(ValueError, match="one per video"):
+        video("bounce apple", num_outputs=3, image=pictures)
+
+
+def test_a_video_model_without_a_first_frame_model_generates_frame_zero_itself(tiny_models):
+    video = VideoPipeline.from_pretrained(tiny_models / "video")
+    assert video.image_model is None and "first_frame" not in video("bounce apple", method="ar").summary
 
 
 def test_on_commit_sees_the_committed_prefix_grow_to_the_output(tiny_models):

@@ -1,0 +1,98 @@
+"""The emoji-motion scenes the bundled video model is trained on: a sprite moving on a plain background.
+
+One definition serves both sides: the training recipe renders its clips with `pose` and `place`, and
+the video pipeline composes a clip's first frame from an emoji-image output the same way (`first_frame`),
+so a generated video starts from a frame like those the model learned to continue.
+"""
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+from PIL import Image, ImageDraw
+
+MOTIONS = ["slide left", "slide right", "slide up", "slide down", "bounce", "zoom in", "zoom out", "rotate"]
+BACKGROUNDS = {"white": (255, 255, 255), "black": (0, 0, 0), "red": (220, 50, 50), "green": (60, 170, 80),
+               "blue": (60, 100, 220), "yellow": (240, 210, 60), "purple": (140, 80, 190), "gray": (128, 128, 128),
+               "orange": (240, 140, 40), "pink": (240, 150, 190), "sky": (150, 200, 240), "mint": (170, 230, 190)}
+SPRITE_EDGES = (14, 20)  # sprite edge in pixels on a 32-pixel frame, inclusive
+
+
+def pose(motion: str, f: float, edge: int, cx: int, cy: int, size: int) -> tuple[int, float, float, float]:
+    """Where the sprite is at time f in [0, 1] -> (edge in pixels, rotation in degrees, x, y of its corner).
+    (cx, cy) is the clip's random anchor; slides cross the whole frame, bounce starts on the floor."""
+    lo, hi = 0, size - edge
+    scale, angle, x, y = 1.0, 0.0, float(cx), float(cy)
+    if motion == "slide left":
+        x = hi - f * (hi - lo)
+    elif motion == "slide right":
+        x = lo + f * (hi - lo)
+    elif motion == "slide up":
+        y = hi - f * (hi - lo)
+    elif motion == "slide down":
+        y = lo + f * (hi - lo)
+    elif motion == "bounce":
+        y = hi - abs(math.sin(math.pi * 1.5 * f)) * (hi - lo)
+    elif motion == "zoom in":
+        scale = 0.4 + 0.9 * f
+    elif motion == "zoom out":
+        scale = 1.3 - 0.9 * f
+    elif motion == "rotate":
+        angle = -360.0 * f * 7 / 8
+    e = max(2, int(round(edge * scale)))
+    if motion.startswith("zoom") or motion == "rotate":  # centred, nudged toward the anchor
+        x, y = (size - e) / 2 + (cx - hi / 2) * 0.3, (size - e) / 2 + (cy - hi / 2) * 0.3
+    return e, angle, x, y
+
+
+def place(sprite: Image.Image, where: tuple[int, float, float, float], background, size: int) -> np.ndarray:
+    """An RGBA sprite at a pose on a plain background -> uint8 [size, size, 3]."""
+    e, angle, x, y = where
+    sp = sprite.resize((e, e), Image.LANCZOS)
+    if angle:
+        sp = sp.rotate(angle, resample=Image.BICUBIC, expand=False)
+    canvas = Image.new("RGBA", (size, size), tuple(background) + (255,))
+    canvas.alpha_composite(sp, (int(round(x)), int(round(y))))
+    return np.asarray(canvas.convert("RGB"))
+
+
+def parse(prompt: str) -> tuple[str | None, str | None, str]:
+    """'bounce red apple on green background' -> ('bounce', 'green', 'red apple'): the motion, the background
+    colour (None when not named) and what is left, the subject."""
+    text = " " + re.sub(r"[^a-z ]+", " ", prompt.lower()) + " "
+    motion = next((m for m in sorted(MOTIONS, key=len, reverse=True) if f" {m} " in text), None)
+    if motion is None and " zoom " in text:
+        motion = "zoom in"
+    if motion is not None:
+        text = text.replace(f" {motion} ", " ", 1).replace(" zoom ", " ", 1)
+    colour = None
+    found = re.search(r" (\w+) background ", text)
+    if found and found.group(1) in BACKGROUNDS:
+        colour = found.group(1)
+        text = text.replace(found.group(0), " ", 1)
+    subject = " ".join(w for w in text.split() if w not in ("on", "a", "the", "background"))
+    return motion, colour, subject
+
+
+def cut_out(image: Image.Image, threshold: int = 40) -> Image.Image:
+    """An emoji on a white background -> RGBA sprite: near-white pixels connected to the border become
+    transparent (white inside the emoji, such as eyes, stays)."""
+    rgb = np.asarray(image.convert("RGB")).astype(np.int16)
+    near_white = (255 - rgb).max(-1) < threshold  # [H, W]
+    marks = Image.fromarray(np.where(near_white, 255, 0).astype(np.uint8)).copy()  # floodfill needs its own pixels
+    w, h = marks.size
+    for corner in ((0, 0), (w - 1, 0), (0, h - 1), (w - 1, h - 1)):
+        if marks.getpixel(corner) == 255:
+            ImageDraw.floodfill(marks, corner, 128)
+    alpha = np.where(np.asarray(marks) == 128, 0, 255).astype(np.uint8)
+    return Image.fromarray(np.dstack([rgb.astype(np.uint8), alpha]), "RGBA")
+
+
+def first_frame(image: Image.Image, motion: str | None, colour: str | None, size: int = 32) -> Image.Image:
+    """An emoji image on white (e.g. an emoji-image output) -> the first frame of a clip of that motion: the
+    sprite at a mid-range edge, where the motion starts, with the clip's anchor in the middle of the frame."""
+    edge = sum(SPRITE_EDGES) // 2
+    anchor = (size - edge) // 2
+    where = pose(motion or "", 0.0, edge, anchor, anchor, size)
+    return Image.fromarray(place(cut_out(image), where, BACKGROUNDS[colour or "white"], size))

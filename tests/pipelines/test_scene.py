@@ -1,0 +1,50 @@
+import numpy as np
+import pytest
+from PIL import Image
+
+from mmspec.pipelines.scene import BACKGROUNDS, cut_out, first_frame, parse, place, pose
+
+
+@pytest.mark.parametrize("prompt,expected", [
+    ("bounce red apple", ("bounce", None, "red apple")),
+    ("slide right racing car", ("slide right", None, "racing car")),
+    ("Zoom in red heart on a blue background", ("zoom in", "blue", "red heart")),
+    ("zoom out pizza", ("zoom out", None, "pizza")),
+    ("zoom red heart", ("zoom in", None, "red heart")),  # how training captions read ("in" is a stop word)
+    ("red heart", (None, None, "red heart")),
+    ("rotate sun magenta background", ("rotate", None, "sun magenta")),  # not a trained colour: left in the subject
+])
+def test_parse_finds_motion_background_and_subject(prompt, expected):
+    assert parse(prompt) == expected
+
+
+def _emoji():
+    """A red disc with a white eye on white."""
+    a = np.full((64, 64, 3), 255, np.uint8)
+    yy, xx = np.mgrid[:64, :64]
+    a[(yy - 32) ** 2 + (xx - 32) ** 2 < 24 ** 2] = (220, 20, 20)
+    a[(yy - 28) ** 2 + (xx - 26) ** 2 < 4 ** 2] = 255
+    return Image.fromarray(a)
+
+
+def test_cut_out_makes_the_surrounding_white_transparent_and_keeps_white_inside():
+    alpha = np.asarray(cut_out(_emoji()))[..., 3]
+    assert alpha[0, 0] == 0 and alpha[32, 32] == 255 and alpha[28, 26] == 255
+
+
+@pytest.mark.parametrize("motion,where", [("slide left", "right"), ("slide right", "left"), ("bounce", "bottom"),
+                                          ("slide down", "top")])
+def test_first_frame_puts_the_sprite_where_the_motion_starts(motion, where):
+    frame = np.asarray(first_frame(_emoji(), motion, "green"))  # [32, 32, 3]
+    red = (frame[..., 0] > 150) & (frame[..., 1] < 100)
+    ys, xs = np.nonzero(red)
+    assert tuple(frame[0, 0]) == BACKGROUNDS["green"] and red.sum() > 50
+    centre = {"right": xs.mean() > 20, "left": xs.mean() < 12, "bottom": ys.mean() > 20, "top": ys.mean() < 12}
+    assert centre[where]
+
+
+def test_a_pose_at_the_end_of_a_slide_is_at_the_other_side():
+    assert pose("slide right", 0.0, 16, 3, 5, 32)[2:] == (0.0, 5.0)
+    assert pose("slide right", 1.0, 16, 3, 5, 32)[2:] == (16.0, 5.0)
+    sprite = cut_out(_emoji())
+    assert place(sprite, pose("zoom in", 0.0, 16, 8, 8, 32), (0, 0, 0), 32).shape == (32, 32, 3)
