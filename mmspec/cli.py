@@ -9,6 +9,7 @@ from pathlib import Path
 
 from mmspec.methods import METHODS, resolve_method
 from mmspec.sampling import Sampling
+from mmspec.pipelines.base import DEFAULT_METHOD, DEFAULT_WINDOW
 from mmspec.window import MAX_WINDOW
 
 KINDS = ("image", "video", "text")
@@ -22,8 +23,6 @@ def _pipeline(args):
         pipe = TextPipeline.from_pretrained(args.model, draft=args.draft)
     else:
         pipe = {"image": ImagePipeline, "video": VideoPipeline}[args.kind].from_pretrained(args.model)
-    if args.window is None:
-        args.window = pipe.default_window
     return pipe
 
 
@@ -88,11 +87,12 @@ def _common(p: argparse.ArgumentParser):
     p.add_argument("kind", choices=KINDS)
     p.add_argument("--model", help="model folder (default: the bundled model for the kind)")
     p.add_argument("--draft", help="draft model folder for --method draft-model (text)")
-    p.add_argument("--method", default="coupled", choices=sorted(METHODS))
+    p.add_argument("--method", default=DEFAULT_METHOD, choices=sorted(METHODS),
+                   help=f"default {DEFAULT_METHOD}: the same tokens as --method ar with the same seed")
     p.add_argument("--init", help="fill policy for fresh window slots: random, left, above, prev-frame, ngram")
-    p.add_argument("--window", type=_window_arg, help="positions verified per forward (1..256), or 'auto' (picked "
-                   "at every step from measured step costs and acceptance); default: the pipeline's, 16 image, "
-                   "32 video, 6 text")
+    p.add_argument("--window", type=_window_arg, default=DEFAULT_WINDOW,
+                   help="positions verified per forward (1..256), or 'auto' (the default: picked at every step from "
+                        "measured step costs and acceptance, up to 16 image, 32 video, 6 text)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--num", type=int, default=1, help="outputs per prompt")
     p.add_argument("--max-new-tokens", type=int, default=64, help="text only")

@@ -12,6 +12,7 @@ from pathlib import Path
 import gradio as gr
 import torch
 
+from mmspec.pipelines.base import DEFAULT_METHOD
 from mmspec.window import MAX_WINDOW
 from mmspec.demo.render import commit_map, length_histogram
 from mmspec.demo.report import comparison, run_stats, verdict
@@ -105,10 +106,10 @@ class Tab:
         c = {"prompt": gr.Textbox(EXAMPLES[kind][0], label="Prompt", lines=3 if kind == "text" else 1,
                                   elem_id=f"{kind}-prompt")}
         gr.Examples([[p] for p in EXAMPLES[kind]], [c["prompt"]])
-        c["method"] = gr.Dropdown(methods, value="draft-model" if "draft-model" in methods else "coupled",
+        c["method"] = gr.Dropdown(methods, value="draft-model" if "draft-model" in methods else DEFAULT_METHOD,
                                   label="Method", elem_id=f"{kind}-method")
-        c["window"] = gr.Slider(1, MAX_WINDOW, pipe.default_window, step=1, label="Window",
-                                info="positions verified per forward")
+        c["window"] = gr.Slider(0, MAX_WINDOW, 0, step=1, label="Window",
+                                info="positions verified per forward; 0: auto (picked at every step)")
         with gr.Row():
             c["seed"] = gr.Number(0, precision=0, minimum=0, label="Seed")
             c["num_outputs"] = gr.Slider(1, MAX_OUTPUTS, DEFAULT_OUTPUTS[kind], step=1, label="Outputs")
@@ -158,7 +159,7 @@ class Tab:
         if not prompt.strip():
             raise _refusal("Enter a prompt.")
         sampling = {"temperature": temperature, "top_k": int(top_k) or None, "top_p": top_p if top_p < 1 else None}
-        call = dict(prompt=prompt, seed=int(seed), method=method, window=int(window), num_outputs=int(num_outputs),
+        call = dict(prompt=prompt, seed=int(seed), method=method, window=int(window) or "auto", num_outputs=int(num_outputs),
                     sampling=sampling)
         if self.kind == "text":
             used, context = self.view.prompt_tokens(prompt), self.view.context

@@ -39,12 +39,16 @@ def progress(total: int, desc: str, enabled: bool):
         yield lambda state, k: bar.update(int(k.sum()))
 
 
-def resolve_window(window, default: int) -> "int | AutoWindow":
-    """None -> the pipeline's default window; "auto" -> an AutoWindow up to that width."""
-    if window is None:
-        return default
-    if window == "auto":
-        return AutoWindow(max_window=default)
+# What a pipeline call does unless told otherwise: the tokens of plain AR with the same seed (`exact`),
+# with the window picked at every step from measured costs and acceptance, 1 (plain AR) included.
+DEFAULT_METHOD = "exact"
+DEFAULT_WINDOW = "auto"
+
+
+def resolve_window(window, widest: int) -> "int | AutoWindow":
+    """None or "auto" -> an AutoWindow of up to `widest` positions (the pipeline's default_window); an int as is."""
+    if window is None or window == "auto":
+        return AutoWindow(max_window=widest)
     return window
 
 

@@ -11,7 +11,7 @@ import torch
 import mmspec.layouts as layouts
 from mmspec.adapters.reference import ReferenceTarget
 from mmspec.api import generate
-from mmspec.pipelines.base import as_list, chain, model_path, progress, resolve_window, stats_dict
+from mmspec.pipelines.base import DEFAULT_METHOD, as_list, chain, model_path, progress, resolve_window, stats_dict
 from mmspec.pipelines.prompts import encode_prompt
 from mmspec.reference.checkpoint import load_gpt
 from mmspec.stats import Stats
@@ -85,7 +85,7 @@ class _GridPipeline:
     def _load_extras(self, path: Path, config: dict, device, dtype) -> None:
         """Models a pipeline uses besides its own, named in config.json."""
 
-    def __call__(self, prompt, num_outputs: int = 1, seed=0, method="coupled", window: "int | str | None" = None,
+    def __call__(self, prompt, num_outputs: int = 1, seed=0, method=DEFAULT_METHOD, window: "int | str | None" = None,
                  sampling: "dict | None" = None, progress_bar: bool = False, image=None, mask=None,
                  on_commit=None):
         """on_commit(state, k) is called after every forward (see mmspec.generate), e.g. to show partial grids."""
@@ -192,7 +192,7 @@ class VideoPipeline(_GridPipeline):
         from mmspec.pipelines.scene import parse
 
         subjects = [parse(r)[2] or r for r in rows]
-        return self.image_model(subjects, seed=seed, method=method, window="auto" if window == "auto" else None,
+        return self.image_model(subjects, seed=seed, method=method, window=None if isinstance(window, int) else window,
                                 progress_bar=progress_bar)
 
     def _staged(self, picture, prompt: str):

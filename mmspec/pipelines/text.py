@@ -12,7 +12,7 @@ import torch
 from mmspec.adapters.text import HFCausalLM
 from mmspec.api import generate
 from mmspec.layouts import Sequence1D
-from mmspec.pipelines.base import as_list, chain, model_path, progress, resolve_window, stats_dict
+from mmspec.pipelines.base import DEFAULT_METHOD, as_list, chain, model_path, progress, resolve_window, stats_dict
 from mmspec.stats import Stats
 
 
@@ -93,7 +93,7 @@ class TextPipeline:
                                                  else model_path(draft_path, ""), device=device)
         return cls(target, drafter)
 
-    def __call__(self, prompt, num_outputs: int = 1, seed=0, method="coupled", window: "int | str | None" = None,
+    def __call__(self, prompt, num_outputs: int = 1, seed=0, method=DEFAULT_METHOD, window: "int | str | None" = None,
                  sampling: "dict | None" = None, max_new_tokens: int = 64, stop_strings=(),
                  progress_bar: bool = False, stream=None, on_commit=None) -> TextOutput:
         """stream(row, text) gets each row's new text as it is committed; on_commit(state, k) is called

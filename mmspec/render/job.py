@@ -11,6 +11,7 @@ from pathlib import Path
 
 import yaml
 
+from mmspec.pipelines.base import DEFAULT_METHOD, DEFAULT_WINDOW
 from mmspec.window import MAX_WINDOW
 from mmspec.methods import resolve_method
 from mmspec.render.naming import file_name, output_id
@@ -183,8 +184,8 @@ def _merge(defaults: dict, item: dict) -> dict:
 
 
 def _settings(job: Job, merged: dict, label: str) -> dict:
-    method = _method(merged.get("method", "coupled"), job, label)
-    window = merged.get("window", pipeline_class(job.kind).default_window)
+    method = _method(merged.get("method", DEFAULT_METHOD), job, label)
+    window = merged.get("window", DEFAULT_WINDOW)
     if window != "auto":  # auto: the pipeline's AutoWindow picks L per step from measured costs
         window = _int(window, 1, MAX_WINDOW, f"{label}window")
     if method != "draft-model":

@@ -15,10 +15,8 @@ Sources
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
-import re
 import subprocess
 import sys
 import sysconfig

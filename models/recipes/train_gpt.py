@@ -190,7 +190,6 @@ def main():
 
 def export(model, cfg, vocab, toks, words, te, positions, device, args, run, spec):
     from safetensors.torch import save_file
-    import mmspec
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     index = {w: i for i, w in enumerate(vocab)}

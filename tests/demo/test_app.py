@@ -61,7 +61,7 @@ def test_compare_other_methods_does_not_claim_identical_tokens(client):
 @pytest.mark.parametrize("endpoint, inputs, message", [
     ("/image_generate", dict(window=300), "maximum value 256"),
     ("/image_generate", dict(num_outputs=9), "maximum value 8"),
-    ("/video_compare", dict(window=0), "minimum value 1"),
+    ("/video_compare", dict(window=-1), "minimum value 0"),
     ("/text_generate", dict(prompt="<s> w3", max_new_tokens=128), "context of 128 tokens"),
     ("/image_generate", dict(prompt="  "), "Enter a prompt"),
 ])

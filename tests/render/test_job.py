@@ -30,7 +30,7 @@ def test_items_file_is_read_beside_the_job(models, write_job, tmp_path):
     job = load_job(write_job({"kind": "video", "model": str(models / "video"), "defaults": {"seeds": [5]},
                               "items_file": "prompts.jsonl"}), batch_size=3)
     assert [(o.prompt, o.seed, o.settings["window"]) for o in job.outputs] == \
-        [("red heart", 0, 32), ("red heart", 1, 32), ("apple", 5, 3)]
+        [("red heart", 0, "auto"), ("red heart", 1, "auto"), ("apple", 5, 3)]
     assert job.batch_size == 3 and all(o.file.endswith(".gif") for o in job.outputs)
 
 
