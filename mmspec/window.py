@@ -33,6 +33,16 @@ class FixedWindow:
     def __call__(self, state: "DecodeState") -> int:
         return self.max_window
 
+    def _recall(self, state: "DecodeState") -> None:
+        """Share the memory's measurements for this batch shape; widths measured before count as explored."""
+        self.tokens, self.seconds = self.memory.measurements(state, self.candidates)
+        for L in self.candidates:
+            if self.seconds[L] > 0:
+                self.measured[L] = 0
+        if self.seconds[self.candidates[0]] > 0:
+            self.explored = len(self.candidates)
+        self.attached = True
+
     def observe(self, state, k, seconds) -> None:
         pass
 
@@ -50,27 +60,34 @@ class AutoWindow:
     that loses again waits twice as long for its next stretch. A wider window must beat a narrower
     one by `margin` to be kept: throughput varies along a generation (a frame boundary, a flat
     region), and a wide window kept on a lucky stretch costs most.
+
+    With a `WindowMemory` (a pipeline keeps one for its model and device), the measurements carry over
+    from one generation to the next of the same batch size: a render job's later batches, or the
+    demo's next click, start at the best known window instead of exploring from plain AR again.
     """
 
     stretch = 4  # steps per measurement of a candidate
     recheck = 24  # steps at the best window between stretches of a neighbour
     margin = 1.15  # a wider window is preferred only when its throughput is this much higher
 
-    def __init__(self, max_window: int = 32):
+    def __init__(self, max_window: int = 32, memory: "WindowMemory | None" = None):
         if not 1 <= max_window <= MAX_WINDOW:
             raise ValueError(f"max_window must be in [1, {MAX_WINDOW}], got {max_window}")
-        self.max_window = max_window
+        self.max_window, self.memory = max_window, memory
         self.candidates = sorted({1 << (2 * i) for i in range(5) if 1 << (2 * i) <= max_window} | {max_window})
         self.tokens = {L: 0.0 for L in self.candidates}  # committed tokens measured at each width (decayed)
         self.seconds = {L: 0.0 for L in self.candidates}
         self.measured = {L: -1 for L in self.candidates}  # the step at which each width last ran
         self.wait = {L: self.recheck for L in self.candidates}  # steps before a losing width runs again
         self.explored, self.plan, self.window, self.step = 0, [], 1, 0
+        self.attached = memory is None
 
     def rate(self, L: int) -> float:
         return self.tokens[L] / self.seconds[L] if self.seconds[L] > 0 else 0.0
 
     def __call__(self, state: "DecodeState") -> int:
+        if not self.attached:
+            self._recall(state)
         if not self.plan:
             self.plan = self._next_plan()
         self.window = self.plan.pop(0)
@@ -95,6 +112,16 @@ class AutoWindow:
         self.wait[again] *= 2
         return [best] * self.recheck + [again] * self.stretch
 
+    def _recall(self, state: "DecodeState") -> None:
+        """Share the memory's measurements for this batch shape; widths measured before count as explored."""
+        self.tokens, self.seconds = self.memory.measurements(state, self.candidates)
+        for L in self.candidates:
+            if self.seconds[L] > 0:
+                self.measured[L] = 0
+        if self.seconds[self.candidates[0]] > 0:
+            self.explored = len(self.candidates)
+        self.attached = True
+
     def observe(self, state, k, seconds) -> None:
         L = self.window
         self.step += 1
@@ -104,6 +131,22 @@ class AutoWindow:
         # recent stretches weigh more: acceptance drifts along a generation
         self.tokens[L] = 0.9 * self.tokens[L] + float(k.sum())
         self.seconds[L] = 0.9 * self.seconds[L] + seconds
+
+
+class WindowMemory:
+    """AutoWindow's measurements kept across generations: decayed committed tokens and step seconds per
+    window, for each batch shape (rows, CFG or not). One per pipeline, i.e. per model and device."""
+
+    def __init__(self):
+        self.shapes: dict[tuple, tuple[dict, dict]] = {}
+
+    def measurements(self, state: "DecodeState", windows: list[int]) -> tuple[dict, dict]:
+        """(tokens, seconds) by window for the state's batch shape: shared dicts that the policy updates."""
+        tokens, seconds = self.shapes.setdefault((state.batch_size, state.sampling.cfg), ({}, {}))
+        for L in windows:
+            tokens.setdefault(L, 0.0)
+            seconds.setdefault(L, 0.0)
+        return tokens, seconds
 
 
 def window_policy(window: "int | str | WindowPolicy") -> WindowPolicy:

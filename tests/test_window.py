@@ -12,6 +12,7 @@ class FakeState:
         self.seq = torch.zeros(rows, 4, dtype=torch.long)
         self.batch_size = rows
         self.active = torch.ones(rows, dtype=torch.bool)
+        self.sampling = mmspec.Sampling(cfg_scale=2.0)
 
 
 def _run(policy, steps, seconds_of, k_of):
@@ -73,3 +74,17 @@ def test_auto_matches_the_exact_law(method):
     g = mmspec.generate(target, torch.tensor([0]), mmspec.Grid2D(2, 2), method=method,
                         window=AutoWindow(max_window=4), sampling=sampling, seed=0, num_samples=20_000)
     assert chi_square_pvalue(sequence_id(g.tokens, 3), tabular_law(target, 0, sampling)) > 1e-3
+
+
+def test_auto_with_a_memory_starts_the_next_generation_at_the_best_known_window():
+    from mmspec.window import WindowMemory
+
+    memory = WindowMemory()
+    costs = dict(seconds_of=lambda L: 0.01 * (1 + L / 16), k_of=lambda L: min(L, 3))  # 4 pays best
+    first = _run(AutoWindow(max_window=16, memory=memory), 40, **costs)
+    assert first[:4] == [1] * 4  # nothing known yet: explore from plain AR
+    second = _run(AutoWindow(max_window=16, memory=memory), 24, **costs)
+    assert second == [4] * 24  # starts where the first one ended
+    other = AutoWindow(max_window=16, memory=memory)
+    state = FakeState(rows=5)  # another batch size: its costs are not known
+    assert other(state) == 1 and other.explored == 1

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from mmspec.window import AutoWindow
+from mmspec.window import AutoWindow, WindowMemory
 
 def models_dir() -> Path:
     """Where the bundled models are: $MMSPEC_MODELS, else the models/ folder of the source checkout."""
@@ -45,10 +45,13 @@ DEFAULT_METHOD = "exact"
 DEFAULT_WINDOW = "auto"
 
 
-def resolve_window(window, widest: int) -> "int | AutoWindow":
-    """None or "auto" -> an AutoWindow of up to `widest` positions (the pipeline's default_window); an int as is."""
+def resolve_window(window, widest: int, memories: "dict | None" = None, method=None) -> "int | AutoWindow":
+    """None or "auto" -> an AutoWindow of up to `widest` positions (the pipeline's default_window) that starts
+    from what earlier calls with the same method learned (`memories`: the pipeline's, by method name); an int
+    as is."""
     if window is None or window == "auto":
-        return AutoWindow(max_window=widest)
+        memory = memories.setdefault(method, WindowMemory()) if memories is not None and isinstance(method, str) else None
+        return AutoWindow(max_window=widest, memory=memory)
     return window
 
 

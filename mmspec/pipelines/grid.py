@@ -69,6 +69,7 @@ class _GridPipeline:
         self.target, self.tokenizer, self.layout = target, tokenizer, layout
         self.vocab, self.default_sampling = vocab, default_sampling
         self.cond_len = target.model.config.cond_len
+        self.window_memory = {}  # method -> WindowMemory: window="auto" learns costs and acceptance across calls
 
     @classmethod
     def from_pretrained(cls, path: "str | Path | None" = None, device="cpu", dtype=torch.float32):
@@ -94,7 +95,7 @@ class _GridPipeline:
         t0 = time.perf_counter()
         given, extra = self._given(rows, image, mask, seed=seed, method=method, window=window,
                                    progress_bar=progress_bar)
-        window = resolve_window(window, self.default_window)
+        window = resolve_window(window, self.default_window, self.window_memory, method)
         cond = torch.tensor([encode_prompt(p, self.vocab, self.cond_len) for p in prompts])
         sampling = sampling if sampling is not None else self.default_sampling
         with progress(len(rows) * self.layout.length, type(self).__name__, progress_bar) as hook:

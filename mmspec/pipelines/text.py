@@ -78,6 +78,7 @@ class TextPipeline:
 
     def __init__(self, target: HFCausalLM, draft: "HFCausalLM | None" = None):
         self.target, self.draft = target, draft
+        self.window_memory = {}  # method -> WindowMemory: window="auto" learns costs and acceptance across calls
 
     @property
     def default_sampling(self) -> dict:
@@ -99,7 +100,7 @@ class TextPipeline:
         """stream(row, text) gets each row's new text as it is committed; on_commit(state, k) is called
         after every forward (see mmspec.generate)."""
         prompts = as_list(prompt)
-        window = resolve_window(window, self.default_window)
+        window = resolve_window(window, self.default_window, self.window_memory, method)
         sampling = sampling if sampling is not None else self.default_sampling
         if method == "draft-model":
             if self.draft is None:

@@ -92,3 +92,11 @@ def test_on_commit_sees_the_committed_prefix_grow_to_the_output(tiny_models):
     assert len(seen) == out.summary["nfe"] and [int(n.sum()) for _, n in seen] == sorted(int(n.sum()) for _, n in seen)
     tokens, n = seen[-1]
     assert (n == 16).all() and torch.equal(tokens, out.tokens)
+
+
+def test_auto_windows_remember_costs_per_method_across_calls(tiny_models):
+    pipe = ImagePipeline.from_pretrained(tiny_models / "image")
+    pipe("red heart", num_outputs=2, method="exact")
+    pipe("red heart", num_outputs=2, method="coupled", window=4)  # a fixed window learns nothing
+    (tokens, seconds), = pipe.window_memory["exact"].shapes.values()
+    assert set(pipe.window_memory) == {"exact"} and sum(tokens.values()) > 0 and seconds[1] > 0
