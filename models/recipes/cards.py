@@ -91,12 +91,37 @@ def card_gpt(name: str, m: dict, cfg: dict) -> str:
     pipe = "VideoPipeline" if video else "ImagePipeline"
     example = '"bounce red apple"' if video else '"red heart"'
     s = cfg["default_sampling"]
-    data = EMOJI_DATA + ("""
+    given = m.get("given_tokens", 0)
+    data = EMOJI_DATA + (f"""
 
-Videos: 6000 clips of 8 frames at 32x32, each a base emoji (no skin tones) of 14-20 px moving on one
+Videos: {m.get('clips', 6000)} clips of 8 frames at 32x32, each a base emoji (no skin tones) of 14-20 px moving on one
 of 12 plain colours: slide left / right / up / down, bounce, zoom in / out, rotate. Caption words:
 the motion, the emoji's name, the background colour, e.g. "bounce red apple green background". Frames
-are tokenized one by one with `emoji-vq`.""" if video else "")
+are tokenized one by one with `emoji-vq`. The sprite's poses and the scene are defined once in
+`mmspec/pipelines/scene.py`, which the video pipeline also uses to stage frame 0.""" if video else "")
+    if given:
+        usage = (f'out = pipe({example}, num_outputs=4, seed=0)  # frame 0 drawn by emoji-image, then exact = AR\'s tokens\n'
+                 f'out = pipe({example}, image="apple.png")          # or your own first frame')
+        shown = (f"![frame by frame: per prompt, two samples](samples_sheet.png)\n\nSamples above, frame by frame "
+                 f"(two per prompt, one prompt per row) and as GIF below (four per prompt): text -> image -> video "
+                 f"through `VideoPipeline` at the default settings, seed 0, plain AR's tokens (`exact`). Frame 0 is "
+                 f"drawn by `emoji-image` for the prompt's subject and staged as the scene (the sprite where the named "
+                 f"motion starts); the model generates frames 1-7. Prompts: {prompts}.\n\n![samples]({pic})")
+        init = m.get("init")
+        loss_rows = (f"| held-out loss of frames 1-7 given frame 0 (teacher-forced, full prompt, bf16 weights) | "
+                     f"**{m['heldout_loss_nats_bf16']} nats/token** over {m['heldout_sequences']} held-out clips |\n" +
+                     (f"| the same measure for the model it started from (`{init['folder']}`: all 8 frames, 6000 clips, "
+                      f"75 min) | {init['heldout_loss_nats_bf16']} nats/token |\n" if init else ""))
+        what_trained = (" Frame 0 is always given at generation, so the loss covers frames 1-7 only (frame 0 is "
+                        "context). ")
+    else:
+        usage = f'out = pipe({example}, num_outputs=4, seed=0, method="coupled", window={32 if video else 16})'
+        shown = (f"![samples]({pic})\n\nSamples above: plain AR sampling at the default settings, 4 per prompt, "
+                 f"one prompt per row: {prompts}.")
+        loss_rows = (f"| held-out loss (teacher-forced, full prompt, bf16 weights) | **{m['heldout_loss_nats_bf16']} "
+                     f"nats/token** over {m['heldout_sequences']} held-out {'clips' if video else 'images'} |\n")
+        what_trained = ""
+    init_flag = f" --clips {m['clips']} --init <previous model folder> --lr {m['lr']}" if given else ""
     return f"""# {name}: a small prompt-conditioned AR {'video' if video else 'image'} model
 
 mmspec's reference GPT (LlamaGen-style: RMSNorm, SwiGLU, {'3D' if video else '2D'} RoPE), {m['params'] / 1e6:.2f}M
@@ -108,17 +133,14 @@ classifier-free guidance; the condition's rotary angle is 0). Weights: bf16 safe
 ```python
 import mmspec
 pipe = mmspec.{pipe}.from_pretrained("models/{name}")
-out = pipe({example}, num_outputs=4, seed=0, method="coupled", window={32 if video else 16})
+{usage}
 ```
 
-![samples]({pic})
-
-Samples above: plain AR sampling at the default settings, 4 per prompt, one prompt per row: {prompts}.
+{shown}
 
 | | |
 |---|---|
-| held-out loss (teacher-forced, full prompt, bf16 weights) | **{m['heldout_loss_nats_bf16']} nats/token** over {m['heldout_sequences']} held-out {'clips' if video else 'images'} |
-| mean per-token entropy of p, default sampling | **{m['mean_entropy_nats']['default']} nats** (raw: t=1, no CFG, no top-k: {m['mean_entropy_nats']['raw_t1_nocfg']} nats) |
+{loss_rows}| mean per-token entropy of p, default sampling | **{m['mean_entropy_nats']['default']} nats** (raw: t=1, no CFG, no top-k: {m['mean_entropy_nats']['raw_t1_nocfg']} nats) |
 | default sampling | temperature {s.get('temperature', 1.0)}, top-k {s.get('top_k')}, CFG scale {s.get('cfg_scale', 1.0)} (logit mixing) |
 | training | {m['steps']} steps of batch {m['batch']} ({m['tokens_seen'] / 1e6:.1f}M tokens), {minutes(m)} |
 
@@ -136,15 +158,15 @@ lengths on this model a conservative estimate.
 ```bash
 python models/recipes/data.py
 python models/recipes/train_vq.py                                   # models/emoji-vq first
-python models/recipes/train_gpt.py --model {name} --max-minutes {m['train_minutes']:.0f}
+python models/recipes/train_gpt.py --model {name} --max-minutes {m['train_minutes']:.0f}{init_flag}
 ```
-Teacher-forced cross-entropy through `GPT.forward_sequence(cond, tokens, layout.positions())`.
+Teacher-forced cross-entropy through `GPT.forward_sequence(cond, tokens, layout.positions())`.{what_trained}
 Prompt words: the CLDR label, then the Unicode name, short names, skin tones and category, e.g.
 "red heart heavy black smileys emotion"; the word vocabulary comes from emoji.json (label words
 outside it become `<unk>`). {'Each (art set, emoji) is sampled equally often, then one of its skin-tone variants. ' if not video else ''}The
 condition is dropped (all padding) for 10% of sequences, otherwise it is the full word list (45%) or
 a random half of its words (45%), so short prompts are in distribution. AdamW (0.9, 0.95), weight
-decay 0.05, lr 1e-3 on a cosine over the time budget, batch {m['batch']}. Checkpoints in
+decay 0.05, lr {m.get('lr', '1e-3')} on a cosine over the time budget, batch {m['batch']}. Checkpoints in
 `.cache/train/{name}/` (rerun to resume), losses in `.cache/train/{name}/log.jsonl`.
 """
 

@@ -206,12 +206,14 @@ def export(model, cfg, vocab, toks, words, te, positions, device, args, run, spe
     common.write_json(out / "vocab.json", vocab)
     m16 = load_bf16(out, device)
     loss16 = heldout_loss(m16, toks[te], [words[i] for i in te], index, positions, device, start)
-    ent, tokens = entropy_and_samples(m16, spec, index, device)
+    ent, tokens = entropy_and_samples(m16, spec, index, device, out)
     metrics = {"heldout_loss_nats": round(loss, 4), "heldout_loss_nats_bf16": round(loss16, 4),
                "heldout_sequences": int(len(te)), "mean_entropy_nats": ent, "default_sampling": spec["sampling"],
                "steps": run.step, "batch": args.batch, "tokens_seen": run.step * args.batch * positions.shape[0],
                "train_minutes": round(run.elapsed / 60, 1), "threads": args.threads, "device": args.device,
-               "params": common.count_params(m16), "given_tokens": start}
+               "params": common.count_params(m16), "given_tokens": start, "lr": args.lr}
+    if spec["layout"][0] == "Grid3D":
+        metrics["clips"] = args.clips
     if args.init:  # the model this one started from, on the same held-out measure
         metrics["init"] = {"folder": Path(args.init).name, "heldout_loss_nats_bf16": round(
             heldout_loss(load_bf16(Path(args.init), device), toks[te], [words[i] for i in te], index, positions,
@@ -232,19 +234,24 @@ def load_bf16(folder: Path, device) -> "torch.nn.Module":
 
 
 @torch.no_grad()
-def entropy_and_samples(model, spec, index, device, per_prompt: int = 4):
-    """Sample the card's prompts with plain AR at the default settings; return the mean entropy of p (nats) at
-    the generated positions, for the default settings and for raw sampling (t=1, no CFG, no top-k)."""
+def entropy_and_samples(model, spec, index, device, out: Path, per_prompt: int = 4):
+    """Sample the card's prompts with plain AR at the default settings, the way users get them (a model with
+    given frames through VideoPipeline: frame 0 drawn by its image model); return the mean entropy of p (nats)
+    at the generated positions, for the default settings and for raw sampling (t=1, no CFG, no top-k)."""
     import mmspec
     layout = make_layout(spec["layout"])
+    start = given_length(spec)
     cond = torch.tensor([encode_prompt(pr, index, COND_LEN) for pr in spec["prompts"]]).to(device)
-    gen = mmspec.generate(mmspec.ReferenceTarget(model), cond, layout, method="ar", window=1,
-                          sampling=spec["sampling"], seed=0, num_samples=per_prompt)
-    toks = gen.tokens
+    if start:
+        pipe = mmspec.VideoPipeline.from_pretrained(out, device=device)
+        toks = pipe(spec["prompts"], num_outputs=per_prompt, seed=0, method="ar").tokens.to(device)
+    else:
+        toks = mmspec.generate(mmspec.ReferenceTarget(model), cond, layout, method="ar", window=1,
+                               sampling=spec["sampling"], seed=0, num_samples=per_prompt).tokens
     c = cond.repeat_interleave(per_prompt, 0)
     pos = layout.positions().to(device)
-    lc = model.forward_sequence(c, toks, pos).float()
-    lu = model.forward_sequence(model.null_condition(len(c)), toks, pos).float()
+    lc = model.forward_sequence(c, toks, pos)[:, start:].float()
+    lu = model.forward_sequence(model.null_condition(len(c)), toks, pos)[:, start:].float()
     ent = {}
     for key, s in (("default", spec["sampling"]), ("raw_t1_nocfg", {"temperature": 1.0})):
         s = mmspec.Sampling.coerce(s)
@@ -279,6 +286,13 @@ def render(tokens, spec, out: Path, args):
             gif.append(g.resize((g.width * 3, g.height * 3), Image.NEAREST))
         gif[0].save(out / "samples.gif", save_all=True, append_images=gif[1:], duration=150, loop=0)
         gif[0].save(out / "samples_frame0.png")
+        # the sheet: per prompt, its first two samples frame by frame (does the subject last, does it move?)
+        sheet = Image.new("RGB", (2 * t * S + S // 2, n_prompts * S), "white")
+        for p in range(n_prompts):
+            for j in range(min(2, per)):
+                for f in range(t):
+                    sheet.paste(frames[(p * per + j) * t + f], (j * (t * S + S // 2) + f * S, p * S))
+        sheet.resize((sheet.width * 2, sheet.height * 2), Image.NEAREST).save(out / "samples_sheet.png")
     (out / "samples.txt").write_text("\n".join(f"row {i}: {p!r}" for i, p in enumerate(spec["prompts"])) + "\n")
 
 
