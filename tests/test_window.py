@@ -67,12 +67,19 @@ def test_exact_equals_ar_with_auto(layout):
     assert torch.equal(auto.tokens, ar.tokens)
 
 
+@pytest.mark.parametrize("remembered", [False, True], ids=["fresh", "remembered"])
 @pytest.mark.parametrize("method", ["coupled", "lookup"])
-def test_auto_matches_the_exact_law(method):
+def test_auto_matches_the_exact_law(method, remembered):
+    from mmspec.window import WindowMemory
+
     target = TabularTarget(3, 4, seed=5)
     sampling = mmspec.Sampling(temperature=1.3, top_p=0.9, cfg_scale=2.0)
-    g = mmspec.generate(target, torch.tensor([0]), mmspec.Grid2D(2, 2), method=method,
-                        window=AutoWindow(max_window=4), sampling=sampling, seed=0, num_samples=20_000)
+    run = lambda policy, n: mmspec.generate(target, torch.tensor([0]), mmspec.Grid2D(2, 2), method=method,  # noqa: E731
+                                            window=policy, sampling=sampling, seed=0, num_samples=n)
+    memory = WindowMemory() if remembered else None
+    if remembered:
+        run(AutoWindow(max_window=4, memory=memory), 20_000)  # the measured run starts where this one ended
+    g = run(AutoWindow(max_window=4, memory=memory), 20_000)
     assert chi_square_pvalue(sequence_id(g.tokens, 3), tabular_law(target, 0, sampling)) > 1e-3
 
 
