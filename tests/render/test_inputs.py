@@ -135,3 +135,11 @@ def test_a_file_changed_after_loading_fails_its_rows_and_a_rerun_renders_the_new
     assert (rerun["rendered"], rerun["skipped"]) == (2, 1)  # the new picture's outputs; red heart is done
     shas = [line.get("image_sha256") for line in folder(out).manifest]
     assert shas.count(sha(files / "a.png")) == 2 and len(set(shas)) == 3 and folder(out).verified()
+
+
+def test_the_example_jobs_load_with_their_pictures():
+    """configs/ must run out of the box: its pictures are there and its masks fit the bundled model's grid."""
+    jobs = {path.stem: load_job(path) for path in sorted((Path(__file__).parents[2] / "configs").glob("*.yaml"))}
+    assert {"image-to-video", "inpaint"} <= set(jobs)
+    assert [sorted(o.inputs) for o in jobs["image-to-video"].outputs] == [["image"]] * 4 + [[]] * 2
+    assert all(sorted(o.inputs) == ["image", "mask"] for o in jobs["inpaint"].outputs)
