@@ -142,9 +142,8 @@ class Tab:
             with gr.Row():
                 return {"image": gr.Image(type="pil", label="Image to inpaint", sources=["upload", "clipboard"],
                                           height=160, elem_id="image-image"),
-                        "mask": gr.Image(type="pil", image_mode="L", label=f"Mask (white: regenerate), e.g. "
-                                         f"{w * down}x{h * down} px", sources=["upload", "clipboard"], height=160,
-                                         elem_id="image-mask")}
+                        "mask": gr.Image(type="pil", image_mode="L", sources=["upload", "clipboard"], height=160,
+                                         label=f"Mask: white = redraw ({w * down}x{h * down})", elem_id="image-mask")}
 
     def _outputs(self):
         kind = self.kind  # elem_ids: for tests and custom CSS
