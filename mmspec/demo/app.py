@@ -3,6 +3,8 @@
 Each tab has two events: generate (streams the output as it is committed, then stats, commit map
 and accepted-length histogram) and compare (the chosen method against plain AR, same prompt, seed
 and sampling). Events of a tab share one queue, so a model runs `concurrency` generations at a time.
+The video tab takes an optional first frame, the image tab an optional picture and mask to inpaint:
+the pipelines' image= and mask=.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from mmspec.demo.stream import Snapshot, stream
 from mmspec.demo.views import GridView, TextView
 from mmspec.methods import METHODS
 from mmspec.pipelines import ImagePipeline, TextPipeline, VideoPipeline
+from mmspec.pipelines.grid import token_mask
 
 MAX_OUTPUTS = 8
 EXAMPLES = {"image": ["red heart", "smiling face", "pizza", "rocket"],
@@ -108,6 +111,7 @@ class Tab:
         gr.Examples([[p] for p in EXAMPLES[kind]], [c["prompt"]])
         c["method"] = gr.Dropdown(methods, value="draft-model" if "draft-model" in methods else DEFAULT_METHOD,
                                   label="Method", elem_id=f"{kind}-method")
+        pictures = self._picture_inputs() if kind != "text" else {}  # last in the API: positional callers
         c["window"] = gr.Slider(0, MAX_WINDOW, 0, step=1, label="Window",
                                 info="positions verified per forward; 0: auto (picked at every step)")
         with gr.Row():
@@ -124,7 +128,22 @@ class Tab:
             if kind != "text":
                 c["cfg_scale"] = gr.Slider(1, 10, sampling.get("cfg_scale", 1.0), step=0.1, label="CFG scale",
                                            info="1: off")
-        return c
+        return {**c, **pictures}
+
+    def _picture_inputs(self) -> dict:
+        """Optional pictures the pipeline starts from; empty, the tab generates from the prompt alone."""
+        if self.kind == "video":
+            with gr.Accordion("First frame (optional; empty: drawn from the prompt)", open=False,
+                              elem_id="video-first-frame"):
+                return {"image": gr.Image(type="pil", label="First frame", sources=["upload", "clipboard"],
+                                          height=160, elem_id="video-image")}
+        h, w, down = self.pipe.layout.h, self.pipe.layout.w, self.pipe.tokenizer.downsample
+        with gr.Accordion("Inpainting (optional)", open=False, elem_id="image-inpainting"):
+            with gr.Row():
+                return {"image": gr.Image(type="pil", label="Image to inpaint", sources=["upload", "clipboard"],
+                                          height=160, elem_id="image-image"),
+                        "mask": gr.Image(type="pil", image_mode="L", sources=["upload", "clipboard"], height=160,
+                                         label=f"Mask: white = redraw ({w * down}x{h * down})", elem_id="image-mask")}
 
     def _outputs(self):
         kind = self.kind  # elem_ids: for tests and custom CSS
@@ -154,10 +173,11 @@ class Tab:
             self.comparison = gr.JSON(label="Comparison", open=True)
 
     def settings(self, prompt: str, seed, method: str, window, num_outputs, temperature, top_k, top_p,
-                 cfg_scale=None, max_new_tokens=None) -> dict:
+                 cfg_scale=None, max_new_tokens=None, image=None, mask=None) -> dict:
         """The pipeline call; a message for what the components' own bounds cannot check."""
         if not prompt.strip():
             raise _refusal("Enter a prompt.")
+        pictures = self._pictures(image, mask)
         sampling = {"temperature": temperature, "top_k": int(top_k) or None, "top_p": top_p if top_p < 1 else None}
         call = dict(prompt=prompt, seed=int(seed), method=method, window=int(window) or "auto", num_outputs=int(num_outputs),
                     sampling=sampling)
@@ -169,7 +189,20 @@ class Tab:
             call["max_new_tokens"] = int(max_new_tokens)
         else:
             sampling["cfg_scale"] = cfg_scale
-        return call
+        return {**call, **pictures}
+
+    def _pictures(self, image, mask) -> dict:
+        """image= / mask= of the call, when given; refusals for what the pipeline would refuse."""
+        if mask is not None and image is None:
+            raise _refusal("A mask needs the image to inpaint: add the image, or clear the mask.")
+        if image is not None and mask is None and self.kind == "image":
+            raise _refusal("Inpainting needs a mask too: white where to regenerate, black where to keep the image.")
+        if mask is not None:
+            try:
+                token_mask(mask, self.pipe.layout.h, self.pipe.layout.w)
+            except ValueError as err:
+                raise _refusal(f"Mask: {err}.") from None
+        return {k: v for k, v in (("image", image), ("mask", mask)) if v is not None}
 
     def run(self, call: dict, progress, desc: str):
         """Yields Snapshots while the pipeline runs, then its output; progress over committed tokens."""
@@ -180,9 +213,11 @@ class Tab:
                 progress((item.committed, total), desc=desc, unit="tokens")
             yield item
 
-    def generate(self, progress=gr.Progress(), **values):
+    # image and mask are named, with None defaults, so that the API marks them optional: gradio_client
+    # callers that predate them, and tabs without them, leave them out
+    def generate(self, progress=gr.Progress(), image=None, mask=None, **values):
         """Streams partial outputs, then the media, stats, commit map and histogram."""
-        call = self.settings(**values)
+        call = self.settings(image=image, mask=mask, **values)
         yield dict.fromkeys(self.outputs)  # no stale results beside the new run
         for item in self.run(call, progress, call["method"]):
             if isinstance(item, Snapshot):
@@ -199,9 +234,9 @@ class Tab:
             result[self.runs] = self.view.runs(out)
         yield result
 
-    def compare(self, progress=gr.Progress(), **values):
+    def compare(self, progress=gr.Progress(), image=None, mask=None, **values):
         """The chosen method and plain AR, same prompt, seed and sampling; for exact, are the tokens equal?"""
-        call = self.settings(**values)
+        call = self.settings(image=image, mask=mask, **values)
         outs = {}
         for name in (call["method"], "ar"):
             *_, outs[name] = self.run({**call, "method": name}, progress, name)  # the last item is the output

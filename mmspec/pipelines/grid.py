@@ -75,7 +75,7 @@ class _GridPipeline:
     def from_pretrained(cls, path: "str | Path | None" = None, device="cpu", dtype=torch.float32):
         path = model_path(path, cls.default_model)
         config = json.loads((path / "config.json").read_text())
-        layout = getattr(layouts, config["layout"]["type"])(*config["layout"]["shape"])
+        layout = model_layout(path)
         tokenizer = VQTokenizer.from_pretrained(model_path(path / config["tokenizer"], ""), device=device)
         vocab = json.loads((path / config.get("prompt_vocab", "vocab.json")).read_text())
         target = ReferenceTarget(load_gpt(path, dtype=dtype, device=device))
@@ -117,6 +117,12 @@ class _GridPipeline:
             raise TypeError(f"image must be a PIL image, a path or an ImageOutput, not {type(image).__name__}")
         h, w, down = self.layout.h, self.layout.w, self.tokenizer.downsample
         return self.tokenizer.encode(image.convert("RGB").resize((w * down, h * down), Image.LANCZOS))[0].flatten()
+
+
+def model_layout(path: "str | Path") -> layouts.Layout:
+    """A model folder's token grid, from its config.json: what checking a mask needs, without loading the model."""
+    config = json.loads((Path(path) / "config.json").read_text())
+    return getattr(layouts, config["layout"]["type"])(*config["layout"]["shape"])
 
 
 def token_mask(mask, h: int, w: int) -> torch.Tensor:

@@ -6,7 +6,7 @@ costs nothing and is reported with the line and key at fault (mmspec render exit
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import yaml
@@ -14,6 +14,7 @@ import yaml
 from mmspec.pipelines.base import DEFAULT_METHOD, DEFAULT_WINDOW
 from mmspec.window import MAX_WINDOW
 from mmspec.methods import resolve_method
+from mmspec.render.inputs import INPUT_KEYS, InputFiles
 from mmspec.render.naming import file_name, output_id
 from mmspec.sampling import Sampling
 
@@ -31,16 +32,18 @@ class JobError(ValueError):
 
 @dataclass(frozen=True)
 class Output:
-    id: str  # content hash of (kind, model, prompt, seed, settings)
+    id: str  # content hash of (kind, model, prompt, seed, settings, input files' bytes)
     file: str  # a plain file name inside the output folder
     prompt: str
     seed: int
     settings: dict  # the pipeline call's settings: method, window, sampling (+ text options)
+    inputs: dict = field(default_factory=dict)  # image / mask: {"path": absolute, "sha256": of its bytes}
 
     @property
     def group(self) -> str:
-        """Outputs with the same group can share a batch: rows differ only in prompt and seed."""
-        return json.dumps(self.settings, sort_keys=True)
+        """Outputs with the same group can share a batch: rows differ only in prompt and seed (one engine call
+        takes one image and mask for all its rows)."""
+        return json.dumps([self.settings, self.inputs], sort_keys=True)
 
 
 @dataclass(frozen=True)
@@ -82,12 +85,14 @@ def load_job(path: "str | Path", batch_size: int | None = None) -> Job:
 
 def _outputs(job: Job, data: dict, path: Path, where: "_Where") -> list[Output]:
     """One Output per (item, seed), in job order; an output listed twice is rendered once."""
-    allowed = CALL_KEYS + SEED_KEYS + (TEXT_KEYS if job.kind == "text" else ())
+    allowed = CALL_KEYS + SEED_KEYS + INPUT_KEYS + (TEXT_KEYS if job.kind == "text" else ())
+    files = InputFiles(job.kind, job.model, path.parent, JobError)
     defaults = {} if data.get("defaults") is None else data["defaults"]
     _mapping(defaults, f"{path.name}: defaults")
     defaults_label = f"{where.at(defaults)}defaults."
     _no_unknown(defaults, allowed, defaults_label)
     _settings(job, defaults, defaults_label)  # its faults are named as its own, not as the first item's
+    files.check(defaults, defaults_label, whole=False)  # an item may complete what the defaults give
     outputs: dict[str, Output] = {}
     for label, item in _items(data, path, where):
         _mapping(item, label[:-1] if label.endswith(".") else f"{label}item")
@@ -95,14 +100,16 @@ def _outputs(job: Job, data: dict, path: Path, where: "_Where") -> list[Output]:
         prompt = item.get("prompt")
         if not isinstance(prompt, str):
             raise JobError(f"{label}prompt: must be a string, got {prompt!r}")
-        settings = _settings(job, _merge(defaults, item), label)
+        merged = _merge(defaults, item)
+        settings, inputs = _settings(job, merged, label), files.check(merged, label, whole=True)
         identity = {"kind": job.kind, "model": data.get("model"), "prompt": prompt, "settings": settings}
         if settings["method"] == "draft-model":
             identity["draft"] = data.get("draft")
+        identity.update({key: file["sha256"] for key, file in inputs.items()})  # absent: ids as before inputs existed
         own_seeds = any(k in item for k in SEED_KEYS)
         for seed in _seeds(item, label) if own_seeds else _seeds(defaults, defaults_label):
             oid = output_id({**identity, "seed": seed})
-            outputs.setdefault(oid, Output(oid, file_name(prompt, seed, oid, job.kind), prompt, seed, settings))
+            outputs.setdefault(oid, Output(oid, file_name(prompt, seed, oid, job.kind), prompt, seed, settings, inputs))
     return list(outputs.values())
 
 

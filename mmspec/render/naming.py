@@ -1,8 +1,9 @@
 """Output names: derived from the output's content only, and always a plain file name.
 
-The id hashes (kind, model, prompt, seed, settings), so the same output keeps its name across runs,
-batch sizes and backends; the readable slug keeps [a-z0-9-] from the prompt, so no prompt (path
-separators, '..', control characters, 10,000 characters, nothing) can lead a name out of the folder.
+The id hashes (kind, model, prompt, seed, settings, and the sha256 of the bytes of its image and mask files),
+so the same output keeps its name across runs, batch sizes and backends; the readable slug keeps [a-z0-9-]
+from the prompt, so no prompt (path separators, '..', control characters, 10,000 characters, nothing) can lead
+a name out of the folder.
 """
 from __future__ import annotations
 

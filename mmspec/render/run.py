@@ -33,7 +33,7 @@ def render_job(job_path: "str | Path", out: "str | Path", *, backend: str = "loc
 
 
 def make_batches(outputs: list[Output], size: int) -> list[list[Output]]:
-    """Outputs of the same settings, in job order, cut into engine calls of `size` rows."""
+    """Outputs of the same settings and input files, in job order, cut into engine calls of `size` rows."""
     groups: dict[str, list[Output]] = {}
     for output in outputs:
         groups.setdefault(output.group, []).append(output)
@@ -47,4 +47,6 @@ def _line(job: Job, output: Output, result: Result, folder: OutputFolder) -> dic
     else:
         line.update(sha256=folder.write(output.file, result.data), status="done", nfe=result.nfe,
                     tokens=result.tokens, seconds=round(result.seconds, 4))
+    for key, file in output.inputs.items():  # which picture the output came from, and its bytes' hash
+        line.update({key: file["path"], f"{key}_sha256": file["sha256"]})
     return {**line, "kind": job.kind, "model": job.model, **output.settings}

@@ -1,7 +1,7 @@
 """What renders a batch, wherever it runs (this process or a Ray actor): pipeline call -> file bytes.
 
-Rows of one engine call share their settings and differ in prompt and seed; a row's output does not
-depend on its batch mates, so a failed batch is retried row by row to find the rows at fault, and
+Rows of one engine call share their settings and input files and differ in prompt and seed; a row's output
+does not depend on its batch mates, so a failed batch is retried row by row to find the rows at fault, and
 the others come out with the same bytes as in the batch.
 """
 from __future__ import annotations
@@ -13,6 +13,7 @@ from pathlib import Path
 
 import torch
 
+from mmspec.render.inputs import load_inputs
 from mmspec.render.job import Output, pipeline_class
 
 SAVE_OPTIONS = {"video": {"formats": ("gif",)}}  # GIF is byte-deterministic; MP4 encoders are not promised to be
@@ -46,7 +47,8 @@ def _render(pipe, kind: str, batch: list[Output]) -> list[Result]:
     settings = dict(batch[0].settings)
     settings["sampling"] = {**pipe.default_sampling, **settings["sampling"]}  # job keys override the model's
     t0 = time.perf_counter()
-    out = pipe([o.prompt for o in batch], num_outputs=1, seed=[o.seed for o in batch], **settings)
+    inputs = load_inputs(batch[0].inputs)
+    out = pipe([o.prompt for o in batch], num_outputs=1, seed=[o.seed for o in batch], **settings, **inputs)
     files = _encode(out, kind)
     share = (time.perf_counter() - t0) / len(batch)
     return [Result(data, nfe=int(out.stats.nfe[i]), tokens=int(out.stats.committed[i]), seconds=share)

@@ -87,3 +87,64 @@ def test_demos_app_exposes_build_app():
 def test_the_api_is_generate_and_compare_per_tab(client):
     names = set(client.view_api(print_info=False, return_format="dict")["named_endpoints"])
     assert names == {f"/{kind}_{event}" for kind in ("image", "video", "text") for event in ("generate", "compare")}
+
+
+@pytest.fixture
+def pictures(tmp_path):
+    """A picture, a mask of the tiny image model's first token row (8x8 pixels, 4x4 tokens), one that fits no grid."""
+    import numpy as np
+
+    paths = {name: tmp_path / f"{name}.png" for name in ("picture", "mask", "odd")}
+    Image.fromarray(np.random.default_rng(0).integers(0, 255, (8, 8, 3), dtype=np.uint8)).save(paths["picture"])
+    top = np.zeros((8, 8), np.uint8)
+    top[:2] = 255
+    Image.fromarray(top).save(paths["mask"])
+    Image.new("L", (5, 5)).save(paths["odd"])
+    return paths
+
+
+def test_video_starts_from_an_uploaded_first_frame(client, tiny_demo_models, pictures):
+    from gradio_client import handle_file
+
+    from mmspec.demo.views import GridView
+    from mmspec.pipelines import VideoPipeline
+
+    _, frames, *_ = client.predict(prompt="bounce apple", method="exact", window=3, num_outputs=2, seed=4,
+                                   image=handle_file(pictures["picture"]), api_name="/video_generate")
+    pipe = VideoPipeline.from_pretrained(tiny_demo_models["video_model"])
+    view = GridView(pipe)
+    by_hand = pipe("bounce apple", num_outputs=2, seed=4, method="ar", image=pictures["picture"])
+    shown = _image(frames).convert("RGB").tobytes()
+    assert shown == view.preview(by_hand.tokens, "").tobytes()  # exact == ar, from the same first frame
+    assert shown != view.preview(pipe("bounce apple", num_outputs=2, seed=4, method="ar").tokens, "").tobytes()
+
+
+def test_image_inpaints_an_uploaded_picture_under_a_mask(client, tiny_demo_models, pictures):
+    from gradio_client import handle_file
+
+    from mmspec.demo.render import enlarge
+    from mmspec.pipelines import ImagePipeline
+
+    gallery, *_ = client.predict(prompt="red heart", method="coupled", window=4, num_outputs=2, seed=1,
+                                 image=handle_file(pictures["picture"]), mask=handle_file(pictures["mask"]),
+                                 api_name="/image_generate")
+    pipe = ImagePipeline.from_pretrained(tiny_demo_models["image_model"])
+    by_hand = pipe("red heart", num_outputs=2, seed=1, method="coupled", window=4, image=pictures["picture"],
+                   mask=Image.open(pictures["mask"]))
+    assert [_image(g["image"]).convert("RGB").tobytes() for g in gallery] == \
+        [enlarge(i, 256).tobytes() for i in by_hand.images]
+
+
+@pytest.mark.parametrize("endpoint, files, message", [
+    ("/image_generate", ("mask",), "A mask needs the image to inpaint"),
+    ("/image_compare", ("picture",), "Inpainting needs a mask too"),
+    ("/image_generate", ("picture", "odd"), "Mask: mask must be [H, W] with H, W multiples of the token grid 4 x 4"),
+])
+def test_bad_pictures_get_a_message(client, pictures, endpoint, files, message):
+    from gradio_client import handle_file
+    from gradio_client.exceptions import AppError
+
+    names = {"picture": "image", "mask": "mask", "odd": "mask"}
+    with pytest.raises(AppError) as err:
+        client.predict(prompt="red heart", **{names[f]: handle_file(pictures[f]) for f in files}, api_name=endpoint)
+    assert message in str(err.value)

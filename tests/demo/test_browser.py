@@ -66,3 +66,35 @@ def test_generate_shows_image_stats_and_commit_map_and_exact_matches_ar(page, ur
     assert len(shot) > 10_000
     if os.environ.get("MMSPEC_DEMO_SCREENSHOT"):  # 256 colours: small enough to commit
         Image.open(io.BytesIO(shot)).quantize(256).save(os.environ["MMSPEC_DEMO_SCREENSHOT"], optimize=True)
+
+
+def test_pictures_are_uploaded_to_the_video_and_image_tabs(page, url, tmp_path):
+    """A first frame for a video; a mask without its picture is refused, then a keep-everything mask on a
+    picture gives that picture in every output."""
+    frame, mask = tmp_path / "frame.png", tmp_path / "mask.png"
+    Image.new("RGB", (32, 32), (220, 40, 40)).save(frame)
+    Image.new("L", (64, 64)).save(mask)  # black: keep every token (a multiple of the tiny and bundled grids)
+    page.goto(url)
+    page.locator("#image-stats").get_by_text("red heart").wait_for(timeout=120_000)  # the page load's run
+    page.locator("#image-inpainting").get_by_text("Inpainting").click()
+    page.locator("#image-mask input[type=file]").set_input_files(mask)
+    page.locator("#image-mask img").wait_for()
+    page.locator("#image-generate").click()
+    page.get_by_text("A mask needs the image to inpaint").wait_for(timeout=60_000)
+    page.locator("#image-image input[type=file]").set_input_files(frame)
+    page.locator("#image-image img").wait_for()
+    page.locator("#image-prompt textarea").fill("smiling face")
+    page.locator("#image-generate").click()
+    page.locator("#image-stats").get_by_text("smiling face").wait_for(timeout=120_000)
+    page.wait_for_function(LOADED, arg="#image-output img")
+    sources = [img.get_attribute("src") for img in page.locator("#image-output img").all()]
+    shown = {page.request.get(src).body() for src in sources}
+    assert len(sources) == 4 and len(shown) == 1  # four seeds, nothing regenerated: the same picture
+
+    page.get_by_role("tab", name="Video").click()
+    page.locator("#video-first-frame").get_by_text("First frame").first.click()
+    page.locator("#video-image input[type=file]").set_input_files(frame)
+    page.locator("#video-image img").wait_for()
+    page.locator("#video-generate").click()
+    page.locator("#video-stats").get_by_text("bounce red apple").wait_for(timeout=300_000)
+    page.wait_for_function(LOADED, arg="#video-frames img")
