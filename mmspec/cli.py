@@ -112,9 +112,7 @@ def cmd_generate(args) -> dict:
     if args.image is not None:
         call["image"] = args.image
     if args.mask is not None:
-        from PIL import Image
-
-        call["mask"] = Image.open(args.mask)
+        call["mask"] = args.mask
     if args.compare:
         from mmspec.bench import compare, format_comparison
 

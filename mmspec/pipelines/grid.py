@@ -126,10 +126,15 @@ def model_layout(path: "str | Path") -> layouts.Layout:
 
 
 def token_mask(mask, h: int, w: int) -> torch.Tensor:
-    """A mask image or array [H, W] (nonzero = regenerate) -> [h, w] bool: a token is regenerated when any
-    pixel of its patch is."""
+    """A mask image, its path, or an array [H, W] (nonzero = regenerate) -> [h, w] bool: a token is regenerated
+    when any pixel of its patch is."""
     import numpy as np
+    from PIL import Image
 
+    if isinstance(mask, (str, Path)):
+        if not Path(mask).is_file():
+            raise FileNotFoundError(f"no mask file at {mask}")
+        mask = Image.open(mask)
     m = torch.as_tensor(np.asarray(mask.convert("L") if hasattr(mask, "convert") else mask) > 0)
     if m.dim() != 2 or m.shape[0] % h or m.shape[1] % w:
         raise ValueError(f"mask must be [H, W] with H, W multiples of the token grid {h} x {w}, got {tuple(m.shape)}")

@@ -52,6 +52,20 @@ def test_inpainting_keeps_the_unmasked_tokens_and_regenerates_the_rest(tiny_mode
         pipe("red heart", image=source)
 
 
+def test_inpainting_takes_the_mask_as_a_file(tiny_models, tmp_path):
+    from PIL import Image
+
+    pipe = ImagePipeline.from_pretrained(tiny_models / "image")
+    source = pipe("red heart", seed=3, method="ar")
+    mask = Image.new("L", source.images[0].size)
+    mask.paste(255, (0, 0, mask.width, mask.height // 2))
+    mask.save(tmp_path / "mask.png")
+    from_file = pipe("red heart", seed=0, method="ar", image=source, mask=tmp_path / "mask.png")
+    assert torch.equal(from_file.tokens, pipe("red heart", seed=0, method="ar", image=source, mask=mask).tokens)
+    with pytest.raises(FileNotFoundError, match="no mask file"):
+        pipe("red heart", image=source, mask=tmp_path / "none.png")
+
+
 def test_image_to_video_gives_frame_zero(tiny_models, tmp_path):
     image = ImagePipeline.from_pretrained(tiny_models / "image")("red heart", seed=1, method="ar")
     path = tmp_path / "first.png"
