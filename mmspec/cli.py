@@ -182,6 +182,7 @@ def _report_lossless(checks: list[dict], quiet: bool) -> int:
 
 def _bench_suite(args) -> dict:
     from mmspec.suite import SUITES, run_suite, save
+    from mmspec.suite.report import write_json
 
     out = _check_writable(args.out or Path("benchmarks/results") / args.suite)
     kinds = (args.kind,) if args.kind else KINDS
@@ -191,12 +192,13 @@ def _bench_suite(args) -> dict:
     if args.repeats:
         cases = [dataclasses.replace(c, repeats=args.repeats) if hasattr(c, "repeats") else c for c in cases]
     result = run_suite(cases, device=args.device, models={args.kind: args.model} if args.model else None,
-                       draft=args.draft, seed=args.seed, max_new_tokens=args.max_new_tokens)
+                       draft=args.draft, seed=args.seed, max_new_tokens=args.max_new_tokens,
+                       on_case=lambda partial: write_json(partial, out / "results.json"))  # kept if stopped early
     result["suite"] = args.suite
     paths = save(result, out, args.suite)
     if not args.json:
         print("\n".join(map(str, paths)))
-        print(f"suite {args.suite}: {result['seconds']:.0f} s")
+        print(f"suite {args.suite}: {result['seconds']:.0f} s ({result['cpu_seconds']:.0f} s of CPU time)")
     checks = [c["check"] for c in result["cases"] if c["case"] == "LosslessCase"]
     return {**result, "exit_status": _report_lossless(checks, args.json)}
 
@@ -224,16 +226,21 @@ def _check_bench_options(args) -> None:
         raise ValueError(f"--device {args.device}: no CUDA device here (torch.cuda.is_available() is False)")
     if args.threads is not None and args.threads < 1:
         raise ValueError(f"--threads must be >= 1, got {args.threads}")
-    for name in ("model", "draft"):
-        path = getattr(args, name)
-        if path is not None and not Path(path).is_dir():
-            raise ValueError(f"--{name}: no model folder at {path}")
     if args.suite is None:
         if args.kind is None:
             raise ValueError(f"mmspec bench needs a kind ({', '.join(KINDS)}) or --suite NAME")
         if args.rows is not None:
             raise ValueError("--rows is for --suite; a single benchmark takes --num (outputs per prompt)")
-        return
+        _bench_methods(args)
+    else:
+        _check_suite_options(args)
+    for name in ("model", "draft"):
+        path = getattr(args, name)
+        if path is not None and not Path(path).is_dir():
+            raise ValueError(f"--{name}: no model folder at {path}")
+
+
+def _check_suite_options(args) -> None:
     given = [f"--{n}" for n in ("window", "methods", "prompt", "init") if getattr(args, n) is not None]
     given += ["--num"] * (args.num != 1) + [f"--{k.replace('_', '-')}" for k in _given_sampling(args)]
     if given:

@@ -31,7 +31,7 @@ def markdown(result: dict, suite: str) -> str:
     lines = [f"# `mmspec bench --suite {suite}`", "",
              (f"Device {env['device']}{gpu}; CPU {env['cpu']}, {env['cpu_count']} cores, torch {env['torch']} with "
               f"{env['threads']} threads, Python {env['python']}; commit {env['commit'] or 'unknown'}. "
-              f"The whole suite took {result['seconds']:.0f} s."), "",
+              f"The whole suite took {result['seconds']:.0f} s ({result['cpu_seconds']:.0f} s of CPU time)."), "",
              (f"Timing: in one process, each case runs `ar` and its methods round-robin; seconds are the best of "
               f"{' or '.join(map(str, repeats))} timed runs, after one untimed run (of `ar` for image and video, of "
               "every mmspec method for text; a transformers baseline's untimed run also tells whether it accepts "

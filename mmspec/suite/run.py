@@ -89,34 +89,39 @@ RUNNERS: dict[type, Callable[..., dict]] = {GridCase: run_grid, LosslessCase: ru
 
 
 def run_suite(cases: list, *, device: str = "cpu", models: dict | None = None, draft=None, seed: int = 0,
-              max_new_tokens: int = 64, log=None) -> dict:
+              max_new_tokens: int = 64, log=None, on_case=None) -> dict:
     """Run every case, loading each kind's pipeline once. models: {kind: folder} (default: the bundled ones);
-    draft: the text model's draft folder; log(line) reports progress (default: stderr).
-    -> {"environment", "settings", "cases": [{"case", "kind", "seconds", ...figures}], "seconds"}."""
+    draft: the text model's draft folder; log(line) reports progress (default: stderr); on_case(result so far)
+    after each case (e.g. to save partial results). -> {"environment", "settings", "cases": [{"case", "kind",
+    "seconds", "cpu_seconds", ...figures}], "seconds", "cpu_seconds"}: cpu_seconds is this process's CPU time,
+    which on a machine shared with other work says what the suite costs when it has the CPU to itself."""
     log = log or (lambda line: print(line, file=sys.stderr, flush=True))
     models = models or {}
     pipelines = {}
-    t0, results = time.perf_counter(), []
+    t0, cpu0, results = time.perf_counter(), time.process_time(), []
+    result = {"environment": environment(device), "cases": results}
     for i, case in enumerate(cases):
         if case.kind not in pipelines:
             pipelines[case.kind] = load_pipeline(case.kind, models.get(case.kind), draft if case.kind == "text" else None,
                                                  device)
         pipeline = pipelines[case.kind]
-        t_case = time.perf_counter()
+        t_case, cpu_case = time.perf_counter(), time.process_time()
         figures = RUNNERS[type(case)](pipeline, case, seed=seed, max_new_tokens=max_new_tokens)
-        results.append({"case": type(case).__name__, **_describe(case),
-                        "seconds": time.perf_counter() - t_case, **figures})
+        results.append({"case": type(case).__name__, **_describe(case), "seconds": time.perf_counter() - t_case,
+                        "cpu_seconds": time.process_time() - cpu_case, **figures})
         log(f"[{i + 1}/{len(cases)}] {_title(results[-1])}: {results[-1]['seconds']:.1f} s")
         if "line" in figures:
             log(figures["line"])
-    settings = {"seed": seed, "max_new_tokens": max_new_tokens,
+        if on_case is not None:
+            on_case(result)
+    result["settings"] = {"seed": seed, "max_new_tokens": max_new_tokens,
                 "models": {kind: str(models.get(kind) or f"bundled {type(p).default_model}")
                            for kind, p in pipelines.items()},
                 "draft": _draft_name(draft, pipelines.get("text")),
                 "default_windows": {kind: p.default_window for kind, p in pipelines.items()},
                 "default_sampling": {kind: dict(p.default_sampling) for kind, p in pipelines.items()}}
-    return {"environment": environment(device), "settings": settings, "cases": results,
-            "seconds": time.perf_counter() - t0}
+    result.update(seconds=time.perf_counter() - t0, cpu_seconds=time.process_time() - cpu0)
+    return result
 
 
 def _draft_name(draft, text) -> str | None:
