@@ -65,21 +65,32 @@ def sync() -> None:
         torch.cuda.synchronize()
 
 
-def time_runs(runs: dict[str, Callable[[], Any]], repeats: int = 1, warmup: Iterable[str] = ()) -> dict:
+@dataclass
+class Timed:
+    seconds: float  # the best wall-clock time of the repeats
+    # the best CPU time of this process (all its threads): on a CPU shared with other work, what a run costs when
+    # it has its cores to itself (with one thread, its wall-clock time on an idle core); meaningless for GPU work
+    cpu_seconds: float
+    result: Any  # what the last run returned
+
+
+def time_runs(runs: dict[str, Callable[[], Any]], repeats: int = 1, warmup: Iterable[str] = ()) -> dict[str, Timed]:
     """Time each run `repeats` times, round-robin (the first of each, then the second of each...) so that
     machine noise falls on all of them alike; the runs named in `warmup` first run once untimed (one-off
-    allocations, caches). -> {name: (best seconds, the last run's result)}."""
+    allocations, caches)."""
     for name in warmup:
         runs[name]()
-    best, last = dict.fromkeys(runs, math.inf), {}
+    timed = {name: Timed(math.inf, math.inf, None) for name in runs}
     for _ in range(repeats):
         for name, run in runs.items():
             sync()
-            t0 = time.perf_counter()
-            last[name] = run()
+            t0, cpu0 = time.perf_counter(), time.process_time()
+            result = run()
             sync()
-            best[name] = min(best[name], time.perf_counter() - t0)
-    return {name: (best[name], last[name]) for name in runs}
+            t = timed[name]
+            t.seconds, t.result = min(t.seconds, time.perf_counter() - t0), result
+            t.cpu_seconds = min(t.cpu_seconds, time.process_time() - cpu0)
+    return timed
 
 
 def row_tokens(out) -> list[torch.Tensor]:
@@ -92,14 +103,15 @@ def identical_rows(a, b) -> int:
     return sum(torch.equal(x, y) for x, y in zip(row_tokens(a), row_tokens(b)))
 
 
-def run_figures(out, seconds: float) -> dict:
-    """NFE, acceptance and speed of one pipeline output."""
-    s = out.stats
+def run_figures(timed: Timed) -> dict:
+    """NFE, acceptance and speed of one timed pipeline output."""
+    s = timed.result.stats
     return {"nfe_per_row": s.nfe.float().mean().item(), "tokens_per_row": s.committed.float().mean().item(),
             # a forward at window L has L - 1 draft slots: forwards_at counts them, so this is the mean L
             "mean_window": 1 + s.forwards_at.sum().item() / max(s.nfe.sum().item(), 1),
             "mean_acceptance_length": s.mean_acceptance_length, "acceptance_rate": s.acceptance_rate,
-            "seconds": seconds, "tokens_per_second": s.committed.sum().item() / seconds}
+            "seconds": timed.seconds, "cpu_seconds": timed.cpu_seconds,
+            "tokens_per_second": s.committed.sum().item() / timed.seconds}
 
 
 def run_benchmark(pipeline, prompts: list, methods: list, *, repeats: int = 1, warmup: bool = True,
@@ -112,18 +124,18 @@ def run_benchmark(pipeline, prompts: list, methods: list, *, repeats: int = 1, w
         raise ValueError(f"benchmark entries need distinct labels, got {[str(e) for e in entries]}")
     runs = {str(e): (lambda e=e: pipeline(prompts, method=e.method, **e.call(call))) for e in entries}
     timed = time_runs(runs, repeats, warmup=["ar"] if warmup else [])
-    ar_seconds, ar_out = timed["ar"]
     rows = []
     for e in entries:
-        seconds, out = timed[str(e)]
+        out = timed[str(e)].result
         window = e.call(call).get("window")
         rows.append({"method": str(e), "name": e.name, "window": "auto" if window == "auto" else out.stats.window,
-                     **run_figures(out, seconds), "identical_rows": identical_rows(out, ar_out),
+                     **run_figures(timed[str(e)]), "identical_rows": identical_rows(out, timed["ar"].result),
                      "rows": len(row_tokens(out)), "output": out})
     ar = rows[0]
     for row in rows:
         row["nfe_ratio"] = ar["nfe_per_row"] / row["nfe_per_row"]
-        row["wall_ratio"] = ar_seconds / row["seconds"]
+        row["wall_ratio"] = ar["seconds"] / row["seconds"]
+        row["cpu_ratio"] = ar["cpu_seconds"] / row["cpu_seconds"]
     return rows
 
 

@@ -10,7 +10,8 @@ def test_time_runs_is_round_robin_after_the_warmup_and_keeps_the_best():
     runs = {name: (lambda name=name: calls.append(name) or len(calls)) for name in ("ar", "coupled")}
     timed = time_runs(runs, repeats=3, warmup=["ar"])
     assert calls == ["ar"] + ["ar", "coupled"] * 3
-    assert timed["coupled"][1] == 7 and all(0 <= seconds < 1 for seconds, _ in timed.values())
+    assert timed["coupled"].result == 7
+    assert all(0 <= t.seconds < 1 and 0 <= t.cpu_seconds < 1 for t in timed.values())
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mmspec.suite.report import grid_rows
+from mmspec.suite.report import grid_rows, on_cpu
 
 
 def write_plots(result: dict, folder: str | Path) -> list[Path]:
@@ -14,8 +14,9 @@ def write_plots(result: dict, folder: str | Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
     folder, paths = Path(folder), []
-    plots = (("batch.png", "rows", "rows (batch size)", ("wall_ratio",)),
-             ("window.png", "window", "window (positions verified per forward), 1 row", ("nfe_ratio", "wall_ratio")))
+    cpu = ("cpu_ratio",) * on_cpu(result)
+    plots = (("batch.png", "rows", "rows (batch size)", ("wall_ratio", *cpu)),
+             ("window.png", "window", "window (positions verified per forward), 1 row", ("nfe_ratio", "wall_ratio", *cpu)))
     for name, sweep, xlabel, metrics in plots:
         rows = [r for r in grid_rows(result, sweep) if r["name"] != "ar"]
         kinds = sorted({r["kind"] for r in rows})
@@ -35,7 +36,7 @@ def write_plots(result: dict, folder: str | Path) -> list[Path]:
     return paths
 
 
-_YLABEL = {"wall_ratio": "wall-clock ratio vs ar", "nfe_ratio": "NFE ratio vs ar"}
+_YLABEL = {"wall_ratio": "wall-clock ratio vs ar", "nfe_ratio": "NFE ratio vs ar", "cpu_ratio": "CPU-time ratio vs ar"}
 
 
 def _lines(ax, rows: list[dict], sweep: str, metric: str) -> None:

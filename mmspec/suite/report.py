@@ -24,26 +24,47 @@ def grid_rows(result: dict, sweep: str) -> list[dict]:
             if c["case"] == "GridCase" and c["sweep"] == sweep for r in c["results"]]
 
 
+def on_cpu(result: dict) -> bool:
+    """CPU time measures a run only when the CPU does the work (GPU kernels run while the CPU waits)."""
+    return result["environment"]["device"] == "cpu"
+
+
 def markdown(result: dict, suite: str) -> str:
     env, cases = result["environment"], result["cases"]
-    repeats = sorted({c["repeats"] for c in cases if "repeats" in c})
     gpu = f" ({env['gpu']})" if "gpu" in env else ""
+    cpu_note = (" CPU-time ratio: the same with this process's CPU time, which a machine shared with other work "
+                "disturbs less (with one thread, it is the run's wall-clock time on an idle core).") if on_cpu(result) else ""
     lines = [f"# `mmspec bench --suite {suite}`", "",
              (f"Device {env['device']}{gpu}; CPU {env['cpu']}, {env['cpu_count']} cores, torch {env['torch']} with "
-              f"{env['threads']} threads, Python {env['python']}; commit {env['commit'] or 'unknown'}. "
-              f"The whole suite took {result['seconds']:.0f} s ({result['cpu_seconds']:.0f} s of CPU time)."), "",
-             (f"Timing: in one process, each case runs `ar` and its methods round-robin; seconds are the best of "
-              f"{' or '.join(map(str, repeats))} timed runs, after one untimed run (of `ar` for image and video, of "
+              f"{env['threads']} thread{'s' * (env['threads'] != 1)}, Python {env['python']}; commit "
+              f"{env['commit'] or 'unknown'}. The whole suite took {result['seconds']:.0f} s "
+              f"({result['cpu_seconds']:.0f} s of CPU time)."), "",
+             (f"Timing: in one process, each case runs `ar` and its methods round-robin; seconds are the best of n "
+              f"timed runs (n = {_repeats(cases)}), after one untimed run (of `ar` for image and video, of "
               "every mmspec method for text; a transformers baseline's untimed run also tells whether it accepts "
               "the settings). Wall-clock ratio = `ar` seconds / method seconds: above 1 is faster than `ar`. NFE "
-              "ratio = `ar` forwards / method forwards. Models at their default sampling; seeds 0, 1, ... per row."),
-             ""]
+              f"ratio = `ar` forwards / method forwards.{cpu_note} Models at their default sampling; seeds 0, 1, "
+              "... per row."), ""]
     lines += _lossless(result)
-    lines += _grid_pivot(grid_rows(result, "rows"))
-    lines += _grid_table("All figures against batch size", grid_rows(result, "rows"), _label)
-    lines += _grid_table("Against the window (1 row)", grid_rows(result, "window"), lambda r: r["name"])
-    lines += _text(cases)
+    pivots = [("wall_ratio", "Wall-clock")] + [("cpu_ratio", "CPU-time")] * on_cpu(result)
+    for metric, name in pivots:
+        lines += _grid_pivot(grid_rows(result, "rows"), metric, name)
+    lines += _grid_table("All figures against batch size", grid_rows(result, "rows"), _label, on_cpu(result))
+    lines += _grid_table("Against the window (1 row)", grid_rows(result, "window"), lambda r: r["name"],
+                         on_cpu(result))
+    lines += _text(cases, on_cpu(result))
     return "\n".join(lines) + "\n"
+
+
+def _repeats(cases: list[dict]) -> str:
+    """'2: 1 row, text; 1: 4 rows, window sweep': how many timed runs each case kept the best of."""
+    groups: dict[int, list[str]] = {}
+    for c in cases:
+        if "repeats" in c:
+            what = ("text" if c["case"] == "TextCase" else "window sweep" if c["sweep"] == "window"
+                    else f"{c['rows']} row{'s' * (c['rows'] > 1)}")
+            groups.setdefault(c["repeats"], []).append(what)
+    return "; ".join(f"{n}: {', '.join(dict.fromkeys(w))}" for n, w in sorted(groups.items(), reverse=True))
 
 
 def _lossless(result: dict) -> list[str]:
@@ -69,51 +90,54 @@ def _window(r: dict) -> str:
     return f"auto (mean {r['mean_window']:.1f})" if r["window"] == "auto" else str(r["window"])
 
 
-def _grid_pivot(rows: list[dict]) -> list[str]:
+def _grid_pivot(rows: list[dict], metric: str, name: str) -> list[str]:
     if not rows:
         return []
     counts = sorted({r["rows"] for r in rows})
-    lines = ["## Wall-clock ratio against `ar` (NFE ratio in brackets)", "",
+    lines = [f"## {name} ratio against `ar` (NFE ratio in brackets)", "",
              "| model | method | " + " | ".join(f"{n} row{'s' * (n > 1)}" for n in counts) + " |",
              "|---|---|" + "---|" * len(counts)]
     for kind in sorted({r["kind"] for r in rows}):
         for label in dict.fromkeys(_label(r) for r in rows if r["kind"] == kind and r["name"] != "ar"):
-            cells = {r["rows"]: f"{r['wall_ratio']:.2f}x ({r['nfe_ratio']:.2f}x)" for r in rows
+            cells = {r["rows"]: f"{r[metric]:.2f}x ({r['nfe_ratio']:.2f}x)" for r in rows
                      if r["kind"] == kind and _label(r) == label}
             lines.append(f"| {kind} | {label} | " + " | ".join(cells.get(n, "-") for n in counts) + " |")
     return lines + [""]
 
 
-def _grid_table(title: str, rows: list[dict], label) -> list[str]:
+def _grid_table(title: str, rows: list[dict], label, cpu: bool) -> list[str]:
     if not rows:
         return []
-    lines = [f"## {title}", "",
-             ("| model | rows | method | window | NFE / row | NFE ratio | mean acceptance length | seconds | "
-              "wall-clock ratio | rows identical to ar |"), "|---|---|---|---|---|---|---|---|---|---|"]
+    head = ["model", "rows", "method", "window", "NFE / row", "NFE ratio", "mean acceptance length", "seconds",
+            "wall-clock ratio"] + ["CPU seconds", "CPU-time ratio"] * cpu + ["rows identical to ar"]
+    lines = [f"## {title}", "", "| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
     for r in rows:
-        lines.append(f"| {r['kind']} | {r['rows']} | {label(r)} | {_window(r)} | {r['nfe_per_row']:.1f} | "
-                     f"{r['nfe_ratio']:.2f}x | {r['mean_acceptance_length']:.2f} | {r['seconds']:.2f} | "
-                     f"{r['wall_ratio']:.2f}x | {r['identical_rows']}/{r['rows']} |")
+        cells = [r["kind"], r["rows"], label(r), _window(r), f"{r['nfe_per_row']:.1f}", f"{r['nfe_ratio']:.2f}x",
+                 f"{r['mean_acceptance_length']:.2f}", f"{r['seconds']:.2f}", f"{r['wall_ratio']:.2f}x"]
+        cells += [f"{r['cpu_seconds']:.2f}", f"{r['cpu_ratio']:.2f}x"] * cpu + [f"{r['identical_rows']}/{r['rows']}"]
+        lines.append("| " + " | ".join(map(str, cells)) + " |")
     return lines + [""]
 
 
-def _text(cases: list[dict]) -> list[str]:
+def _text(cases: list[dict], cpu: bool) -> list[str]:
     text = [c for c in cases if c["case"] == "TextCase"]
     if not text:
         return []
+    head = ["rows", "sampling", "mmspec", "tok/s", "transformers", "tok/s", "ratio"] + ["CPU-time ratio"] * cpu
     lines = ["## Text against transformers (tokens per second, new tokens only)", "",
              ("rows: the batch size (1: the prompts one after the other; more: one ragged batch). Greedy rows "
               "also say how many rows gave `generate`'s tokens exactly, [same/rows]."), "",
-             "| rows | sampling | mmspec | tok/s | transformers | tok/s | ratio |", "|---|---|---|---|---|---|---|"]
+             "| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
     notes = []
     for c in text:
         sampling = sampling_name(c["sampling"])
         for p in c["pairs"]:
             ours, theirs = c["results"][f"mmspec {p['mmspec']}"], c["results"][f"transformers {p['transformers']}"]
             best = " (best)" if c["best"] is not None and p["mmspec"] == c["best"]["mmspec"] else ""
-            lines.append(f"| {c['rows']} | {sampling} | {p['mmspec']}{best}{_same(ours)} | "
-                         f"{ours['tokens_per_second']:.0f} | {p['transformers']}{_same(theirs)} | "
-                         f"{theirs['tokens_per_second']:.0f} | {p['ratio']:.2f}x |")
+            cells = [c["rows"], sampling, f"{p['mmspec']}{best}{_same(ours)}", f"{ours['tokens_per_second']:.0f}",
+                     f"{p['transformers']}{_same(theirs)}", f"{theirs['tokens_per_second']:.0f}",
+                     f"{p['ratio']:.2f}x"] + [f"{p['cpu_ratio']:.2f}x"] * cpu
+            lines.append("| " + " | ".join(map(str, cells)) + " |")
         notes += [f"- {c['rows']} row(s), {sampling}: transformers refused `{b}`: {why}" for b, why in c["refused"].items()]
     baselines = {b: d for c in text for b, d in c["baselines"].items()}
     notes += [f"- `{b}`: {d}" for b, d in baselines.items()]

@@ -35,6 +35,8 @@ def run_lossless(pipeline, case: LosslessCase, seed: int, max_new_tokens: int, *
 
 
 def run_text(pipeline, case: TextCase, seed: int, max_new_tokens: int, **_) -> dict:
+    """Tokens per second of mmspec methods and transformers baselines; a baseline transformers refuses for these
+    settings (assisted generation of a batch) is recorded with its error instead."""
     prompts, sampling = prompts_for("text", case.prompts), case.sampling
     batches = [prompts[i:i + case.rows] for i in range(0, len(prompts), case.rows)]
 
@@ -58,14 +60,15 @@ def run_text(pipeline, case: TextCase, seed: int, max_new_tokens: int, **_) -> d
         runs[f"transformers {baseline}"] = run
     timed = time_runs(runs, case.repeats, warmup=[f"mmspec {m}" for m in case.methods])
     results = {}
-    for name, (seconds, tokens) in timed.items():
-        new = sum(len(t) for t in tokens)
-        results[name] = {"tokens": new, "seconds": seconds, "tokens_per_second": new / seconds}
+    for name, t in timed.items():
+        new = sum(len(tokens) for tokens in t.result)
+        results[name] = {"tokens": new, "seconds": t.seconds, "cpu_seconds": t.cpu_seconds,
+                         "tokens_per_second": new / t.seconds, "tokens_per_cpu_second": new / t.cpu_seconds}
     if case.greedy and "transformers generate" in timed:  # greedy: every method must produce generate's tokens
-        reference = timed["transformers generate"][1]
-        for name, (_, tokens) in timed.items():
-            results[name]["identical_to_generate"] = {"identical": sum(a.equal(b) for a, b in zip(tokens, reference)),
-                                                      "rows": len(reference)}
+        reference = timed["transformers generate"].result
+        for name, t in timed.items():
+            same = sum(a.equal(b) for a, b in zip(t.result, reference))
+            results[name]["identical_to_generate"] = {"identical": same, "rows": len(reference)}
     pairs = _pairs(case, results)
     best = max(pairs, key=lambda p: p["ratio"]) if case.rows > 1 and pairs else None
     return {"results": results, "refused": refused,
@@ -74,14 +77,16 @@ def run_text(pipeline, case: TextCase, seed: int, max_new_tokens: int, **_) -> d
 
 def _pairs(case: TextCase, results: dict) -> list[dict]:
     """Each mmspec method against its transformers counterpart (batch 1) or against `generate` (batches,
-    where transformers has nothing else), and the best mmspec method against `generate`."""
+    where transformers has nothing else)."""
     pairs = []
     for m in case.methods:
         baseline = TRANSFORMERS_PAIRS.get(m, "generate") if case.rows == 1 else "generate"
         theirs = results.get(f"transformers {baseline}")
         if theirs is not None:
-            ours = results[f"mmspec {m}"]["tokens_per_second"]
-            pairs.append({"mmspec": m, "transformers": baseline, "ratio": ours / theirs["tokens_per_second"]})
+            ours = results[f"mmspec {m}"]
+            pairs.append({"mmspec": m, "transformers": baseline,
+                          "ratio": ours["tokens_per_second"] / theirs["tokens_per_second"],
+                          "cpu_ratio": ours["tokens_per_cpu_second"] / theirs["tokens_per_cpu_second"]})
     return pairs
 
 
@@ -114,12 +119,11 @@ def run_suite(cases: list, *, device: str = "cpu", models: dict | None = None, d
             log(figures["line"])
         if on_case is not None:
             on_case(result)
-    result["settings"] = {"seed": seed, "max_new_tokens": max_new_tokens,
-                "models": {kind: str(models.get(kind) or f"bundled {type(p).default_model}")
-                           for kind, p in pipelines.items()},
-                "draft": _draft_name(draft, pipelines.get("text")),
-                "default_windows": {kind: p.default_window for kind, p in pipelines.items()},
-                "default_sampling": {kind: dict(p.default_sampling) for kind, p in pipelines.items()}}
+    result["settings"] = {
+        "seed": seed, "max_new_tokens": max_new_tokens, "draft": _draft_name(draft, pipelines.get("text")),
+        "models": {kind: str(models.get(kind) or f"bundled {type(p).default_model}") for kind, p in pipelines.items()},
+        "default_windows": {kind: p.default_window for kind, p in pipelines.items()},
+        "default_sampling": {kind: dict(p.default_sampling) for kind, p in pipelines.items()}}
     result.update(seconds=time.perf_counter() - t0, cpu_seconds=time.process_time() - cpu0)
     return result
 

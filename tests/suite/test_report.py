@@ -27,3 +27,11 @@ def test_a_mismatch_is_loud_in_the_report(tiny_suite):
     exact["identical_rows"] = 0
     text = markdown(result, "quick")
     assert "LOSSLESS CHECK FAILED" in text and "**MISMATCH: exact must equal ar**" in text
+
+
+def test_cpu_time_is_reported_for_cpu_runs_only(tiny_suite):
+    result = copy.deepcopy(tiny_suite[0])
+    assert "## CPU-time ratio against `ar`" in markdown(result, "quick")
+    result["environment"]["device"] = "cuda"  # GPU kernels run while the CPU waits: its time says nothing
+    text = markdown(result, "quick")
+    assert "CPU-time" not in text and "## Wall-clock ratio against `ar`" in text
