@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import tempfile
@@ -13,17 +14,14 @@ from mmspec.pipelines.base import DEFAULT_METHOD, DEFAULT_WINDOW
 from mmspec.window import MAX_WINDOW
 
 KINDS = ("image", "video", "text")
+DEFAULT_BENCH_METHODS = "jacobi,coupled,gumbel,exact,lookup"
 
 
 def _pipeline(args):
-    """The pipeline for args.kind; fills in its default window when --window is not given."""
-    from mmspec.pipelines import ImagePipeline, TextPipeline, VideoPipeline
+    """The pipeline for args.kind (its bundled model unless --model)."""
+    from mmspec.bench import load_pipeline
 
-    if args.kind == "text":
-        pipe = TextPipeline.from_pretrained(args.model, draft=args.draft)
-    else:
-        pipe = {"image": ImagePipeline, "video": VideoPipeline}[args.kind].from_pretrained(args.model)
-    return pipe
+    return load_pipeline(args.kind, args.model, args.draft, getattr(args, "device", "cpu"))
 
 
 def _method(args):
@@ -83,16 +81,17 @@ def _check_writable(folder: "str | Path") -> Path:
     return folder
 
 
-def _common(p: argparse.ArgumentParser):
-    p.add_argument("kind", choices=KINDS)
+def _common(p: argparse.ArgumentParser, kind_nargs: str | None = None, window=DEFAULT_WINDOW):
+    p.add_argument("kind", choices=KINDS, nargs=kind_nargs)
     p.add_argument("--model", help="model folder (default: the bundled model for the kind)")
     p.add_argument("--draft", help="draft model folder for --method draft-model (text)")
     p.add_argument("--method", default=DEFAULT_METHOD, choices=sorted(METHODS),
                    help=f"default {DEFAULT_METHOD}: the same tokens as --method ar with the same seed")
     p.add_argument("--init", help="fill policy for fresh window slots: random, left, above, prev-frame, ngram")
-    p.add_argument("--window", type=_window_arg, default=DEFAULT_WINDOW,
-                   help="positions verified per forward (1..256), or 'auto' (the default: picked at every step from "
-                        "measured step costs and acceptance, up to 16 image, 32 video, 6 text)")
+    p.add_argument("--window", type=_window_arg, default=window,
+                   help="positions verified per forward (1..256), or 'auto' (picked at every step from measured step "
+                        "costs and acceptance, up to 16 image, 32 video, 6 text); default: "
+                        + ("auto" if window == "auto" else "16 image, 32 video, 6 text"))
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--num", type=int, default=1, help="outputs per prompt")
     p.add_argument("--max-new-tokens", type=int, default=64, help="text only")
@@ -136,32 +135,125 @@ def cmd_generate(args) -> dict:
 
 
 def cmd_bench(args) -> dict:
-    from mmspec.bench import environment, format_table, run_benchmark
+    """One kind: every method against AR, then the lossless check; --suite: a whole suite into a folder."""
+    import torch
 
-    _check_options(args)
+    from mmspec.bench import PROMPTS, environment, format_table, run_benchmark
+    from mmspec.lossless import check_lossless
+
+    _check_bench_options(args)
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    if args.suite is not None:
+        return _bench_suite(args)
     methods = _bench_methods(args)
     if args.out:
         _check_writable(Path(args.out).parent)
     pipe = _pipeline(args)
-    prompts = args.prompt or {"image": ["red heart", "pizza", "rocket", "dog face"],
-                              "video": ["bounce red apple", "slide right car", "zoom in red heart", "rotate sun"],
-                              "text": ["def fibonacci(n):\n", "import os\n\n\ndef ", "class Stack:\n    def "]}[args.kind]
+    prompts = args.prompt or PROMPTS[args.kind]
+    if args.window is None:  # methods are compared at the pipeline's default width unless told otherwise
+        args.window = pipe.default_window
     call = dict(num_outputs=args.num, seed=args.seed, window=args.window, sampling=_sampling(args, pipe))
     if args.kind == "text":
         call["max_new_tokens"] = args.max_new_tokens
-    rows = run_benchmark(pipe, prompts, methods, repeats=args.repeats, **call)
+    rows = run_benchmark(pipe, prompts, methods, repeats=args.repeats or 1, **call)
+    check = check_lossless(pipe, prompts, methods, outputs={r["name"]: r.pop("output") for r in rows}, **call)
     result = {"kind": args.kind, "prompts": prompts, "window": args.window, "num": args.num,
-              "environment": environment(), "results": rows}
+              "environment": environment(args.device), "results": rows, "lossless": check}
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(result, indent=2))
     if not args.json:
         print(format_table(rows))
-    return result
+    return {**result, "exit_status": _report_lossless([check], args.json)}
+
+
+def _report_lossless(checks: list[dict], quiet: bool) -> int:
+    """Print the lossless verdicts (a failure also on stderr, so that --json does not hide it) -> exit status."""
+    from mmspec.lossless import format_lossless
+
+    for check in checks:
+        if not quiet:
+            print(format_lossless(check))
+        if not check["ok"]:
+            print(format_lossless(check), file=sys.stderr)
+    return 0 if all(c["ok"] for c in checks) else 1
+
+
+def _bench_suite(args) -> dict:
+    from mmspec.suite import SUITES, run_suite, save
+    from mmspec.suite.report import write_json
+
+    out = _check_writable(args.out or Path("benchmarks/results") / args.suite)
+    kinds = (args.kind,) if args.kind else KINDS
+    # text has a draft model with the bundled models, or when one is given
+    draft = "text" in kinds and (args.model is None or args.draft is not None)
+    cases = SUITES[args.suite](kinds=kinds, draft=draft, **({"rows": args.rows} if args.rows else {}))
+    if args.repeats:
+        cases = [dataclasses.replace(c, repeats=args.repeats) if hasattr(c, "repeats") else c for c in cases]
+    result = run_suite(cases, device=args.device, models={args.kind: args.model} if args.model else None,
+                       draft=args.draft, seed=args.seed, max_new_tokens=args.max_new_tokens,
+                       on_case=lambda partial: write_json(partial, out / "results.json"))  # kept if stopped early
+    result["suite"] = args.suite
+    paths = save(result, out, args.suite)
+    if not args.json:
+        print("\n".join(map(str, paths)))
+        print(f"suite {args.suite}: {result['seconds']:.0f} s ({result['cpu_seconds']:.0f} s of CPU time)")
+    checks = [c["check"] for c in result["cases"] if c["case"] == "LosslessCase"]
+    return {**result, "exit_status": _report_lossless(checks, args.json)}
+
+
+def _rows_arg(text: str) -> tuple[int, ...]:
+    try:
+        rows = tuple(int(r) for r in text.split(","))
+    except ValueError:
+        rows = ()
+    if not rows or min(rows) < 1:
+        raise argparse.ArgumentTypeError(f"expected batch sizes like 1,4,8 (positive ints), got {text!r}")
+    return rows
+
+
+def _check_bench_options(args) -> None:
+    """What `bench` can check before any model loads, with and without --suite."""
+    import torch
+
+    _check_options(args)
+    try:
+        device = torch.device(args.device)
+    except RuntimeError:
+        raise ValueError(f"--device: unknown device {args.device!r} (e.g. cpu, cuda, cuda:1)") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"--device {args.device}: no CUDA device here (torch.cuda.is_available() is False)")
+    if args.threads is not None and args.threads < 1:
+        raise ValueError(f"--threads must be >= 1, got {args.threads}")
+    if args.suite is None:
+        if args.kind is None:
+            raise ValueError(f"mmspec bench needs a kind ({', '.join(KINDS)}) or --suite NAME")
+        if args.rows is not None:
+            raise ValueError("--rows is for --suite; a single benchmark takes --num (outputs per prompt)")
+        _bench_methods(args)
+    else:
+        _check_suite_options(args)
+    for name in ("model", "draft"):
+        path = getattr(args, name)
+        if path is not None and not Path(path).is_dir():
+            raise ValueError(f"--{name}: no model folder at {path}")
+
+
+def _check_suite_options(args) -> None:
+    given = [f"--{n}" for n in ("window", "methods", "prompt", "init") if getattr(args, n) is not None]
+    given += ["--num"] * (args.num != 1) + [f"--{k.replace('_', '-')}" for k in _given_sampling(args)]
+    if given:
+        raise ValueError(f"{', '.join(given)}: not for --suite, which sets its own methods, windows, prompts, rows "
+                         "and sampling (the models' defaults)")
+    if args.model is not None and args.kind is None:
+        raise ValueError("--suite with --model needs the model's kind: mmspec bench image --suite quick --model DIR")
+    if args.draft is not None and args.kind != "text":
+        raise ValueError("--draft is the draft of a text model: mmspec bench text --suite quick --model DIR --draft DIR")
 
 
 def _bench_methods(args) -> list[str]:
-    methods = [m.strip() for m in args.methods.split(",")]
+    methods = [m.strip() for m in (args.methods or DEFAULT_BENCH_METHODS).split(",")]
     unknown = sorted(set(methods) - set(METHODS))
     if unknown:
         raise ValueError(f"unknown --methods {unknown}; choose from {sorted(METHODS)}")
@@ -214,12 +306,21 @@ def build_parser() -> argparse.ArgumentParser:
                      help="also run plain AR (--method ar) with the same prompt, seed and sampling: forwards, "
                           "seconds and the speed-up, and for --method exact whether the tokens are identical")
     gen.set_defaults(func=cmd_generate)
-    bench = sub.add_parser("bench", help="NFE, acceptance and wall-clock of methods against AR, same run")
-    _common(bench)
-    bench.add_argument("--methods", default="jacobi,coupled,gumbel,exact,lookup")
+    bench = sub.add_parser("bench", help="NFE, acceptance and wall-clock of methods against AR, same run, and "
+                           "the lossless check (exact == ar, greedy agreement) on the model")
+    _common(bench, kind_nargs="?", window=None)
+    bench.add_argument("--methods", help=f"comma-separated (default {DEFAULT_BENCH_METHODS})")
     bench.add_argument("--prompt", action="append", help="a prompt (repeatable); default: a fixed set")
-    bench.add_argument("--repeats", type=int, default=1, help="time each method this many times, keep the best")
-    bench.add_argument("--out", help="write the JSON results here")
+    bench.add_argument("--repeats", type=int, help="time each method this many times, keep the best (default 1; "
+                       "the suite's own otherwise)")
+    bench.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1... (default cpu)")
+    bench.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's); on a CPU shared with "
+                       "other work, fewer threads than cores avoid threads waiting on each other")
+    bench.add_argument("--suite", choices=["quick"], help="run a whole suite (image and video against batch size "
+                       "and window, text against transformers, lossless checks); a kind restricts it to that kind")
+    bench.add_argument("--rows", type=_rows_arg, help="--suite: batch sizes, e.g. 1,8,32 (default 1,4,8)")
+    bench.add_argument("--out", help="write the JSON results here; with --suite, a folder for JSON, markdown and "
+                       "plots (default benchmarks/results/SUITE)")
     bench.set_defaults(func=cmd_bench)
     render = sub.add_parser("render", help="render a job file into a folder: resumable, exactly once per output")
     render.add_argument("job", help="job file (YAML; see configs/)")

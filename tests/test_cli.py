@@ -30,7 +30,40 @@ def test_bench_reports_ratios_against_ar(tiny_models, tmp_path, capsys):
     rows = {r["method"]: r for r in result["results"]}
     assert list(rows) == ["ar", "coupled", "exact"] and rows["ar"]["nfe_ratio"] == 1.0
     assert rows["coupled"]["nfe_ratio"] >= 1.0 and rows["exact"]["mean_acceptance_length"] >= 1.0
-    assert json.loads(capsys.readouterr().out) == result
+    assert result["lossless"]["ok"] and result["lossless"]["exact_equals_ar"] == {"identical": 8, "rows": 8}
+    assert set(result["lossless"]["greedy"]) == {"coupled", "exact"}
+    assert json.loads(capsys.readouterr().out) == {**result, "exit_status": 0}
+
+
+def test_bench_prints_the_lossless_check_beside_the_figures(tiny_models, capsys):
+    assert main(["bench", "video", "--model", str(tiny_models / "video"), "--methods", "exact", "--window", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "wall ratio" in out and "exact == ar token for token: yes (4/4 rows); greedy agreement with ar: 1/1 methods" in out
+
+
+def test_a_failed_lossless_check_is_loud_and_fails_the_command(tiny_models, monkeypatch, capsys):
+    import mmspec.lossless
+
+    def failing(*args, **kw):
+        return {"exact_equals_ar": {"identical": 3, "rows": 4}, "greedy": {"coupled": {"identical": 4, "rows": 4}},
+                "ok": False}
+    monkeypatch.setattr(mmspec.lossless, "check_lossless", failing)
+    assert main(["bench", "image", "--model", str(tiny_models / "image"), "--methods", "coupled", "--window", "4",
+                 "--json"]) == 1
+    err = capsys.readouterr().err
+    assert "LOSSLESS CHECK FAILED" in err and "exact differs from ar on 1 of 4 rows" in err
+
+
+def test_bench_suite_writes_json_markdown_and_plots(tiny_models, tmp_path, capsys):
+    out = tmp_path / "quick"
+    assert main(["bench", "image", "--suite", "quick", "--model", str(tiny_models / "image"), "--rows", "1",
+                 "--repeats", "1", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert {p.name for p in out.iterdir()} == {"results.json", "results.md", "batch.png", "window.png"}
+    result = json.loads((out / "results.json").read_text())
+    assert result["suite"] == "quick" and result["settings"]["models"] == {"image": str(tiny_models / "image")}
+    assert {c["case"] for c in result["cases"]} == {"GridCase", "LosslessCase"}
+    assert "exact == ar token for token: yes (2/2 rows); greedy agreement with ar: 6/6 methods" in printed
 
 
 def test_errors_are_reported_not_raised(tmp_path, capsys):
@@ -64,6 +97,41 @@ def test_unwritable_out_is_refused_before_models_load(tmp_path, capsys):
     blocker.write_text("not a folder")
     _refused(["generate", "image", "red heart", "--model", str(tmp_path / "none"), "--out", str(blocker / "out")],
              capsys, "cannot write to --out")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["bench"], "mmspec bench needs a kind (image, video, text) or --suite NAME"),
+    (["bench", "image", "--rows", "1,2"], "--rows is for --suite"),
+    (["bench", "--suite", "quick", "--model", "{tmp}/none"], "needs the model's kind"),
+    (["bench", "image", "--suite", "quick", "--window", "4", "--temperature", "0"],
+     "--window, --temperature: not for --suite"),
+    (["bench", "image", "--suite", "quick", "--draft", "{tmp}"], "--draft is the draft of a text model"),
+    (["bench", "--suite", "quick", "--threads", "0"], "--threads must be >= 1"),
+    (["bench", "--suite", "quick", "--device", "tpu9"], "--device: unknown device 'tpu9'"),
+    (["bench", "--suite", "quick", "--out", "{tmp}/file/out"], "cannot write to --out"),
+])
+def test_bench_suite_refuses_bad_options_before_any_work(tmp_path, capsys, argv, message):
+    (tmp_path / "file").write_text("not a folder")
+    _refused([a.format(tmp=tmp_path) for a in argv], capsys, message)
+
+
+def test_bench_refuses_a_missing_model_folder_before_any_work(tmp_path, capsys):
+    assert main(["bench", "text", "--suite", "quick", "--model", str(tmp_path / "none")]) == 2
+    assert f"--model: no model folder at {tmp_path / 'none'}" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="checks the refusal where there is no CUDA")
+def test_bench_refuses_cuda_where_there_is_none(capsys):
+    _refused(["bench", "--suite", "quick", "--device", "cuda"], capsys, "no CUDA device here")
+
+
+@pytest.mark.parametrize("argv, message", [(["--suite", "slow"], "invalid choice: 'slow'"),
+                                           (["--suite", "quick", "--rows", "1,x"], "expected batch sizes like 1,4,8"),
+                                           (["--rows", "0"], "expected batch sizes like 1,4,8")])
+def test_bench_argument_errors_exit_before_any_work(capsys, argv, message):
+    with pytest.raises(SystemExit) as exit_:
+        main(["bench", "image", *argv])
+    assert exit_.value.code == 2 and message in capsys.readouterr().err
 
 
 def test_bench_refuses_unknown_methods_before_models_load(tmp_path, capsys):

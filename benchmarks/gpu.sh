@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# One run on a machine with one NVIDIA GPU (under 8 minutes): the lossless tests on CUDA (bf16 weights, fp32
+# verification), then the quick benchmark suite on CUDA at 1, 8 and 32 rows, everything into one folder.
+#
+#   bash benchmarks/gpu.sh [OUT_DIR]     # default: $OUT if set, else benchmarks/results/gpu
+#
+# Each step has its own time limit, and the suite runs one model kind at a time into its own subfolder, so a
+# step that runs long loses only itself. Nothing is downloaded except by `pip install -e .[dev]`, and only when
+# mmspec or its test tools are missing.
+set -uo pipefail
+
+cd "$(dirname "$0")/.."
+out="${1:-${OUT:-benchmarks/results/gpu}}"
+mkdir -p "$out"
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"  # this checkout's mmspec, whatever is installed
+status=0
+
+step() {  # step NAME LIMIT_SECONDS COMMAND...: run with a time limit, log to $out/NAME.log, keep going
+  local name=$1 limit=$2
+  shift 2
+  local t0=$SECONDS
+  echo "== $name (limit ${limit}s)"
+  timeout "$limit" "$@" > "$out/$name.log" 2>&1
+  local rc=$?
+  echo "   exit $rc after $((SECONDS - t0))s; log: $out/$name.log"
+  tail -n 3 "$out/$name.log" | sed 's/^/   | /'
+  [ "$rc" -eq 0 ] || status=1
+}
+
+if ! python -c "import mmspec, pytest, matplotlib" 2>/dev/null; then
+  pip install -e ".[dev]" > "$out/pip.log" 2>&1 || { echo "pip install -e .[dev] failed: $out/pip.log"; exit 1; }
+fi
+if ! python -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
+  echo "no CUDA device visible to torch (torch.cuda.is_available() is False): this script is for a GPU machine"
+  exit 1
+fi
+{ nvidia-smi; python -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"; } \
+  > "$out/environment.txt" 2>&1
+
+# limits: 90 + 90 + 120 + 120 = 420 s at most, within 8 minutes with start-up; best of 1 timed run after the
+# warm-up (GPU timings vary little), to fit
+step cuda-tests 90 python -m pytest tests/test_cuda.py -q -rs -p no:cacheprovider --junitxml="$out/cuda-tests.xml"
+for kind_limit in image:90 video:120 text:120; do
+  kind=${kind_limit%:*}
+  step "suite-$kind" "${kind_limit#*:}" python -m mmspec.cli bench "$kind" --suite quick --device cuda \
+    --rows 1,8,32 --repeats 1 --out "$out/suite-$kind"
+done
+
+echo "== done in ${SECONDS}s, exit $status; results in $out"
+exit $status
