@@ -93,8 +93,7 @@ class _GridPipeline:
         prompts = as_list(prompt)
         rows = [p for p in prompts for _ in range(num_outputs)]
         t0 = time.perf_counter()
-        given, extra = self._given(rows, image, mask, seed=seed, method=method, window=window,
-                                   progress_bar=progress_bar)
+        given, extra = self._given(rows, image, mask, seed=seed, progress_bar=progress_bar)
         window = resolve_window(window, self.default_window, self.window_memory, method)
         cond = torch.tensor([encode_prompt(p, self.vocab, self.cond_len) for p in prompts])
         sampling = sampling if sampling is not None else self.default_sampling
@@ -199,13 +198,15 @@ class VideoPipeline(_GridPipeline):
         given[:, : frames.shape[1]] = frames
         return given, extra
 
-    def _render_first_frames(self, rows, *, seed, method, window, progress_bar) -> "ImageOutput":
-        """One emoji-image picture per video row, of the subject its prompt names, with the same seed and method."""
+    def _render_first_frames(self, rows, *, seed, progress_bar) -> "ImageOutput":
+        """One emoji-image picture per video row, of the subject its prompt names, with the same seed. Drawn with
+        `exact` (plain AR's tokens for the seed, at the image model's own sampling) whatever the video's method:
+        every method starts a video from the same picture, so methods differ only in what they are asked to
+        (the frames after it) and a greedy video is the same under every method."""
         from mmspec.pipelines.scene import parse
 
         subjects = [parse(r)[2] or r for r in rows]
-        return self.image_model(subjects, seed=seed, method=method, window=None if isinstance(window, int) else window,
-                                progress_bar=progress_bar)
+        return self.image_model(subjects, seed=seed, method="exact", window="auto", progress_bar=progress_bar)
 
     def _staged(self, picture, prompt: str):
         """An emoji on white -> the first frame of the prompt's scene (motion start, background colour)."""
