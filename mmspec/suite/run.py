@@ -20,8 +20,9 @@ def prompts_for(kind: str, rows: int) -> list[str]:
 
 
 def run_grid(pipeline, case: GridCase, seed: int, **_) -> dict:
+    # entries without a window of their own run at the pipeline's default width (a call without one gets "auto")
     rows = run_benchmark(pipeline, prompts_for(case.kind, case.rows), list(case.entries), repeats=case.repeats,
-                         num_outputs=1, seed=seed)
+                         num_outputs=1, seed=seed, window=pipeline.default_window)
     for row in rows:
         del row["output"]
     return {"results": rows}

@@ -8,8 +8,10 @@ def test_grid_cases_report_each_entry_against_ar(tiny_suite):
     assert [(c["kind"], c["rows"], c["sweep"]) for c in grids] == [("image", 1, "rows"), ("image", 2, "rows"),
                                                                     ("video", 1, "window")]
     image = grids[1]["results"]
-    assert [r["method"] for r in image] == ["ar", "exact", "auto"] and image[2]["name"] == "coupled"
+    assert [r["method"] for r in image] == ["ar", "exact", "auto"] and image[2]["name"] == "exact"
     assert image[1]["identical_rows"] == image[1]["rows"] == 2 and image[2]["window"] == "auto"
+    # a fixed entry runs at the pipeline's default width at every step, not at "auto" (the pipelines' default)
+    assert image[1]["window"] == image[1]["mean_window"] == 16
     assert all(r["seconds"] > 0 and r["wall_ratio"] > 0 and "output" not in r for c in grids for r in c["results"])
     assert [r["window"] for r in grids[2]["results"]] == [1, 4, 4, 8, 8]
     assert len(lines) == len(result["cases"]) + 1 and lines[0].startswith("[1/6] image 1 row(s), rows sweep")
