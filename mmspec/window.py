@@ -33,16 +33,6 @@ class FixedWindow:
     def __call__(self, state: "DecodeState") -> int:
         return self.max_window
 
-    def _recall(self, state: "DecodeState") -> None:
-        """Share the memory's measurements for this batch shape; widths measured before count as explored."""
-        self.tokens, self.seconds = self.memory.measurements(state, self.candidates)
-        for L in self.candidates:
-            if self.seconds[L] > 0:
-                self.measured[L] = 0
-        if self.seconds[self.candidates[0]] > 0:
-            self.explored = len(self.candidates)
-        self.attached = True
-
     def observe(self, state, k, seconds) -> None:
         pass
 
