@@ -48,8 +48,10 @@ def generate_text(target: HFCausalLM, prompts, max_new_tokens: int = 64, *, stop
         if on_commit is not None:
             on_commit(state, k)
 
+    # decoding every row's text after every step costs as much as a small model's forward: only when it is read
+    watch = hook if stop_strings or stream is not None else on_commit
     out = generate(target, prompts, Sequence1D(max_new_tokens), stop_tokens=target.eos_token_ids or None,
-                   on_commit=hook, **options)
+                   on_commit=watch, **options)
     tokens = [row[:n] for row, n in zip(out.tokens, out.lengths.tolist())]
     return TextGeneration([decode(t.tolist()) for t in tokens], tokens, out.stats)
 
