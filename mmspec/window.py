@@ -103,8 +103,9 @@ class AutoWindow:
         return [best] * self.recheck + [again] * self.stretch
 
     def _recall(self, state: "DecodeState") -> None:
-        """Share the memory's measurements for this batch shape; widths measured before count as explored."""
-        self.tokens, self.seconds = self.memory.measurements(state, self.candidates)
+        """Share the memory's measurements and recheck waits for this batch shape; widths measured before count
+        as explored, and a width that kept losing stays rarely rechecked (a render job's later batches)."""
+        self.tokens, self.seconds, self.wait = self.memory.measurements(state, self.candidates, self.recheck)
         for L in self.candidates:
             if self.seconds[L] > 0:
                 self.measured[L] = 0
@@ -125,18 +126,20 @@ class AutoWindow:
 
 class WindowMemory:
     """AutoWindow's measurements kept across generations: decayed committed tokens and step seconds per
-    window, for each batch shape (rows, CFG or not). One per pipeline, i.e. per model and device."""
+    window, and the steps a losing window waits before its next recheck, for each batch shape (rows, CFG or
+    not). One per pipeline, i.e. per model and device."""
 
     def __init__(self):
-        self.shapes: dict[tuple, tuple[dict, dict]] = {}
+        self.shapes: dict[tuple, tuple[dict, dict, dict]] = {}
 
-    def measurements(self, state: "DecodeState", windows: list[int]) -> tuple[dict, dict]:
-        """(tokens, seconds) by window for the state's batch shape: shared dicts that the policy updates."""
-        tokens, seconds = self.shapes.setdefault((state.batch_size, state.sampling.cfg), ({}, {}))
+    def measurements(self, state: "DecodeState", windows: list[int], recheck: int) -> tuple[dict, dict, dict]:
+        """(tokens, seconds, wait) by window for the state's batch shape: shared dicts the policy updates."""
+        tokens, seconds, wait = self.shapes.setdefault((state.batch_size, state.sampling.cfg), ({}, {}, {}))
         for L in windows:
             tokens.setdefault(L, 0.0)
             seconds.setdefault(L, 0.0)
-        return tokens, seconds
+            wait.setdefault(L, recheck)
+        return tokens, seconds, wait
 
 
 def window_policy(window: "int | str | WindowPolicy") -> WindowPolicy:

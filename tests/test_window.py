@@ -95,3 +95,15 @@ def test_auto_with_a_memory_starts_the_next_generation_at_the_best_known_window(
     other = AutoWindow(max_window=16, memory=memory)
     state = FakeState(rows=5)  # another batch size: its costs are not known
     assert other(state) == 1 and other.explored == 1
+
+
+def test_auto_with_a_memory_rechecks_a_window_that_kept_losing_less_and_less_often():
+    from mmspec.window import WindowMemory
+
+    memory = WindowMemory()
+    costs = dict(seconds_of=lambda L: 0.01 * L ** 0.5, k_of=lambda L: 1)  # wider never pays: plain AR wins
+    rechecks = []
+    for _ in range(4):  # four generations of 120 steps, as a render job's batches
+        chosen = _run(AutoWindow(max_window=16, memory=memory), 120, **costs)
+        rechecks.append(sum(1 for i in range(1, 120) if chosen[i] == 4 and chosen[i - 1] == 1))
+    assert rechecks[0] >= 2 and rechecks[-1] == 0  # the waits carried over: the later batches stay at AR
