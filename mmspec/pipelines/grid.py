@@ -108,14 +108,22 @@ class _GridPipeline:
         """A PIL image or a path -> [h * w] tokens of it resized to this model's frame."""
         from PIL import Image
 
-        if isinstance(image, (str, Path)):
-            if not Path(image).is_file():
-                raise FileNotFoundError(f"no image file at {image}")
-            image = Image.open(image)
+        image = open_picture(image, "image")
         if not hasattr(image, "convert"):
             raise TypeError(f"image must be a PIL image, a path or an ImageOutput, not {type(image).__name__}")
         h, w, down = self.layout.h, self.layout.w, self.tokenizer.downsample
         return self.tokenizer.encode(image.convert("RGB").resize((w * down, h * down), Image.LANCZOS))[0].flatten()
+
+
+def open_picture(picture, what: str):
+    """A path -> the PIL image in that file (a clear error when there is none); anything else as it is."""
+    from PIL import Image
+
+    if not isinstance(picture, (str, Path)):
+        return picture
+    if not Path(picture).is_file():
+        raise FileNotFoundError(f"no {what} file at {picture}")
+    return Image.open(picture)
 
 
 def model_layout(path: "str | Path") -> layouts.Layout:
@@ -128,12 +136,8 @@ def token_mask(mask, h: int, w: int) -> torch.Tensor:
     """A mask image, its path, or an array [H, W] (nonzero = regenerate) -> [h, w] bool: a token is regenerated
     when any pixel of its patch is."""
     import numpy as np
-    from PIL import Image
 
-    if isinstance(mask, (str, Path)):
-        if not Path(mask).is_file():
-            raise FileNotFoundError(f"no mask file at {mask}")
-        mask = Image.open(mask)
+    mask = open_picture(mask, "mask")
     m = torch.as_tensor(np.asarray(mask.convert("L") if hasattr(mask, "convert") else mask) > 0)
     if m.dim() != 2 or m.shape[0] % h or m.shape[1] % w:
         raise ValueError(f"mask must be [H, W] with H, W multiples of the token grid {h} x {w}, got {tuple(m.shape)}")
