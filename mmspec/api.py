@@ -57,7 +57,9 @@ def generate(target: Target, condition: Any, layout: Layout, *, method: "str | d
     if method.window is not None:
         policy = FixedWindow(method.window)
     L = policy.max_window
-    session = target.session(condition, layout, cfg=sampling.cfg, num_samples=num_samples, max_window=L)
+    # the cache holds a window's chain and its proactive branches
+    session = target.session(condition, layout, cfg=sampling.cfg, num_samples=num_samples,
+                             max_window=L + method.tree_nodes)
     B, device = session.batch_size, session.device
     seeds = _seeds(seed, B)
     N = layout.length

@@ -41,9 +41,17 @@ class StaticKVCache:
         """[B, width] slots that the next `width` tokens of each row will occupy."""
         return self.lengths[:, None] + torch.arange(width, device=self.lengths.device)
 
-    def view(self, slots: torch.Tensor) -> "CacheView":
-        """What every layer of one forward over `slots` [B, T] shares."""
-        return CacheView(self, slots)
+    def view(self, slots: torch.Tensor, visible: torch.Tensor | None = None) -> "CacheView":
+        """What every layer of one forward over `slots` [B, T] shares; `visible` [T, T]: which of the forward's
+        own slots each of them attends to (a tree of drafts), instead of the causal order."""
+        return CacheView(self, slots, visible)
+
+    def move(self, src: torch.Tensor, dst: torch.Tensor) -> None:
+        """Copy the keys/values at slots src [B, M] to slots dst [B, M] of each row (a verified tree branch
+        takes the places of the chain it replaces)."""
+        for kv in (self.k, self.v):
+            index = lambda s: s[None, :, None, :, None].expand(kv.shape[0], -1, kv.shape[2], -1, kv.shape[4])  # noqa: E731
+            kv.scatter_(3, index(dst), kv.gather(3, index(src)))
 
     def advance(self, slots: torch.Tensor) -> None:
         """After a forward wrote `slots` [B, T], every row is valid up to its last slot."""
@@ -53,7 +61,7 @@ class StaticKVCache:
 class CacheView:
     """One forward's window onto the cache: where its keys/values go and what each query may attend to."""
 
-    def __init__(self, cache: StaticKVCache, slots: torch.Tensor):
+    def __init__(self, cache: StaticKVCache, slots: torch.Tensor, visible: torch.Tensor | None = None):
         self.cache = cache
         if cache.static:
             torch._assert_async(slots.max() < cache.max_len, f"KV cache of {cache.max_len} slots is full")
@@ -68,7 +76,14 @@ class CacheView:
         # finite and never reaches a real query.
         keys = torch.arange(end, device=slots.device)
         q = slots[..., None]
-        self.mask = ((keys <= q) & ((keys >= cache.first[:, None, None]) | (keys == q)))[:, None]
+        if visible is None:
+            seen = keys <= q
+        else:  # the slots are contiguous: key slot s is the forward's own node s - slots[b, 0], if in range
+            B, T = slots.shape
+            node = keys - slots[:, :1, None]  # [B, 1, S]
+            own = visible.expand(B, T, T).gather(2, node.clamp(0, T - 1).expand(B, T, end))  # [B, T, S]
+            seen = (node < 0) | (own & (node < T))
+        self.mask = (seen & ((keys >= cache.first[:, None, None]) | (keys == q)))[:, None]
 
     def update(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Write k, v [B, H, T, D] at the view's slots; return the keys/values it attends over [B, H, S, D]."""

@@ -16,6 +16,7 @@ from mmspec.drafters.base import Drafter
 from mmspec.state import DecodeState
 from mmspec.stats import Stats
 from mmspec.steps import Draft, Verdict
+from mmspec.tree import Tree, proactive_tree
 from mmspec.verify import Verifier
 from mmspec.window import WindowPolicy
 
@@ -31,17 +32,24 @@ def decode(session: Session, drafter: Drafter, verifier: Verifier, policy: Windo
     drafter.start(state)
     while state.active.any():
         t_step = time.perf_counter()  # the previous step's work is done: active.any() waited for it
-        state.window = _checked(policy(state), state.max_window)
+        state.window = L = _checked(policy(state), state.max_window)
         draft = _force_draft(state, drafter.propose(state))
         inputs = torch.cat([state.pending[:, None], draft.tokens], 1)  # [B, L]: last committed + drafts
-        logp = _force_p(state, state.sampling.logp(*session.forward(inputs, state.n - 1)))  # [B, L, V]
+        tree = None
+        if draft.branches is not None:  # proactive branches ride along: [B, L + S * D] nodes
+            tree = proactive_tree(L, draft.branches.shape[1], draft.branches.shape[2], inputs.device)
+            inputs = torch.cat([inputs, draft.branches.flatten(1)], 1)
+        logits = session.forward(inputs, state.n - 1, tree)
+        logp = _force_p(state, state.sampling.logp(*logits), tree)  # [B, W, V]
         verdict = verifier(state, draft, logp)
         k = _commit(state, verdict, stats, commit_step, stop_tokens)
+        if tree is not None:
+            session.adopt(tree.path(verdict.branch))
         t_hook = time.perf_counter()
         if on_commit is not None:
             on_commit(state, k)
         t_hook = time.perf_counter() - t_hook
-        drafter.update(state, draft, verdict, logp, k)
+        drafter.update(state, draft, verdict, logp[:, :L], k)
         policy.observe(state, k, time.perf_counter() - t_step - t_hook)
         state.step += 1
     stats.committed = state.n.clone()  # tokens kept, after any stop string cut a row short
@@ -57,19 +65,24 @@ def _checked(window: int, max_window: int) -> int:
 
 
 def _force_draft(state: DecodeState, draft: Draft) -> Draft:
-    """Structural tokens are drafted as what they must be (one-hot q)."""
+    """Structural tokens are drafted as what they must be (one-hot q), on the chain and on its branches."""
     if not state.any_forced:
         return draft
     forced = state.structural(state.index(state.window - 1))  # [B, L-1]
     is_forced = forced >= 0
-    return Draft(torch.where(is_forced, forced, draft.tokens), draft.q, draft.onehot | is_forced)
+    branches = draft.branches
+    if branches is not None:  # branch node t drafts index n + t
+        depth = branches.shape[2]
+        branches = torch.where(is_forced[:, None, :depth], forced[:, None, :depth], branches)
+    return Draft(torch.where(is_forced, forced, draft.tokens), draft.q, draft.onehot | is_forced, branches)
 
 
-def _force_p(state: DecodeState, logp: torch.Tensor) -> torch.Tensor:
-    """At structural positions p is one-hot on the forced token."""
+def _force_p(state: DecodeState, logp: torch.Tensor, tree: Tree | None) -> torch.Tensor:
+    """At structural positions p is one-hot on the forced token (node w's p is for index n + offset[w])."""
     if not state.any_forced:
         return logp
-    forced = state.structural(state.index())  # [B, L]
+    index = state.index() if tree is None else state.n[:, None] + tree.offset  # [B, W]
+    forced = state.structural(index)
     is_forced = (forced >= 0)[..., None]
     token = forced.clamp(min=0)[..., None]
     logp = logp.masked_fill(is_forced, -torch.inf)

@@ -9,6 +9,10 @@
 | coupled     | Jacobi window, maximal coupling of drafts (SCD-MC)  | rejection sampling            |
 | gumbel      | Jacobi window, per-position Gumbel drafts (SCD-GS)  | rejection sampling            |
 | exact       | Jacobi window, per-position Gumbel drafts           | argmax match on the same noise|
+| pac         | coupled, with proactive branches at slot 0 (SJD-PAC)| recursive rejection sampling  |
+
+Every Jacobi method takes `proactive=(width, depth)`: slot 0 gets width - 1 siblings, each heading a
+branch of depth tokens, verified in the same forward (mmspec.drafters.proactive, mmspec.tree).
 """
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ from typing import Any, Callable
 
 from mmspec.drafters import (CoupledRedraw, DraftModelDrafter, Drafter, GumbelRedraw, IndependentRedraw,
                              JacobiDrafter, LookupDrafter, NoDraft, make_fill)
+from mmspec.drafters.proactive import Branches, FreshBranches, NoiseBranches
 from mmspec.layouts import Layout
 from mmspec.verify import GumbelMatchVerifier, RejectionVerifier, Verifier
 
@@ -27,31 +32,45 @@ class Method:
     make_drafter: Callable[[Layout], Drafter]  # a fresh drafter for each generation
     verifier: Verifier
     window: int | None = None  # fixed window (ar: 1), else the caller's
+    tree_nodes: int = 0  # window nodes a forward may add beside the chain (proactive branches)
 
 
 def ar() -> Method:
     return Method("ar", lambda layout: NoDraft(), RejectionVerifier(), window=1)
 
 
-def _jacobi(name: str, redraw, verifier, init: str) -> Method:
+def _jacobi(name: str, redraw, verifier, init: str, proactive=None, kind: type[Branches] = FreshBranches) -> Method:
     make_fill(init)  # reject unknown policies now, not mid-generation
-    return Method(name, lambda layout: JacobiDrafter(redraw, make_fill(init)), verifier)
+    branches = None
+    if proactive is not None:
+        if not (isinstance(proactive, (tuple, list)) and len(proactive) == 2
+                and all(isinstance(x, int) and not isinstance(x, bool) for x in proactive)):
+            raise ValueError(f"proactive must be (width, depth), two ints, got {proactive!r}")
+        branches = kind(*proactive)
+    return Method(name, lambda layout: JacobiDrafter(redraw, make_fill(init), branches), verifier,
+                  tree_nodes=0 if branches is None else branches.nodes)
 
 
-def jacobi(init: str = "random") -> Method:
-    return _jacobi("jacobi", IndependentRedraw(), RejectionVerifier(), init)
+def jacobi(init: str = "random", proactive=None) -> Method:
+    return _jacobi("jacobi", IndependentRedraw(), RejectionVerifier(), init, proactive)
 
 
-def coupled(init: str = "random") -> Method:
-    return _jacobi("coupled", CoupledRedraw(), RejectionVerifier(), init)
+def coupled(init: str = "random", proactive=None) -> Method:
+    return _jacobi("coupled", CoupledRedraw(), RejectionVerifier(), init, proactive)
 
 
-def gumbel(init: str = "random") -> Method:
-    return _jacobi("gumbel", GumbelRedraw(), RejectionVerifier(), init)
+def gumbel(init: str = "random", proactive=None) -> Method:
+    return _jacobi("gumbel", GumbelRedraw(), RejectionVerifier(), init, proactive)
 
 
-def exact(init: str = "random") -> Method:
-    return _jacobi("exact", GumbelRedraw(), GumbelMatchVerifier(), init)
+def exact(init: str = "random", proactive=None) -> Method:
+    return _jacobi("exact", GumbelRedraw(), GumbelMatchVerifier(), init, proactive, NoiseBranches)
+
+
+def pac(init: str = "random", proactive=(4, 3)) -> Method:
+    """SJD-PAC's two levers: adaptive continuation (here, SCD's coupling) and proactive drafting, at its
+    published shape (width 4, depth 3)."""
+    return _jacobi("pac", CoupledRedraw(), RejectionVerifier(), init, proactive)
 
 
 def lookup(fill: str | None = None) -> Method:
@@ -70,7 +89,7 @@ def draft_model(model=None, sampling=None) -> Method:
 
 METHODS: dict[str, Callable[..., Method]] = {
     "ar": ar, "draft-model": draft_model, "lookup": lookup, "jacobi": jacobi,
-    "coupled": coupled, "gumbel": gumbel, "exact": exact,
+    "coupled": coupled, "gumbel": gumbel, "exact": exact, "pac": pac,
 }
 
 

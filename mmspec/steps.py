@@ -18,6 +18,10 @@ class Draft:
     tokens: torch.Tensor  # [B, W] drafts for indices n .. n+W-1 (W = L-1)
     q: torch.Tensor | None  # [B, W, V] fp32, read only where `onehot` is False; None when every slot is one-hot
     onehot: torch.Tensor  # [B, W] bool: q is one-hot on the token
+    # [B, S, D] proactive branches (mmspec.tree): branch i is a sibling of the draft at slot 0 (drawn without
+    # replacement from its q, the slot-0 draft excluded), then children for slots 1..D-1, each drawn from that
+    # slot's q (or the slot's own token where q is one-hot); None: the chain alone
+    branches: torch.Tensor | None = None
 
     @classmethod
     def copied(cls, tokens: torch.Tensor) -> "Draft":
@@ -31,3 +35,4 @@ class Verdict:
     accepted: torch.Tensor  # [B, L-1] bool: draft j passed its own test
     index: torch.Tensor  # [B, L] the generated position of each slot (what its noise row belongs to)
     gumbel_max: torch.Tensor | None = None  # [B, L] argmax(log p + g) at every slot, if the verifier drew it
+    branch: torch.Tensor | None = None  # [B] with proactive branches: the path committed (0 chain, i branch i-1)

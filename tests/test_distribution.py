@@ -9,8 +9,10 @@ from tiny import CycleWindow, TabularTarget, chi_square_pvalue, gpt_law, sequenc
 
 SAMPLES = 20_000
 ALPHA = 1e-3
+PROACTIVE = ["pac", {"name": "exact", "proactive": [3, 2]}, {"name": "gumbel", "proactive": [3, 3]},
+             {"name": "jacobi", "proactive": [2, 1]}]
 METHODS = ["ar", "jacobi", "coupled", "gumbel", "exact", "lookup", "draft-model",
-           {"name": "coupled", "init": "left"}, {"name": "gumbel", "init": "above"}]
+           {"name": "coupled", "init": "left"}, {"name": "gumbel", "init": "above"}] + PROACTIVE
 
 
 def _case(name):
@@ -55,7 +57,7 @@ def test_matches_exact_law(name, method):
 
 @pytest.mark.parametrize("name", ["tabular-grid", "gpt-grid"])
 @pytest.mark.parametrize("method", ["jacobi", "coupled", "gumbel", "exact", "lookup", "draft-model",
-                                    {"name": "coupled", "init": "above"}], ids=str)
+                                    {"name": "coupled", "init": "above"}, "pac"], ids=str)
 def test_matches_exact_law_with_a_window_that_changes_every_step(name, method):
     target, draft, layout, sampling, law = case(name)
     if method == "draft-model":
@@ -97,3 +99,43 @@ def test_the_test_has_power_against_storing_the_old_q():
                           RejectionVerifier())
     assert chi_square_pvalue(_sample(target, mmspec.Sequence1D(4), sampling, buggy), law) < ALPHA
     assert chi_square_pvalue(_sample(target, mmspec.Sequence1D(4), sampling, "coupled"), law) > ALPHA
+
+
+def _no_renormalising(first, siblings, q, p, u_accept, u_residual, live):
+    """Wrong: every sibling is tested against q itself, not q with the tokens already tried removed."""
+    chosen, r = torch.zeros_like(first), (p - q).clamp(min=0)
+    for i in range(siblings.shape[1]):
+        r = r / r.sum(-1, keepdim=True).clamp(min=1e-30)
+        c = siblings[:, i]
+        qc, rc = q.gather(-1, c[:, None]).squeeze(-1), r.gather(-1, c[:, None]).squeeze(-1)
+        test = live & (chosen == 0) & (qc > 0)
+        chosen = torch.where(test & (u_accept[:, i] * qc < rc), i + 1, chosen)
+        r = torch.where((test & (chosen == 0))[:, None], (r - q).clamp(min=0), r)
+    y = torch.where(chosen > 0, siblings.gather(1, (chosen - 1).clamp(min=0)[:, None]).squeeze(1),
+                    mmspec.verify.sample_from(r, u_residual))
+    return y, chosen
+
+
+def _stale_residual(first, siblings, q, p, u_accept, u_residual, live):
+    """Wrong: siblings are tested against p's first residual, never updated after a sibling fails."""
+    chosen, r0, qi, tried = torch.zeros_like(first), (p - q).clamp(min=0), q, first
+    r0 = r0 / r0.sum(-1, keepdim=True).clamp(min=1e-30)
+    for i in range(siblings.shape[1]):
+        qi = qi.scatter(-1, tried[:, None], 0.0)
+        qi = qi / qi.sum(-1, keepdim=True).clamp(min=1e-30)
+        c = tried = siblings[:, i]
+        qc, rc = qi.gather(-1, c[:, None]).squeeze(-1), r0.gather(-1, c[:, None]).squeeze(-1)
+        chosen = torch.where(live & (chosen == 0) & (qc > 0) & (u_accept[:, i] * qc < rc), i + 1, chosen)
+    y = torch.where(chosen > 0, siblings.gather(1, (chosen - 1).clamp(min=0)[:, None]).squeeze(1),
+                    mmspec.verify.sample_from(r0, u_residual))
+    return y, chosen
+
+
+@pytest.mark.parametrize("wrong", [_no_renormalising, _stale_residual], ids=lambda f: f.__name__)
+def test_the_test_has_power_against_wrong_recursive_rejection(wrong, monkeypatch):
+    target = TabularTarget(6, 3, seed=3, scale=1.5)  # a vocabulary wide enough for three siblings to matter
+    sampling = mmspec.Sampling(cfg_scale=1.5)
+    law = tabular_law(target, 0, sampling)
+    assert chi_square_pvalue(_sample(target, mmspec.Sequence1D(3), sampling, "pac"), law) > ALPHA
+    monkeypatch.setattr(mmspec.verify, "recursive_rejection", wrong)
+    assert chi_square_pvalue(_sample(target, mmspec.Sequence1D(3), sampling, "pac"), law) < ALPHA

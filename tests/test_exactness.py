@@ -5,7 +5,8 @@ import torch
 import mmspec
 from tiny import CycleWindow, TabularTarget, tiny_gpt
 
-ALL = ["ar", "jacobi", "coupled", "gumbel", "exact", "lookup", "draft-model"]
+PROACTIVE = [{"name": "exact", "proactive": [3, 2]}, {"name": "exact", "proactive": [5, 4]}]
+ALL = ["ar", "jacobi", "coupled", "gumbel", "exact", "lookup", "draft-model", "pac"] + PROACTIVE
 LAYOUTS = {
     "1d": (mmspec.Sequence1D(14), 1),
     "2d": (mmspec.Grid2D(4, 4), 2),
@@ -27,7 +28,7 @@ def _run(target, layout, method, **kw):
 
 
 @pytest.mark.parametrize("layout", list(LAYOUTS))
-@pytest.mark.parametrize("method", ALL)
+@pytest.mark.parametrize("method", ALL, ids=str)
 def test_greedy_equals_plain_greedy(layout, method):
     layout, axes = LAYOUTS[layout]
     target = _target(axes)
@@ -50,19 +51,32 @@ def test_exact_equals_ar_with_the_same_seed(layout, init, window):
 
 
 @pytest.mark.parametrize("layout", list(LAYOUTS))
-@pytest.mark.parametrize("init", ["random", "above", "ngram"])
-@pytest.mark.parametrize("sizes", [(3, 1, 6, 2, 8), (9, 4, 1, 1, 12)], ids=str)
-def test_exact_equals_ar_with_a_window_that_changes_every_step(layout, init, sizes):
+@pytest.mark.parametrize("proactive", [[3, 2], [4, 3], [2, 1]], ids=str)
+@pytest.mark.parametrize("window", [2, 4, 9])
+def test_exact_with_proactive_branches_equals_ar(layout, proactive, window):
     layout, axes = LAYOUTS[layout]
     target = _target(axes)
     expected = _run(target, layout, "ar").tokens
-    got = _run(target, layout, {"name": "exact", "init": init}, window=CycleWindow(sizes))
+    got = _run(target, layout, {"name": "exact", "proactive": proactive}, window=window)
+    assert torch.equal(got.tokens, expected)
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+@pytest.mark.parametrize("method", [{"name": "exact", "init": "random"}, {"name": "exact", "init": "above"},
+                                    {"name": "exact", "init": "ngram"}, {"name": "exact", "proactive": [3, 3]}],
+                         ids=str)
+@pytest.mark.parametrize("sizes", [(3, 1, 6, 2, 8), (9, 4, 1, 1, 12)], ids=str)
+def test_exact_equals_ar_with_a_window_that_changes_every_step(layout, method, sizes):
+    layout, axes = LAYOUTS[layout]
+    target = _target(axes)
+    expected = _run(target, layout, "ar").tokens
+    got = _run(target, layout, method, window=CycleWindow(sizes))
     assert torch.equal(got.tokens, expected)
     used = got.stats.forwards_at.sum(0)  # forwards that had a slot j: every width in the cycle was used
     assert used[max(sizes) - 2] > 0 and used[0] < got.stats.nfe.sum()
 
 
-@pytest.mark.parametrize("method", ALL)
+@pytest.mark.parametrize("method", ALL, ids=str)
 def test_greedy_equals_plain_greedy_with_a_changing_window(method):
     layout, axes = LAYOUTS["2d-row-end"]
     target = _target(axes)
@@ -80,7 +94,7 @@ def test_exact_is_seed_dependent_and_structural_tokens_are_forced():
     assert (a.view(4, 3, 5)[..., 4] == 15).all()
 
 
-@pytest.mark.parametrize("method", ALL)
+@pytest.mark.parametrize("method", ALL, ids=str)
 def test_batch_rows_equal_single_runs(method):
     layout, axes = LAYOUTS["2d"]
     target = _target(axes)

@@ -44,17 +44,31 @@ class _TabularSession:
         self.draft_vocab = None
         self.buf = torch.zeros(len(cond), target.length + max_window + 1, dtype=torch.long)  # token at index i -> i+1
 
-    def forward(self, tokens, start):
-        index = window_index(start, tokens.shape[1])
-        self.buf.scatter_(1, index + 1, tokens.clamp(min=0))
-        N, V = self.t.length, self.vocab_size
+    def forward(self, tokens, start, tree=None):
+        W, N, V = tokens.shape[1], self.t.length, self.vocab_size
+        chain = W if tree is None else tree.chain
+        self.buf.scatter_(1, window_index(start, chain) + 1, tokens[:, :chain].clamp(min=0))
+        self._last = tokens, start
+        offset = torch.arange(W) if tree is None else tree.offset
+        visible = torch.ones(W, W, dtype=torch.bool).tril() if tree is None else tree.visible  # [W, W]
+        index = start[:, None] + offset  # [B, W]
         weights = (V + 1) ** torch.arange(N)
         terms = (self.buf[:, 1:N + 1] + 1) * weights  # prefix of length m = indices 0..m-1
         codes = torch.cat([torch.zeros(len(terms), 1, dtype=torch.long), terms.cumsum(1)], 1)  # [B, N+1]
-        q_codes = codes.gather(1, (index + 1).clamp(max=N))  # query at index i sees indices 0..i
+        before = codes.gather(1, start.clamp(0, N)[:, None])  # [B, 1] indices before the window's first node
+        # node w sees the nodes visible to it at their own indices (index -1, the condition, adds nothing)
+        own = torch.where((index >= 0) & (index < N), (tokens.clamp(min=0) + 1) * weights[index.clamp(0, N - 1)], 0)
+        q_codes = (before + (visible[None] * own[:, None, :]).sum(-1)).clamp(max=self.t.table.shape[1] - 1)
         logits = self.t.table[self.cond[:, None], q_codes]
         null = self.t.table[self.t.num_conditions, q_codes] if self.cfg else None
         return logits, null
+
+    def adopt(self, nodes):
+        tokens, start = self._last
+        index = start[:, None] + 1 + torch.arange(nodes.shape[1])
+        ok = index < self.buf.shape[1] - 1
+        self.buf.scatter_(1, (index + 1).clamp(max=self.buf.shape[1] - 1),
+                          torch.where(ok, tokens.gather(1, nodes).clamp(min=0), self.buf.gather(1, (index + 1).clamp(max=self.buf.shape[1] - 1))))
 
 
 def tiny_gpt(vocab_size=16, rope_axes=2, num_classes=4, seed=0, dim=24, n_layer=2, dtype=torch.float64,

@@ -13,6 +13,7 @@ import torch
 
 from mmspec.cache import StaticKVCache
 from mmspec.layouts import Layout
+from mmspec.tree import Tree
 
 
 class Session(Protocol):
@@ -22,10 +23,18 @@ class Session(Protocol):
     prompt: list[torch.Tensor] | None  # per row: ids in the target vocabulary before generation, if any
     draft_vocab: torch.Tensor | None  # ids random drafts should come from (e.g. visual tokens only); None: all
 
-    def forward(self, tokens: torch.Tensor, start: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(self, tokens: torch.Tensor, start: torch.Tensor,
+                tree: "Tree | None" = None) -> tuple[torch.Tensor, torch.Tensor | None]:
         """tokens [B, L] at generated indices start[b] .. start[b]+L-1 -> logits for the next index of
         each: (cond [B, L, V], null-condition [B, L, V] or None without CFG). The cache keeps what lies
-        before `start`; everything from `start` on is (re)written, so a rejection is a pointer move."""
+        before `start`; everything from `start` on is (re)written, so a rejection is a pointer move.
+        With a `tree` (mmspec.tree), tokens [B, W] are its nodes: node w at index start + tree.offset[w],
+        attending to the nodes tree.visible[w]."""
+        ...
+
+    def adopt(self, nodes: torch.Tensor) -> None:
+        """After a tree forward: the nodes [B, D] of the path the verifier took now stand for indices
+        start+1 .. start+D (their keys and values move there)."""
         ...
 
 
@@ -76,22 +85,28 @@ class PrefixSession:
     def positions(self, index: torch.Tensor) -> torch.Tensor:
         return (self.lengths[:, None] + index).clamp(min=0)
 
-    def _run(self, h, index):
+    def _run(self, h, index, visible=None):
         slots = self.cache.slots(h.shape[1])
-        logits = self.logits(h, self.positions(index), self.cache.view(slots))
+        logits = self.logits(h, self.positions(index), self.cache.view(slots, visible))
         self.cache.advance(slots)
         return logits
 
     @torch.no_grad()
-    def forward(self, tokens: torch.Tensor, start: torch.Tensor):
+    def forward(self, tokens: torch.Tensor, start: torch.Tensor, tree: Tree | None = None):
         halves = 2 if self.cfg else 1
         tokens, start = tokens.repeat(halves, 1), start.repeat(halves)
-        index = window_index(start, tokens.shape[1])  # [R, L]
+        index = window_index(start, tokens.shape[1]) if tree is None else start[:, None] + tree.offset  # [R, W]
         h = self.embed(tokens.clamp(min=0))
         h = torch.where((index < 0)[..., None], self.start_embedding[:, None].to(h.dtype), h)
-        self.cache.truncate(self.prefix_len + start)
-        logits = self._run(h, index)
+        self._window_slot = self.prefix_len + start  # [R] the slot of the window's first node
+        self.cache.truncate(self._window_slot)
+        logits = self._run(h, index, None if tree is None else tree.visible)
         return (logits[: self.batch_size], logits[self.batch_size:]) if self.cfg else (logits, None)
+
+    def adopt(self, nodes: torch.Tensor) -> None:
+        nodes = nodes.repeat(2 if self.cfg else 1, 1)
+        first = self._window_slot[:, None]
+        self.cache.move(first + nodes, first + 1 + torch.arange(nodes.shape[1], device=nodes.device))
 
     def embed(self, tokens):
         raise NotImplementedError

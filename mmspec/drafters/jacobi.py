@@ -14,6 +14,7 @@ from typing import Protocol
 import torch
 
 from mmspec.drafters.fill import Fill
+from mmspec.drafters.proactive import Branches
 from mmspec.sampling import sample_from
 from mmspec.state import DecodeState
 from mmspec.steps import Draft, Verdict
@@ -50,8 +51,8 @@ class GumbelRedraw:
 
 
 class JacobiDrafter:
-    def __init__(self, redraw: Redraw, fill: Fill):
-        self.redraw, self.fill = redraw, fill
+    def __init__(self, redraw: Redraw, fill: Fill, branches: "Branches | None" = None):
+        self.redraw, self.fill, self.branches = redraw, fill, branches
         self.q: torch.Tensor | None = None  # [B, W, V] law of the carried slots (None: none carried yet)
         self.onehot: torch.Tensor | None = None  # [B, W] slots whose q is one-hot (fresh)
 
@@ -66,7 +67,10 @@ class JacobiDrafter:
             if self.q is not None:
                 self.q = torch.cat([self.q, self.q.new_zeros(state.batch_size, W - have, self.q.shape[2])], 1)
         self.onehot, self.q = self.onehot[:, :W], None if self.q is None else self.q[:, :W]
-        return Draft(state.draft_tokens(), self.q, self.onehot)
+        draft = Draft(state.draft_tokens(), self.q, self.onehot)
+        if self.branches is not None:
+            draft.branches = self.branches(state, draft)
+        return draft
 
     def update(self, state, draft, verdict, logp, k):
         z = self.redraw(state, draft, verdict, logp)  # [B, L]

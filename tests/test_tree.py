@@ -1,0 +1,63 @@
+"""Tree windows: one forward over a chain and its proactive branches equals plain forwards of each path,
+and adopting a branch leaves the cache as if that path had been fed as a chain."""
+import pytest
+import torch
+
+import mmspec
+from mmspec import HFCausalLM
+from mmspec.tree import proactive_tree
+from tiny import tiny_gpt, tiny_llama
+
+
+def test_the_tree_shape():
+    tree = proactive_tree(4, 2, 2, "cpu")
+    assert tree.offset.tolist() == [0, 1, 2, 3, 1, 2, 1, 2]
+    v = tree.visible.long().tolist()
+    assert v[3] == [1, 1, 1, 1, 0, 0, 0, 0]  # the chain is causal
+    assert v[5] == [1, 0, 0, 0, 1, 1, 0, 0]  # a child sees the last committed token and its own branch
+    assert v[6] == [1, 0, 0, 0, 0, 0, 1, 0]
+    assert tree.path(torch.tensor([0, 1, 2])).tolist() == [[1, 2], [4, 5], [6, 7]]
+    with pytest.raises(ValueError, match="at least 4 positions"):
+        proactive_tree(3, 1, 3, "cpu")
+
+
+def _targets():
+    yield "gpt", mmspec.ReferenceTarget(tiny_gpt(rope_axes=1, dtype=torch.float64)), torch.tensor([1, 2]), True
+    yield "llama", HFCausalLM(tiny_llama()), [[1, 5, 7], [1, 3, 9, 9, 2]], False
+
+
+@pytest.mark.parametrize("name,target,cond,cfg", list(_targets()), ids=lambda x: x if isinstance(x, str) else "")
+@pytest.mark.parametrize("static", [False, True])
+def test_a_tree_forward_equals_a_forward_of_each_path(name, target, cond, cfg, static):
+    layout, g = mmspec.Sequence1D(12), torch.Generator().manual_seed(0)
+    tree = proactive_tree(4, 2, 2, "cpu")
+    tok = lambda *s: torch.randint(0, 16, s, generator=g)  # noqa: E731
+    prefix, chain, branches = tok(2, 3), tok(2, 4), tok(2, 2, 2)
+
+    def session():
+        s = target.session(cond, layout, cfg=cfg, max_window=8)
+        s.cache.static = static
+        s.forward(prefix, torch.full((2,), -1))  # index -1 .. 1 committed
+        return s
+
+    start = torch.full((2,), 2)
+    a = session()
+    cond_a, null_a = a.forward(torch.cat([chain, branches.flatten(1)], 1), start, tree)
+    for i in range(2):  # branch i as a plain chain [last committed, sibling, child]
+        b = session()
+        cond_b, null_b = b.forward(torch.cat([chain[:, :1], branches[:, i]], 1), start)
+        torch.testing.assert_close(cond_a[:, 4 + 2 * i: 6 + 2 * i], cond_b[:, 1:])
+        torch.testing.assert_close(cond_a[:, 0], cond_b[:, 0])
+        if cfg:
+            torch.testing.assert_close(null_a[:, 4 + 2 * i: 6 + 2 * i], null_b[:, 1:])
+    plain = session().forward(chain, start)[0]
+    torch.testing.assert_close(cond_a[:, :4], plain)
+
+    # row 0 takes branch 1, row 1 the chain; then both feed two more tokens after index start + 2
+    a.adopt(tree.path(torch.tensor([2, 0])))
+    more = tok(2, 2)
+    got = a.forward(more, start + 2)[0]
+    path = torch.stack([torch.cat([chain[0, :1], branches[0, 1]]), chain[1, :3]])
+    c = session()
+    c.forward(path, start)
+    torch.testing.assert_close(got, c.forward(more, start + 2)[0])
