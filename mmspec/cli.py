@@ -25,7 +25,18 @@ def _pipeline(args):
 
 
 def _method(args):
-    return args.method if args.init is None else {"name": args.method, "init": args.init}
+    options = {k: v for k, v in (("init", args.init), ("proactive", _proactive(args.proactive))) if v is not None}
+    return {"name": args.method, **options} if options else args.method
+
+
+def _proactive(text: "str | None") -> "list[int] | None":
+    if text is None:
+        return None
+    try:
+        width, depth = (int(x) for x in text.split(","))
+    except ValueError:
+        raise ValueError(f"--proactive: expected WIDTH,DEPTH (e.g. 8,3), got {text!r}") from None
+    return [width, depth]
 
 
 def _given_sampling(args) -> dict:
@@ -60,7 +71,7 @@ def _check_options(args) -> None:
     if args.method == "draft-model" and args.kind != "text":
         raise ValueError("--method draft-model needs a draft model, which only text has (--draft DIR)")
     if args.method != "draft-model":
-        resolve_method(_method(args))  # unknown --init policies
+        resolve_method(_method(args))  # unknown --init policies, bad --proactive shapes
     for name in ("image", "mask"):
         path = getattr(args, name, None)
         if path is not None and not Path(path).is_file():
@@ -88,6 +99,9 @@ def _common(p: argparse.ArgumentParser, kind_nargs: str | None = None, window=DE
     p.add_argument("--method", default=DEFAULT_METHOD, choices=sorted(METHODS),
                    help=f"default {DEFAULT_METHOD}: the same tokens as --method ar with the same seed")
     p.add_argument("--init", help="fill policy for fresh window slots: random, left, above, prev-frame, ngram")
+    p.add_argument("--proactive", metavar="WIDTH,DEPTH",
+                   help="Jacobi methods: WIDTH-1 siblings of the window's first draft, each heading DEPTH tokens, "
+                        "verified in the same forward (pac: 4,3)")
     p.add_argument("--window", type=_window_arg, default=window,
                    help="positions verified per forward (1..256), or 'auto' (picked at every step from measured step "
                         "costs and acceptance, up to 16 image, 64 video, 6 text); default: "
@@ -241,7 +255,7 @@ def _check_bench_options(args) -> None:
 
 
 def _check_suite_options(args) -> None:
-    given = [f"--{n}" for n in ("window", "methods", "prompt", "init") if getattr(args, n) is not None]
+    given = [f"--{n}" for n in ("window", "methods", "prompt", "init", "proactive") if getattr(args, n) is not None]
     given += ["--num"] * (args.num != 1) + [f"--{k.replace('_', '-')}" for k in _given_sampling(args)]
     if given:
         raise ValueError(f"{', '.join(given)}: not for --suite, which sets its own methods, windows, prompts, rows "

@@ -86,6 +86,9 @@ def _refused(argv, capsys, message):
     (["--cfg-scale", "inf"], "cfg_scale must be a finite number"),
     (["--top-p", "2"], "top_p must be in (0, 1]"),
     (["--method", "draft-model"], "only text has"),
+    (["--proactive", "8"], "expected WIDTH,DEPTH"),
+    (["--proactive", "1,3"], "proactive drafting needs width >= 2"),
+    (["--method", "ar", "--proactive", "4,3"], "bad options ['proactive'] for method 'ar'"),
 ])
 def test_bad_options_are_refused_before_models_load(tmp_path, capsys, argv, message):
     _refused(["generate", "image", "red heart", "--model", str(tmp_path / "none"), "--out", str(tmp_path), *argv],
