@@ -11,8 +11,8 @@
 | exact       | Jacobi window, per-position Gumbel drafts           | argmax match on the same noise|
 | pac         | coupled, with proactive branches at slot 0 (SJD-PAC)| recursive rejection sampling  |
 
-Every Jacobi method takes `proactive=(width, depth)`: slot 0 gets width - 1 siblings, each heading a
-branch of depth tokens, verified in the same forward (mmspec.drafters.proactive, mmspec.tree).
+Every Jacobi method and draft-model take `proactive=(width, depth)`: slot 0 gets width - 1 siblings, each
+heading a branch of depth tokens, verified in the same forward (mmspec.drafters.proactive, mmspec.tree).
 """
 from __future__ import annotations
 
@@ -39,14 +39,18 @@ def ar() -> Method:
     return Method("ar", lambda layout: NoDraft(), RejectionVerifier(), window=1)
 
 
+def _branches(proactive, kind: type[Branches]) -> "Branches | None":
+    if proactive is None:
+        return None
+    if not (isinstance(proactive, (tuple, list)) and len(proactive) == 2
+            and all(isinstance(x, int) and not isinstance(x, bool) for x in proactive)):
+        raise ValueError(f"proactive must be (width, depth), two ints, got {proactive!r}")
+    return kind(*proactive)
+
+
 def _jacobi(name: str, redraw, verifier, init: str, proactive=None, kind: type[Branches] = FreshBranches) -> Method:
     make_fill(init)  # reject unknown policies now, not mid-generation
-    branches = None
-    if proactive is not None:
-        if not (isinstance(proactive, (tuple, list)) and len(proactive) == 2
-                and all(isinstance(x, int) and not isinstance(x, bool) for x in proactive)):
-            raise ValueError(f"proactive must be (width, depth), two ints, got {proactive!r}")
-        branches = kind(*proactive)
+    branches = _branches(proactive, kind)
     return Method(name, lambda layout: JacobiDrafter(redraw, make_fill(init), branches), verifier,
                   tree_nodes=0 if branches is None else branches.nodes)
 
@@ -81,10 +85,12 @@ def lookup(fill: str | None = None) -> Method:
                   RejectionVerifier())
 
 
-def draft_model(model=None, sampling=None) -> Method:
+def draft_model(model=None, sampling=None, proactive=None) -> Method:
     if model is None:
         raise ValueError("method 'draft-model' needs a draft model: {'name': 'draft-model', 'model': ...}")
-    return Method("draft-model", lambda layout: DraftModelDrafter(model, sampling), RejectionVerifier())
+    branches = _branches(proactive, FreshBranches)
+    return Method("draft-model", lambda layout: DraftModelDrafter(model, sampling, branches), RejectionVerifier(),
+                  tree_nodes=0 if branches is None else branches.nodes)
 
 
 METHODS: dict[str, Callable[..., Method]] = {

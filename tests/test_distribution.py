@@ -10,7 +10,7 @@ from tiny import CycleWindow, TabularTarget, chi_square_pvalue, gpt_law, sequenc
 SAMPLES = 20_000
 ALPHA = 1e-3
 PROACTIVE = ["pac", {"name": "exact", "proactive": [3, 2]}, {"name": "gumbel", "proactive": [3, 3]},
-             {"name": "jacobi", "proactive": [2, 1]}]
+             {"name": "jacobi", "proactive": [2, 1]}, {"name": "draft-model", "proactive": [3, 2]}]
 METHODS = ["ar", "jacobi", "coupled", "gumbel", "exact", "lookup", "draft-model",
            {"name": "coupled", "init": "left"}, {"name": "gumbel", "init": "above"}] + PROACTIVE
 
@@ -39,6 +39,15 @@ def case(name):
     return CASES[name]
 
 
+def _with_draft(method, draft):
+    """'draft-model' (or its dict) with the case's draft model."""
+    if method == "draft-model":
+        return {"name": "draft-model", "model": draft}
+    if isinstance(method, dict) and method["name"] == "draft-model":
+        return {**method, "model": draft}
+    return method
+
+
 def _sample(target, layout, sampling, method, window=4):
     g = mmspec.generate(target, torch.tensor([0]), layout, method=method, window=window, sampling=sampling,
                         seed=0, num_samples=SAMPLES)
@@ -49,19 +58,18 @@ def _sample(target, layout, sampling, method, window=4):
 @pytest.mark.parametrize("method", METHODS, ids=str)
 def test_matches_exact_law(name, method):
     target, draft, layout, sampling, law = case(name)
-    if method == "draft-model":
-        method = {"name": "draft-model", "model": draft}
+    method = _with_draft(method, draft)
     pvalue = chi_square_pvalue(_sample(target, layout, sampling, method), law)
     assert pvalue > ALPHA, f"{method} on {name}: chi-square p = {pvalue:.2e}"
 
 
 @pytest.mark.parametrize("name", ["tabular-grid", "gpt-grid"])
 @pytest.mark.parametrize("method", ["jacobi", "coupled", "gumbel", "exact", "lookup", "draft-model",
-                                    {"name": "coupled", "init": "above"}, "pac"], ids=str)
+                                    {"name": "coupled", "init": "above"}, "pac",
+                                    {"name": "draft-model", "proactive": [4, 2]}], ids=str)
 def test_matches_exact_law_with_a_window_that_changes_every_step(name, method):
     target, draft, layout, sampling, law = case(name)
-    if method == "draft-model":
-        method = {"name": "draft-model", "model": draft}
+    method = _with_draft(method, draft)
     pvalue = chi_square_pvalue(_sample(target, layout, sampling, method, window=CycleWindow((4, 2, 1, 3))), law)
     assert pvalue > ALPHA, f"{method} on {name} with changing windows: chi-square p = {pvalue:.2e}"
 

@@ -5,7 +5,8 @@ import torch
 import mmspec
 from tiny import CycleWindow, TabularTarget, tiny_gpt
 
-PROACTIVE = [{"name": "exact", "proactive": [3, 2]}, {"name": "exact", "proactive": [5, 4]}]
+PROACTIVE = [{"name": "exact", "proactive": [3, 2]}, {"name": "exact", "proactive": [5, 4]},
+             {"name": "draft-model", "proactive": [3, 2]}]
 ALL = ["ar", "jacobi", "coupled", "gumbel", "exact", "lookup", "draft-model", "pac"] + PROACTIVE
 LAYOUTS = {
     "1d": (mmspec.Sequence1D(14), 1),
@@ -20,9 +21,14 @@ def _target(axes, seed=0):
     return mmspec.ReferenceTarget(tiny_gpt(vocab_size=16, rope_axes=axes, seed=seed))
 
 
+def _with_draft(method, axes):
+    if method == "draft-model" or isinstance(method, dict) and method["name"] == "draft-model":
+        return {**({"name": method} if isinstance(method, str) else method), "model": _target(axes, seed=3)}
+    return method
+
+
 def _run(target, layout, method, **kw):
-    if method == "draft-model":
-        method = {"name": "draft-model", "model": _target(layout.axes, seed=3)}
+    method = _with_draft(method, layout.axes)
     kw = {"sampling": SAMPLING, "window": 5, "seed": 0, **kw}
     return mmspec.generate(target, torch.tensor([0, 3]), layout, method=method, num_samples=2, **kw)
 
@@ -102,7 +108,7 @@ def test_batch_rows_equal_single_runs(method):
     batch = _run(target, layout, method, seed=seeds)
     for i, s in enumerate(seeds):
         cond = torch.tensor([[0, 3][i // 2]])
-        m = {"name": "draft-model", "model": _target(axes, seed=3)} if method == "draft-model" else method
+        m = _with_draft(method, axes)
         single = mmspec.generate(target, cond, layout, method=m, sampling=SAMPLING, window=5, seed=[s])
         assert torch.equal(batch.tokens[i], single.tokens[0]), f"row {i}"
         assert batch.stats.nfe[i] == single.stats.nfe[0]

@@ -10,14 +10,15 @@ from __future__ import annotations
 import torch
 
 from mmspec.adapters.base import Target, window_index
+from mmspec.drafters.proactive import Branches
 from mmspec.sampling import Sampling, sample_from
 from mmspec.state import DecodeState
 from mmspec.steps import Draft
 
 
 class DraftModelDrafter:
-    def __init__(self, model: Target, sampling: Sampling | dict | None = None):
-        self.model = model
+    def __init__(self, model: Target, sampling: Sampling | dict | None = None, branches: "Branches | None" = None):
+        self.model, self.branches = model, branches
         self.sampling = None if sampling is None else Sampling.coerce(sampling)
         self.session = None
 
@@ -36,22 +37,31 @@ class DraftModelDrafter:
         if L == 1:
             return Draft.copied(state.seq.new_zeros(B, 0))
         width = int((state.n - self.synced).max())  # indices synced .. n-1, the last one `pending`
-        start = (state.n - width).clamp(min=-1)  # only done rows can clamp: their drafts are ignored
+        # a row that needs fewer than `width` tokens may reach back past index -1 (early rows, when another
+        # row re-feeds a proactive branch): it starts at -1 instead, and its pending token sits at column n - start - 1
+        start = (state.n - width).clamp(min=-1)
         tokens = state.seq.gather(1, window_index(start, width).clamp(min=0))  # index -1: the session's own
+        column = (state.n - 1 - start).clamp(max=width - 1)[:, None, None]  # [B, 1, 1]
         u = state.streams.uniform(L - 1).to(state.seq.device)
         drafts, qs = [], []
         for j in range(L - 1):
-            logits = self.session.forward(tokens, start)
-            q = self._sampling.logp(logits[0][:, -1], None if logits[1] is None else logits[1][:, -1]).exp()
+            cond, null = self.session.forward(tokens, start)
+            pick = lambda x: x.gather(1, column.expand(-1, 1, x.shape[2]))[:, 0]  # noqa: E731  [B, V]
+            q = self._sampling.logp(pick(cond), None if null is None else pick(null)).exp()
             forced = state.structural(state.index(1, j))[:, 0]  # forced tokens are fed as they will be (one-hot q)
             d = torch.where(forced >= 0, forced, sample_from(q, u[:, j]))
             drafts.append(d)
             qs.append(q)
-            start, tokens = start + tokens.shape[1], d[:, None]
+            start, tokens, column = state.n + j, d[:, None], torch.zeros_like(column)
         self.fed = state.n + L - 2  # drafts d_0 .. d_{L-3} went through the draft model, d_{L-2} did not
         tokens = torch.stack(drafts, 1)
-        return Draft(tokens, torch.stack(qs, 1), torch.zeros_like(tokens, dtype=torch.bool))
+        draft = Draft(tokens, torch.stack(qs, 1), torch.zeros_like(tokens, dtype=torch.bool))
+        if self.branches is not None:  # siblings from slot 0's q, children from the later slots' q
+            draft.branches = self.branches(state, draft)
+        return draft
 
     def update(self, state, draft, verdict, logp, k):
         if self.fed is not None:  # accepted drafts stay valid; the correction / bonus at n-1 was never fed
             self.synced = torch.minimum(state.n - 1, self.fed)
+            if verdict.branch is not None:  # a branch's tokens were never fed: valid up to the old pending
+                self.synced = torch.where(verdict.branch > 0, state.n - k, self.synced)
