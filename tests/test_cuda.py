@@ -23,7 +23,8 @@ LAYOUTS = {"1d": (mmspec.Sequence1D(14), 1), "2d-row-end": (mmspec.Grid2D(3, 4, 
 SAMPLING = mmspec.Sampling(temperature=0.9, top_k=12, cfg_scale=2.5)
 GREEDY = mmspec.Sampling(temperature=0.0, cfg_scale=2.5)
 WINDOWS = {"2": 2, "5": 5, "17": 17, "cycle": CycleWindow((3, 1, 6, 2, 8)), "auto": "auto"}
-METHODS = ["jacobi", "coupled", "gumbel", "exact", "lookup", "draft-model"]
+METHODS = ["jacobi", "coupled", "gumbel", "exact", "lookup", "draft-model", "pac",
+           {"name": "exact", "proactive": [4, 3]}]
 BF16_TIE = 0.1  # log-p gap within bf16 rounding of these logits (|logit| < 10: ulp <= 1/16, CFG 2.5 mixes two)
 
 
@@ -50,15 +51,16 @@ def test_weights_are_bf16_values_and_verification_is_fp32():
 
 @pytest.mark.parametrize("layout", list(LAYOUTS))
 @pytest.mark.parametrize("window", list(WINDOWS))
-def test_exact_equals_ar_token_for_token(layout, window):
+@pytest.mark.parametrize("method", ["exact", {"name": "exact", "proactive": [4, 3]}], ids=str)
+def test_exact_equals_ar_token_for_token(layout, window, method):
     layout, axes = LAYOUTS[layout]
     target = _target(axes)
-    got = _run(target, layout, "exact", window=WINDOWS[window])
+    got = _run(target, layout, method, window=WINDOWS[window])
     assert got.is_cuda and torch.equal(got, _run(target, layout, "ar"))
 
 
 @pytest.mark.parametrize("layout", list(LAYOUTS))
-@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("method", METHODS, ids=str)
 def test_greedy_agrees_with_ar(layout, method):
     layout, axes = LAYOUTS[layout]
     target = _target(axes)
@@ -68,7 +70,7 @@ def test_greedy_agrees_with_ar(layout, method):
 
 
 @pytest.mark.parametrize("layout", list(LAYOUTS))
-@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("method", METHODS, ids=str)
 def test_bf16_compute_differs_from_greedy_ar_only_at_rounding_ties(layout, method):
     layout, axes = LAYOUTS[layout]
     target = _target(axes, compute=torch.bfloat16)
