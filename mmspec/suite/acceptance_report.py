@@ -16,7 +16,7 @@ def count_rows(result: dict, one_row: bool = False) -> list[dict]:
 
 def at_default(result: dict, one_row: bool = False) -> list[dict]:
     """Each method's figures at its kind's default window, or at the widest below it that the method ran at
-    (lookup's sweep stops at 16); `ar` left out."""
+    (cases.WINDOW_CAPS stops some sweeps short); `ar` left out."""
     default, picked = result["settings"]["default_windows"], {}
     for r in count_rows(result, one_row):
         key = (r["kind"], r["method"])
@@ -96,7 +96,22 @@ def _protocol(result: dict) -> str:
     for c in _cases(result, True)[:1]:
         parts.append(f"The 1-row runs: {c['rows']} rows one at a time ({c['prompts']} prompts x {c['samples']}, "
                      f"seeds {seed}..{seed + c['rows'] - 1}), at the default window.")
-    return " ".join(parts)
+    return " ".join(parts + _trimmed(result))
+
+
+def _trimmed(result: dict) -> list[str]:
+    """Which grid sweeps stop short of their kind's widest window (cases.WINDOW_CAPS), read from the figures."""
+    kind_widest, method_widest = {}, {}
+    for r in count_rows(result):
+        if r["name"] != "ar" and r["kind"] in GRID_KINDS:
+            kind_widest[r["kind"]] = max(kind_widest.get(r["kind"], 0), r["window"])
+            key = (r["kind"], r["method"])
+            method_widest[key] = max(method_widest.get(key, 0), r["window"])
+    short = [f"{kind} `{method}` at w={w}" for (kind, method), w in method_widest.items() if w < kind_widest[kind]]
+    if not short:
+        return []
+    return ["To fit in 10 minutes of one CPU core, these sweeps stop where their NFE ratio is flat (see "
+            "benchmarks/README.md): " + ", ".join(short) + "."]
 
 
 def _given_note(result: dict) -> str:
@@ -209,11 +224,15 @@ def _diagnosis(result: dict, rows_label: str) -> list[str]:
 
 
 def _slot0_lines(rows: list[dict]) -> list[str]:
-    """One sentence per grid method: slot 0 is where the committed prefix first breaks."""
+    """One sentence per method: for Jacobi windows, slot 0, where the committed prefix first breaks; for a draft
+    model, the ceiling its acceptance allows."""
     lines = []
     for r in rows:
         d = r["diagnosis"]
         rest = range(1, len(d["tv"]))
+        if r["name"] == "draft-model":
+            lines.append(_draft_ceiling(r))
+            continue
         lines.append(
             f"- {r['kind']} `{r['method']}` w={r['window']}: the slot-0 draft is accepted in "
             f"{r['acceptance_per_position'][0]:.2f} of forwards ({d['carried_share'][0]:.0%} of slot-0 drafts are "
@@ -221,6 +240,17 @@ def _slot0_lines(rows: list[dict]) -> list[str]:
             f"{_f(group_mean(d['expected'], rest, d['counts']['carried']))} at later slots; "
             f"{d['single_share']:.0%} of forwards commit a single generated token.")
     return lines
+
+
+def _draft_ceiling(r: dict) -> str:
+    """Leviathan et al.'s expected tokens per forward, (1 - a^L) / (1 - a) with L - 1 drafts, and its limit
+    1 / (1 - a) at any window, from the acceptance a = 1 - mean TV(q_draft, p) measured here."""
+    a, L = 1 - r["diagnosis"]["mean_tv"], r["window"]
+    return (f"- {r['kind']} `{r['method']}` w={L}: TV(q_draft, p) averages {r['diagnosis']['mean_tv']:.2f}, so a draft "
+            f"is accepted with a = {a:.2f}; slots accepted independently would commit (1 - a^L)/(1 - a) = "
+            f"{(1 - a ** L) / (1 - a):.2f} tokens per forward at L = {L} (measured "
+            f"{r['generated_mean_acceptance_length']:.2f}) and at most 1/(1 - a) = {1 / (1 - a):.2f} at any window "
+            "(derived from the measured TV, Leviathan et al.'s formula).")
 
 
 def _targets(result: dict, rows_label: str) -> list[str]:

@@ -28,6 +28,11 @@ def test_the_report_has_every_section_and_the_published_points(tiny_acceptance):
     assert "x (" in video  # w=4: the quick suite's count (frame 0 included) in brackets beside the generated one
     assert "(4 of its 12)" in text and "one batch of 4 rows (2 prompts x 2 samples" in text
     assert "- image `coupled` w=16: the slot-0 draft is accepted in" in text
+    assert "these sweeps stop where their NFE ratio is flat" not in text  # every tiny sweep runs to its widest
+    result = copy.deepcopy(tiny_acceptance[0])
+    video = next(c for c in result["cases"] if c["kind"] == "video" and not c["one_row"])
+    video["results"] = [r for r in video["results"] if r["label"] != "lookup w=64"]
+    assert "stop where their NFE ratio is flat (see benchmarks/README.md): video `lookup` at w=4." in markdown(result)
 
 
 def test_targets_say_met_or_not_met(tiny_acceptance):
@@ -43,3 +48,13 @@ def test_slot_groups_and_weighted_means():
     assert [g for g, _ in slot_groups(5)] == ["0", "1", "2", "3", "4"]
     assert group_mean([0.5, None, 1.0], range(3), [1, 9, 3]) == (0.5 + 3.0) / 4
     assert group_mean([None], range(1)) is None
+
+
+def test_the_draft_model_line_derives_its_ceiling_from_the_measured_tv(tiny_acceptance):
+    result = copy.deepcopy(tiny_acceptance[0])
+    draft = next(r for c in result["cases"] if c["kind"] == "text" and not c["one_row"] for r in c["results"]
+                 if r["label"] == "draft-model w=6")
+    draft["diagnosis"]["mean_tv"] = 0.3
+    assert "so a draft is accepted with a = 0.70;" in markdown(result)
+    assert "(1 - a^L)/(1 - a) = 2.94 tokens per forward at L = 6" in markdown(result)
+    assert "at most 1/(1 - a) = 3.33 at any window" in markdown(result)
