@@ -24,7 +24,7 @@ def write_plots(result: dict, folder: str | Path) -> list[Path]:
 
 
 def _panels(rows: int, kinds: list[str]):
-    return pyplot().subplots(rows, len(kinds), figsize=(6 * len(kinds), 4.2 * rows), squeeze=False)
+    return pyplot().subplots(rows, len(kinds), figsize=(6 * len(kinds), 5 * rows), squeeze=False)
 
 
 def _nfe_window(result: dict):
@@ -54,7 +54,7 @@ def _nfe_window(result: dict):
         log2_x(ax, ticks)
         ax.set_xlabel("window (positions verified per forward)")
         ax.set_title(f"{kind}, {mine[0]['rows']} rows")
-        ax.legend(fontsize=7)
+        _legend(ax)
     return fig
 
 
@@ -76,11 +76,11 @@ def _acceptance_slot(result: dict):
     for ax, kind in zip(axes[0], kinds):
         for r in (r for r in rows if r["kind"] == kind):
             ax.plot(range(len(r["acceptance_per_position"])), r["acceptance_per_position"], marker=".",
-                    label=r["method"])
-            ax.set_title(f"{kind}: acceptance per window slot, w={r['window']}")
+                    label=f"{r['method']} w={r['window']}")
+        ax.set_title(f"{kind}: acceptance per window slot, default window")
         ax.set_xlabel("window slot (0: the first draft)")
         ax.set_ylabel("share of forwards accepting the slot")
-        ax.legend(fontsize=8)
+        _legend(ax)
     return fig
 
 
@@ -96,10 +96,11 @@ def _diagnosis(result: dict):
         top, bottom = axes[0][col], axes[1][col]
         for r, colour in zip((r for r in rows if r["kind"] == kind), colours):
             d = r["diagnosis"]
-            _line(top, d["carried_pass"], colour, "-", f"{r['method']}: measured")
-            _line(top, d["expected"], colour, "--", f"{r['method']}: 1 - TV")
-            _line(bottom, d["entropy"], colour, "-", r["method"])
-            top.set_title(f"{kind}, w={r['window']}: carried drafts passing their test")
+            label = f"{r['method']} w={r['window']}"
+            _line(top, d["carried_pass"], colour, "-", f"{label}: measured")
+            _line(top, d["expected"], colour, "--", f"{label}: 1 - TV")
+            _line(bottom, d["entropy"], colour, "-", label)
+        top.set_title(f"{kind}: carried drafts passing their test, default window")
         if ar.get(kind) is not None:
             bottom.axhline(ar[kind], color="grey", linestyle="--", label=f"ar, every position: {ar[kind]:.2f}")
         bottom.set_title(f"{kind}: entropy of p where tokens were committed")
@@ -107,8 +108,13 @@ def _diagnosis(result: dict):
         bottom.set_ylabel("nats")
         for ax in (top, bottom):
             ax.set_xlabel("window slot")
-            ax.legend(fontsize=7)
+            _legend(ax)
     return fig
+
+
+def _legend(ax) -> None:
+    """Below the axes, where it hides no point (save_figure keeps it in the picture)."""
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
 
 
 def _line(ax, values: list, colour: str, style: str, label: str) -> None:

@@ -110,8 +110,8 @@ def _trimmed(result: dict) -> list[str]:
     short = [f"{kind} `{method}` at w={w}" for (kind, method), w in method_widest.items() if w < kind_widest[kind]]
     if not short:
         return []
-    return ["To fit in 10 minutes of one CPU core, these sweeps stop where their NFE ratio is flat (see "
-            "benchmarks/README.md): " + ", ".join(short) + "."]
+    return ["These sweeps stop early, where wider windows gain little, to save time (benchmarks/README.md): "
+            + ", ".join(short) + "."]
 
 
 def _given_note(result: dict) -> str:
@@ -210,7 +210,7 @@ def _diagnosis(result: dict, rows_label: str) -> list[str]:
                  _f(d["carried_share"][0]), _f(d["tv"][0], ".3f"), _f(d["expected"][0], ".3f"),
                  _f(d["carried_pass"][0], ".3f"), _f(group_mean(d["tv"], rest, c["carried"]), ".3f"),
                  _f(group_mean(d["expected"], rest, c["carried"]), ".3f"),
-                 _f(group_mean(d["carried_pass"], rest, c["carried"]), ".3f"), _f(d["single_share"], ".0%"),
+                 _f(group_mean(d["carried_pass"], rest, c["carried"]), ".3f"), _f(r["single_share"], ".0%"),
                  _f(d["mean_entropy"])]
         lines.append("| " + " | ".join(map(str, cells)) + " |")
     groups = slot_groups(max(len(r["diagnosis"]["tv"]) for r in rows))
@@ -238,8 +238,16 @@ def _slot0_lines(rows: list[dict]) -> list[str]:
             f"{r['acceptance_per_position'][0]:.2f} of forwards ({d['carried_share'][0]:.0%} of slot-0 drafts are "
             f"carried, at TV {d['tv'][0]:.2f} from the new p: 1 - TV = {d['expected'][0]:.2f}), against 1 - TV = "
             f"{_f(group_mean(d['expected'], rest, d['counts']['carried']))} at later slots; "
-            f"{d['single_share']:.0%} of forwards commit a single generated token.")
+            f"{r['single_share']:.0%} of forwards commit a single generated token."
+            + (" Slot 0's TV is above the later slots': it is what limits acceptance, since a forward commits more "
+               "than one generated token only when slot 0 passes." if _slot0_worst(d) else ""))
     return lines
+
+
+def _slot0_worst(d: dict) -> bool:
+    """Whether carried drafts at slot 0 are further from their new p than those at later slots, on average."""
+    later = group_mean(d["tv"], range(1, len(d["tv"])), d["counts"]["carried"])
+    return d["tv"][0] is not None and later is not None and d["tv"][0] > later
 
 
 def _draft_ceiling(r: dict) -> str:

@@ -20,10 +20,10 @@ TRANSFORMERS_PAIRS = {"ar": "generate", "draft-model": "assisted", "lookup": "pr
 ACCEPTANCE_METHODS = ("jacobi", "coupled", "gumbel", "exact", "lookup")
 TEXT_ACCEPTANCE_METHODS = ("draft-model", "lookup")
 ACCEPTANCE_WINDOWS = {"image": (4, 8, 16, 32, 64), "video": (4, 8, 16, 32, 64, 128), "text": (4, 6, 8)}
-# where a method's NFE ratio is flat, wider windows only cost time (the suite must fit in 10 minutes of one CPU
-# core): the full sweep (benchmarks/results/acceptance-full/) took 786 s, with jacobi (SJD) at 1.82x / 1.93x on
-# images at 32 / 64 and 4.03x / 4.05x / 4.12x on video at 32 / 64 / 128 (~150 s of runs past 32), and lookup
-# at 1.22-1.42x (image) and 1.48-1.53x (video) over 4-16
+# sweeps that stop where wider windows gain little, so that the suite fits in 10 minutes of one CPU core: the full
+# sweep (benchmarks/results/acceptance-full/) took 786 s, with jacobi (SJD) at 1.82x / 1.93x on images at 32 / 64
+# and 4.03x / 4.05x / 4.12x on video at 32 / 64 / 128 (about 150 s of runs past 32), and lookup at 1.22x / 1.29x
+# / 1.42x on images and 1.48x / 1.50x / 1.53x on video at 4 / 8 / 16 (about 30 s at 16)
 WINDOW_CAPS = {"jacobi": 32, "lookup": 8}
 
 

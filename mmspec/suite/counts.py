@@ -11,7 +11,7 @@ from mmspec.bench import identical_rows
 from mmspec.methods import Method, resolve_method
 from mmspec.stats import Stats
 from mmspec.suite.cases import CountCase, prompts_for, spec_label
-from mmspec.suite.measure import measured
+from mmspec.suite.measure import generated, measured
 
 
 def run_counts(pipeline, case: CountCase, seed: int, max_new_tokens: int, **_) -> dict:
@@ -48,10 +48,14 @@ def _calls(pipeline, case: CountCase, seed: int) -> list[dict]:
         rows = [p for p in prompts for _ in range(case.samples)]
         first = pipeline._render_first_frames(rows, seed=seed, progress_bar=False)
     if not case.one_row:
-        return [{"prompt": prompts, "num_outputs": case.samples, "seed": seed, **({"image": first} if first is not None else {})}]
-    return [{"prompt": prompts[r // case.samples], "num_outputs": 1, "seed": seed + r,
-             **({"image": dataclasses.replace(first, images=first.images[r:r + 1])} if first is not None else {})}
+        return [{"prompt": prompts, "num_outputs": case.samples, "seed": seed, **_image(first, slice(None))}]
+    return [{"prompt": prompts[r // case.samples], "num_outputs": 1, "seed": seed + r, **_image(first, slice(r, r + 1))}
             for r in range(case.rows)]
+
+
+def _image(first, rows: slice) -> dict:
+    """image= for a call: the rendered first frames of its rows, if there are any."""
+    return {} if first is None else {"image": dataclasses.replace(first, images=first.images[rows])}
 
 
 def _method(pipeline, spec) -> Method:
@@ -63,7 +67,7 @@ def _method(pipeline, spec) -> Method:
     return resolve_method(spec)
 
 
-def pooled(stats: list[Stats]) -> Stats:
+def _pooled(stats: list[Stats]) -> Stats:
     """The per-row statistics of several calls as one batch (same layout and window)."""
     fields = ("nfe", "committed", "drafted", "accepted", "accepted_at", "forwards_at", "commit_step")
     return Stats(*(torch.cat([getattr(s, f) for s in stats]) for f in fields), window=stats[0].window)
@@ -73,13 +77,14 @@ def _figures(outs: list, method: Method) -> dict:
     """Forwards and acceptance of one entry's outputs, and its measuring verifier's diagnosis.
     nfe_per_row counts every forward, as the quick suite does (also those over given tokens, e.g. a video's
     frame 0, which `ar` walks through one forward per token); generated_forwards_per_row counts the forwards
-    that committed at least one token the model chose (a given frame prefilled in one pass costs none)."""
-    s = pooled([o.stats for o in outs])
-    diagnosis = method.verifier.summary()
-    generated = diagnosis["free_forwards_per_row"]
-    return {"rows": len(s.nfe), "window": s.window, "nfe_per_row": s.nfe.float().mean().item(),
+    that committed at least one token the model chose (see measure.generated); single_share: the share of
+    those that committed only one."""
+    s = _pooled([o.stats for o in outs])
+    g = generated(s.commit_step, torch.cat(method.verifier.free))
+    rows, forwards, tokens = len(s.nfe), g["forwards"].sum().item(), g["tokens"].sum().item()
+    return {"rows": rows, "window": s.window, "nfe_per_row": s.nfe.float().mean().item(),
             "batch_forwards": sum(o.stats.total_nfe for o in outs) / len(outs),
             "mean_acceptance_length": s.mean_acceptance_length, "acceptance_rate": s.acceptance_rate,
-            "acceptance_per_position": s.acceptance_per_position, "generated_forwards_per_row": generated,
-            "generated_mean_acceptance_length": diagnosis["free_tokens_per_row"] / max(generated, 1e-9),
-            "diagnosis": diagnosis}
+            "acceptance_per_position": s.acceptance_per_position, "generated_forwards_per_row": forwards / rows,
+            "generated_tokens_per_row": tokens / rows, "generated_mean_acceptance_length": tokens / max(forwards, 1),
+            "single_share": g["single"].sum().item() / max(forwards, 1), "diagnosis": method.verifier.summary()}

@@ -36,9 +36,7 @@ class MeasuringVerifier:
     def __init__(self, verifier: Verifier):
         self.verifier = verifier
         self.sums: dict[str, torch.Tensor] = {}  # name -> [max window] float64, per slot
-        self.rows = 0  # rows over all generations seen
-        self.free_forwards = 0  # (row, forward) pairs that committed at least one free (not forced) token
-        self.single = 0  # ... that committed exactly one free token
+        self.free: list[torch.Tensor] = []  # per generation seen: [B, N] where the model chooses (not given)
 
     def __call__(self, state: DecodeState, draft: Draft, logp: torch.Tensor) -> Verdict:
         verdict = self.verifier(state, draft, logp)
@@ -57,7 +55,7 @@ class MeasuringVerifier:
 
     def _record(self, state: DecodeState, draft: Draft, logp: torch.Tensor, verdict: Verdict) -> None:
         if state.step == 0:
-            self.rows += state.batch_size
+            self.free.append((state.forced[:, : state.length] < 0).cpu())
         L, W = logp.shape[1], logp.shape[1] - 1
         index = verdict.index  # [B, L]
         # positions the model chooses in this window: inside the layout, row still running, not forced
@@ -72,34 +70,27 @@ class MeasuringVerifier:
         if draft.q is not None and W:
             tv = tv_distance(draft.q, p[:, :W]).masked_fill(~carried, 0.0)  # [B, W]
             self._add("tv", tv)
-            self._add("gumbel_bound", ((1 - tv) / (1 + tv)).masked_fill(~carried, 0.0))
-        # committed: slots up to the first rejection (its correction or the bonus included), as the loop does
+        # committed: slots up to the first rejection (its correction or the bonus included), as the loop does; a
+        # stop token (text) the wrapper does not see, so the slots after one in its window count too
         lead = verdict.accepted.long().cumprod(1).sum(1)  # [B]
         committed = free & (torch.arange(L, device=index.device) <= lead[:, None])  # [B, L]
         self._add("committed", committed)
         self._add("entropy", entropy(p).masked_fill(~committed, 0.0))
-        per_row = committed.sum(1)  # [B] free tokens this forward committed
-        self.free_forwards += int((per_row > 0).sum())
-        self.single += int((per_row == 1).sum())
 
     def summary(self) -> dict:
         """Per slot (lists; None where nothing was measured) and overall:
-        tv: mean TV(q, p_new) over carried drafts; expected: 1 - tv, the acceptance maximal coupling gives them;
-        gumbel_bound: mean (1-TV)/(1+TV), the least Gumbel coupling gives (the `exact` test); carried_pass:
+        tv: mean TV(q, p_new) over carried drafts; expected: 1 - tv, the acceptance maximal coupling gives them
+        (`exact`'s Gumbel match gives at least (1-TV)/(1+TV), at most 1 - TV); carried_pass:
         how often carried drafts passed their own test; carried_share: carried / free drafts; draft_pass: how
         often any free draft passed its own test (fresh one-hot drafts included); entropy: mean entropy of p
-        (nats) at committed free positions. free_forwards_per_row: forwards that committed a free token, per row
-        (what a prefilled given frame would not cost); single_share: of those, the share that committed one;
-        counts: per slot, the carried and free drafts and the committed free tokens the means are over."""
-        s = self.sums
-        out = {"rows": self.rows, "free_forwards_per_row": self.free_forwards / max(self.rows, 1),
-               "single_share": self.single / max(self.free_forwards, 1),
-               "free_tokens_per_row": float(s["committed"].sum()) / max(self.rows, 1) if s else 0.0}
-        ratios = {"tv": ("tv", "carried"), "gumbel_bound": ("gumbel_bound", "carried"),
-                  "carried_pass": ("carried_passed", "carried"), "carried_share": ("carried", "drafted"),
-                  "draft_pass": ("passed", "drafted"), "entropy": ("entropy", "committed")}
+        (nats) at committed free positions; counts: per slot, the carried and free drafts and the committed free
+        tokens the means are over."""
+        s, out = self.sums, {}
+        ratios = {"tv": ("tv", "carried"), "carried_pass": ("carried_passed", "carried"),
+                  "carried_share": ("carried", "drafted"), "draft_pass": ("passed", "drafted"),
+                  "entropy": ("entropy", "committed")}
         for name, (num, den) in ratios.items():
-            if num not in s:  # no draft kept a q (lookup, ar): no TV to report
+            if num not in s:  # tv when no draft kept a q (lookup, ar)
                 continue
             out[name] = _per_slot(s[num], s[den])
             out[f"mean_{name}"] = float(s[num].sum() / s[den].sum()) if s[den].sum() else None
@@ -111,6 +102,18 @@ class MeasuringVerifier:
 
 def _per_slot(num: torch.Tensor, den: torch.Tensor) -> list:
     return [float(n / d) if d else None for n, d in zip(num.tolist(), den.tolist())]
+
+
+def generated(commit_step: torch.Tensor, free: torch.Tensor) -> dict:
+    """Stats.commit_step [B, N] (the forward that committed each token, -1 if none) and free [B, N] (the model
+    chose the token: not given, not structural) -> per row [B]: "forwards" that committed at least one chosen
+    token (a given frame prefilled in one pass would cost none of the others), "tokens" chosen, and "single":
+    forwards that committed exactly one."""
+    chosen = free & (commit_step >= 0)  # [B, N]
+    per_step = torch.zeros(len(chosen), int(commit_step.max()) + 2, dtype=torch.long)  # [B, forwards + 1]
+    per_step.scatter_add_(1, (commit_step + 1).clamp(min=0).cpu(), chosen.long().cpu())  # column 0: never
+    per_step = per_step[:, 1:]
+    return {"forwards": (per_step > 0).sum(1), "tokens": chosen.sum(1).cpu(), "single": (per_step == 1).sum(1)}
 
 
 def measured(method: Method) -> Method:

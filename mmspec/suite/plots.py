@@ -19,7 +19,7 @@ def pyplot():
 
 def save_figure(fig, path: Path) -> Path:
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")  # "tight": legends placed outside the axes stay in
     pyplot().close(fig)
     return path
 

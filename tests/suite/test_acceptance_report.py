@@ -28,11 +28,11 @@ def test_the_report_has_every_section_and_the_published_points(tiny_acceptance):
     assert "x (" in video  # w=4: the quick suite's count (frame 0 included) in brackets beside the generated one
     assert "(4 of its 12)" in text and "one batch of 4 rows (2 prompts x 2 samples" in text
     assert "- image `coupled` w=16: the slot-0 draft is accepted in" in text
-    assert "these sweeps stop where their NFE ratio is flat" not in text  # every tiny sweep runs to its widest
+    assert "These sweeps stop early" not in text  # every tiny sweep runs to its widest
     result = copy.deepcopy(tiny_acceptance[0])
     video = next(c for c in result["cases"] if c["kind"] == "video" and not c["one_row"])
     video["results"] = [r for r in video["results"] if r["label"] != "lookup w=64"]
-    assert "stop where their NFE ratio is flat (see benchmarks/README.md): video `lookup` at w=4." in markdown(result)
+    assert "wider windows gain little, to save time (benchmarks/README.md): video `lookup` at w=4." in markdown(result)
 
 
 def test_targets_say_met_or_not_met(tiny_acceptance):
@@ -58,3 +58,14 @@ def test_the_draft_model_line_derives_its_ceiling_from_the_measured_tv(tiny_acce
     assert "so a draft is accepted with a = 0.70;" in markdown(result)
     assert "(1 - a^L)/(1 - a) = 2.94 tokens per forward at L = 6" in markdown(result)
     assert "at most 1/(1 - a) = 3.33 at any window" in markdown(result)
+
+
+def test_the_report_says_slot_0_limits_acceptance_only_when_its_tv_is_the_highest(tiny_acceptance):
+    result = copy.deepcopy(tiny_acceptance[0])
+    coupled = next(r for c in result["cases"] if c["kind"] == "image" and not c["one_row"] for r in c["results"]
+                   if r["label"] == "coupled w=16")["diagnosis"]
+    line = lambda: next(x for x in markdown(result).splitlines() if x.startswith("- image `coupled` w=16"))  # noqa: E731
+    coupled["tv"] = [0.9] + [0.2] * (len(coupled["tv"]) - 1)
+    assert "it is what limits acceptance" in line()
+    coupled["tv"] = [0.1] + [0.2] * (len(coupled["tv"]) - 1)
+    assert "limits" not in line()
