@@ -264,6 +264,11 @@ def _check_suite_options(args) -> None:
         raise ValueError("--suite with --model needs the model's kind: mmspec bench image --suite quick --model DIR")
     if args.draft is not None and args.kind != "text":
         raise ValueError("--draft is the draft of a text model: mmspec bench text --suite quick --model DIR --draft DIR")
+    if args.suite == "acceptance":
+        given = [f"--{n}" for n in ("rows", "repeats") if getattr(args, n) is not None]
+        if given:
+            raise ValueError(f"{', '.join(given)}: not for --suite acceptance, which counts forwards (nothing timed) "
+                             "on 4 prompts x 2 samples and on 1-row runs")
 
 
 def _bench_methods(args) -> list[str]:
@@ -330,8 +335,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1... (default cpu)")
     bench.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's); on a CPU shared with "
                        "other work, fewer threads than cores avoid threads waiting on each other")
-    bench.add_argument("--suite", choices=["quick"], help="run a whole suite (image and video against batch size "
-                       "and window, text against transformers, lossless checks); a kind restricts it to that kind")
+    bench.add_argument("--suite", choices=["quick", "acceptance"], help="run a whole suite; a kind restricts it to "
+                       "that kind. quick: image and video against batch size and window, text against transformers, "
+                       "lossless checks; acceptance: forward counts, acceptance per window slot and its diagnosis "
+                       "(TV between Jacobi iterations, entropy of p) against the window, beside published figures")
     bench.add_argument("--rows", type=_rows_arg, help="--suite: batch sizes, e.g. 1,8,32 (default 1,4,8)")
     bench.add_argument("--out", help="write the JSON results here; with --suite, a folder for JSON, markdown and "
                        "plots (default benchmarks/results/SUITE)")

@@ -15,6 +15,37 @@ TEXT_PROMPTS = PROMPTS["text"] + ["def is_prime(n):\n    if n < 2:\n        retu
 GREEDY, SAMPLED = {"temperature": 0.0}, {"temperature": 0.8, "top_p": 0.95}  # text: the same on any model
 TRANSFORMERS_PAIRS = {"ar": "generate", "draft-model": "assisted", "lookup": "prompt-lookup"}  # like for like
 
+# the acceptance suite: a method added on main is one more entry here, a name or {"name": ..., options}
+# (e.g. {"name": "coupled", "init": "above"}); every grid method runs at every window of its kind
+ACCEPTANCE_METHODS = ("jacobi", "coupled", "gumbel", "exact", "lookup")
+TEXT_ACCEPTANCE_METHODS = ("draft-model", "lookup")
+ACCEPTANCE_WINDOWS = {"image": (4, 8, 16, 32, 64), "video": (4, 8, 16, 32, 64, 128), "text": (4, 6, 8)}
+# sweeps that stop where wider windows gain little, so that the suite fits in 10 minutes of one CPU core: the full
+# sweep (benchmarks/results/acceptance-full/) took 786 s, with jacobi (SJD) at 1.82x / 1.93x on images at 32 / 64
+# and 4.03x / 4.05x / 4.12x on video at 32 / 64 / 128 (about 150 s of runs past 32), and lookup at 1.22x / 1.29x
+# / 1.42x on images and 1.48x / 1.50x / 1.53x on video at 4 / 8 / 16 (about 30 s at 16)
+WINDOW_CAPS = {"jacobi": 32, "lookup": 8}
+
+
+def acceptance_windows(kind: str, spec: str | dict) -> tuple[int, ...]:
+    """The windows a method spec runs at in the acceptance suite."""
+    cap = WINDOW_CAPS.get(Entry(spec).name)
+    return tuple(w for w in ACCEPTANCE_WINDOWS[kind] if cap is None or w <= cap)
+
+
+def prompts_for(kind: str, rows: int) -> list[str]:
+    """`rows` prompts, cycling through the kind's set (rows beyond it differ by seed: row i gets seed + i)."""
+    pool = TEXT_PROMPTS if kind == "text" else PROMPTS[kind]
+    return [pool[i % len(pool)] for i in range(rows)]
+
+
+def spec_label(spec: str | dict) -> str:
+    """'coupled' -> 'coupled'; {'name': 'coupled', 'init': 'above'} -> 'coupled(init=above)'."""
+    if isinstance(spec, str):
+        return spec
+    options = ", ".join(f"{k}={v}" for k, v in spec.items() if k != "name")
+    return f"{spec['name']}({options})" if options else spec["name"]
+
 
 @dataclass(frozen=True)
 class GridCase:
@@ -55,6 +86,25 @@ class LosslessCase:
     entries: tuple[Entry, ...]
 
 
+@dataclass(frozen=True)
+class CountCase:
+    """Forward counts only, no timing: each entry (a method spec at a window; `ar` among them, for the ratios)
+    on `prompts` prompts x `samples` samples, as one batch or, with `one_row`, each row alone (row r with seed
+    + r, as in the batch). Every call's verifier is wrapped in mmspec.suite.measure.MeasuringVerifier.
+    sampling None: the model's default."""
+
+    kind: str
+    prompts: int
+    samples: int
+    entries: tuple[Entry, ...]
+    one_row: bool = False
+    sampling: dict | None = None
+
+    @property
+    def rows(self) -> int:
+        return self.prompts * self.samples
+
+
 def auto_entry(kind: str) -> Entry:
     """What a pipeline runs when neither method nor window is named."""
     from mmspec.pipelines.base import DEFAULT_METHOD
@@ -90,4 +140,26 @@ def quick(rows: tuple[int, ...] = (1, 4, 8), kinds: tuple[str, ...] = ("image", 
     return cases
 
 
-SUITES = {"quick": quick}
+def acceptance(kinds: tuple[str, ...] = ("image", "video", "text"), draft: bool = True) -> list:
+    """Per kind: `ar` and every method at each of its windows on 4 prompts x 2 samples (one batch of 8 rows), then
+    each method at the pipeline's default window on 2 prompts one row at a time (the issue's protocol; 2, not 4,
+    to fit in 10 minutes of one CPU core: the quick suite's 1-row runs take 1). Text:
+    code-text sampled at t 0.8, top-p 0.95, with its draft model when there is one (draft)."""
+    from mmspec.pipelines import ImagePipeline, TextPipeline, VideoPipeline
+
+    default = {"image": ImagePipeline, "video": VideoPipeline, "text": TextPipeline}
+    cases = []
+    for kind in kinds:
+        methods = ACCEPTANCE_METHODS if kind != "text" else tuple(
+            m for m in TEXT_ACCEPTANCE_METHODS if draft or m != "draft-model")
+        sampling = SAMPLED if kind == "text" else None
+        sweep = tuple(Entry(m, w, f"{spec_label(m)} w={w}") for m in methods for w in acceptance_windows(kind, m))
+        # 1-row runs at the pipeline's default window, or the widest below it that the method runs at
+        single = tuple(Entry(m, w, f"{spec_label(m)} w={w}") for m in methods
+                       for w in [max(w for w in acceptance_windows(kind, m) if w <= default[kind].default_window)])
+        cases += [CountCase(kind, 4, 2, (Entry("ar"),) + sweep, sampling=sampling),
+                  CountCase(kind, 2, 1, (Entry("ar"),) + single, one_row=True, sampling=sampling)]
+    return cases
+
+
+SUITES = {"quick": quick, "acceptance": acceptance}

@@ -7,12 +7,32 @@ from pathlib import Path
 from mmspec.suite.report import grid_rows, on_cpu
 
 
-def write_plots(result: dict, folder: str | Path) -> list[Path]:
+def pyplot():
+    """matplotlib's pyplot, drawing to files only (no display)."""
     import matplotlib
 
-    matplotlib.use("Agg")  # files only, no display
+    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    return plt
+
+
+def save_figure(fig, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110, bbox_inches="tight")  # "tight": legends placed outside the axes stay in
+    pyplot().close(fig)
+    return path
+
+
+def log2_x(ax, ticks) -> None:
+    """A log2 x axis labelled at `ticks` (batch sizes, windows)."""
+    ax.set_xscale("log", base=2)
+    ticks = sorted(set(ticks))
+    ax.set_xticks(ticks, [str(t) for t in ticks])
+
+
+def write_plots(result: dict, folder: str | Path) -> list[Path]:
+    plt = pyplot()
     folder, paths = Path(folder), []
     cpu = ("cpu_ratio",) * on_cpu(result)
     plots = (("batch.png", "rows", "rows (batch size)", ("wall_ratio", *cpu)),
@@ -29,10 +49,7 @@ def write_plots(result: dict, folder: str | Path) -> list[Path]:
                 _lines(axes[row][col], [r for r in rows if r["kind"] == kind], sweep, metric)
                 axes[row][col].set_title(f"{kind}: {_YLABEL[metric]}")
                 axes[row][col].set_xlabel(xlabel)
-        fig.tight_layout()
-        paths.append(folder / name)
-        fig.savefig(paths[-1], dpi=110)
-        plt.close(fig)
+        paths.append(save_figure(fig, folder / name))
     return paths
 
 
@@ -47,8 +64,6 @@ def _lines(ax, rows: list[dict], sweep: str, metric: str) -> None:
         points = sorted((x_of(r), r[metric]) for r in rows if line_of(r) == line)
         ax.plot(*zip(*points), marker="o", label=line)
     ax.axhline(1.0, color="grey", linestyle="--", linewidth=1, label="ar")
-    ax.set_xscale("log", base=2)
-    ticks = sorted({x_of(r) for r in rows})
-    ax.set_xticks(ticks, [str(t) for t in ticks])
+    log2_x(ax, [x_of(r) for r in rows])
     ax.set_ylabel(_YLABEL[metric])
     ax.legend(fontsize=8)

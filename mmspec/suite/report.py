@@ -29,16 +29,21 @@ def on_cpu(result: dict) -> bool:
     return result["environment"]["device"] == "cpu"
 
 
-def markdown(result: dict, suite: str) -> str:
-    env, cases = result["environment"], result["cases"]
+def environment_line(result: dict) -> str:
+    """Where and from what the figures come, and how long the suite took."""
+    env = result["environment"]
     gpu = f" ({env['gpu']})" if "gpu" in env else ""
+    return (f"Device {env['device']}{gpu}; CPU {env['cpu']}, {env['cpu_count']} cores, torch {env['torch']} with "
+            f"{env['threads']} thread{'s' * (env['threads'] != 1)}, Python {env['python']}; commit "
+            f"{env['commit'] or 'unknown'}. The whole suite took {result['seconds']:.0f} s "
+            f"({result['cpu_seconds']:.0f} s of CPU time).")
+
+
+def markdown(result: dict, suite: str) -> str:
+    cases = result["cases"]
     cpu_note = (" CPU-time ratio: the same with this process's CPU time, which a machine shared with other work "
                 "disturbs less (with one thread, it is the run's wall-clock time on an idle core).") if on_cpu(result) else ""
-    lines = [f"# `mmspec bench --suite {suite}`", "",
-             (f"Device {env['device']}{gpu}; CPU {env['cpu']}, {env['cpu_count']} cores, torch {env['torch']} with "
-              f"{env['threads']} thread{'s' * (env['threads'] != 1)}, Python {env['python']}; commit "
-              f"{env['commit'] or 'unknown'}. The whole suite took {result['seconds']:.0f} s "
-              f"({result['cpu_seconds']:.0f} s of CPU time)."), "",
+    lines = [f"# `mmspec bench --suite {suite}`", "", environment_line(result), "",
              (f"Timing: in one process, each case runs `ar` and its methods round-robin; seconds are the best of n "
               f"timed runs (n = {_repeats(cases)}), after one untimed run (of `ar` for image and video, of "
               "every mmspec method for text; a transformers baseline's untimed run also tells whether it accepts "

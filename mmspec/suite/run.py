@@ -6,17 +6,12 @@ import sys
 import time
 from collections.abc import Callable
 
-from mmspec.bench import PROMPTS, environment, load_pipeline, row_tokens, run_benchmark, time_runs
+from mmspec.bench import environment, load_pipeline, row_tokens, run_benchmark, time_runs
 from mmspec.lossless import check_lossless, format_lossless
-from mmspec.suite.cases import TEXT_PROMPTS, TRANSFORMERS_PAIRS, GridCase, LosslessCase, TextCase
+from mmspec.suite.cases import TRANSFORMERS_PAIRS, CountCase, GridCase, LosslessCase, TextCase, prompts_for
+from mmspec.suite.counts import run_counts
 from mmspec.suite.hf import describe, hf_generate
 from mmspec.suite.report import sampling_name
-
-
-def prompts_for(kind: str, rows: int) -> list[str]:
-    """`rows` prompts, cycling through the kind's set (rows beyond it differ by seed: row i gets seed + i)."""
-    pool = TEXT_PROMPTS if kind == "text" else PROMPTS[kind]
-    return [pool[i % len(pool)] for i in range(rows)]
 
 
 def run_grid(pipeline, case: GridCase, seed: int, **_) -> dict:
@@ -91,7 +86,8 @@ def _pairs(case: TextCase, results: dict) -> list[dict]:
     return pairs
 
 
-RUNNERS: dict[type, Callable[..., dict]] = {GridCase: run_grid, LosslessCase: run_lossless, TextCase: run_text}
+RUNNERS: dict[type, Callable[..., dict]] = {GridCase: run_grid, LosslessCase: run_lossless, TextCase: run_text,
+                                            CountCase: run_counts}
 
 
 def run_suite(cases: list, *, device: str = "cpu", models: dict | None = None, draft=None, seed: int = 0,
@@ -137,7 +133,7 @@ def _draft_name(draft, text) -> str | None:
 
 def _describe(case) -> dict:
     """A case as JSON: its fields, entries as labels with their method, window and the method they run."""
-    fields = {f.name: getattr(case, f.name) for f in dataclasses.fields(case)}
+    fields = {f.name: getattr(case, f.name) for f in dataclasses.fields(case)} | {"rows": case.rows}
     if "entries" in fields:
         fields["entries"] = [{"label": str(e), "method": e.name, "window": e.window} for e in case.entries]
     return fields
@@ -145,5 +141,6 @@ def _describe(case) -> dict:
 
 def _title(result: dict) -> str:
     what = {"GridCase": f"{result.get('sweep')} sweep", "LosslessCase": "lossless check",
-            "TextCase": f"text against transformers, {sampling_name(result.get('sampling', {}))}"}[result["case"]]
+            "TextCase": f"text against transformers, {sampling_name(result.get('sampling') or {})}",
+            "CountCase": "forward counts" + ", one row at a time" * bool(result.get("one_row"))}[result["case"]]
     return f"{result['kind']} {result['rows']} row(s), {what}"

@@ -1,9 +1,9 @@
-"""A small suite over the tiny models, run once for the suite's tests."""
+"""Small suites over the tiny models, run once for the suite's tests."""
 import pytest
 
 from mmspec.bench import Entry
 from mmspec.suite import run_suite
-from mmspec.suite.cases import GREEDY, SAMPLED, GridCase, LosslessCase, TextCase, auto_entry
+from mmspec.suite.cases import GREEDY, SAMPLED, CountCase, GridCase, LosslessCase, TextCase, auto_entry, spec_label
 
 
 @pytest.fixture(scope="session")
@@ -15,6 +15,25 @@ def tiny_suite(tiny_models, tiny_text):
               TextCase(1, GREEDY, ("ar", "lookup"), ("generate", "prompt-lookup"), prompts=2, repeats=1),
               TextCase(2, SAMPLED, ("ar", "draft-model"), ("generate", "assisted"), prompts=2, repeats=1)]
     models = {"image": tiny_models / "image", "video": tiny_models / "video", "text": tiny_text / "target"}
+    lines = []
+    result = run_suite(cases, models=models, draft=tiny_text / "draft", max_new_tokens=5, log=lines.append)
+    return result, lines
+
+
+def _sweep(methods, windows):
+    return (Entry("ar"),) + tuple(Entry(m, w, f"{spec_label(m)} w={w}") for m in methods for w in windows)
+
+
+@pytest.fixture(scope="session")
+def tiny_acceptance(tiny_models, tiny_text):
+    """The acceptance suite's kinds of case on the tiny models: 4x4 images, 3-frame 2x2 videos whose frame 0
+    the image model draws (4 given tokens of 12), text with a draft model; default windows 16, 64 and 6."""
+    grid = ("coupled", "exact", "lookup", {"name": "coupled", "init": "above"})
+    cases = [CountCase("image", 2, 2, _sweep(grid, (4, 16))),
+             CountCase("image", 2, 1, _sweep(grid[:3], (16,)), one_row=True),
+             CountCase("video", 2, 2, _sweep(grid[:3], (4, 64))),
+             CountCase("text", 2, 2, _sweep(("draft-model", "lookup"), (4, 6)), sampling=SAMPLED)]
+    models = {"image": tiny_models / "image", "video": tiny_models / "video-from-text", "text": tiny_text / "target"}
     lines = []
     result = run_suite(cases, models=models, draft=tiny_text / "draft", max_new_tokens=5, log=lines.append)
     return result, lines

@@ -1,5 +1,6 @@
 from mmspec.pipelines.base import DEFAULT_METHOD
-from mmspec.suite.cases import SUITES, WINDOWS, GridCase, LosslessCase, TextCase, quick
+from mmspec.suite.cases import (ACCEPTANCE_METHODS, SUITES, TEXT_ACCEPTANCE_METHODS, WINDOWS, CountCase, GridCase,
+                                LosslessCase, TextCase, acceptance, acceptance_windows, quick, spec_label)
 
 
 def test_quick_covers_batch_sizes_windows_text_and_lossless_checks():
@@ -29,3 +30,36 @@ def test_quick_takes_batch_sizes_kinds_and_the_absence_of_a_draft():
     assert {c.rows for c in batch} == {32} and all(c.prompts == 32 for c in batch)
     names = [m for c in cases for m in getattr(c, "methods", ())] + [str(e) for c in cases for e in getattr(c, "entries", ())]
     assert "draft-model" not in names and all("assisted" not in getattr(c, "baselines", ()) for c in cases)
+
+
+def test_acceptance_runs_every_method_at_every_window_then_one_row_at_a_time():
+    cases = SUITES["acceptance"]()
+    assert [(c.kind, c.one_row, c.rows) for c in cases] == [(k, one, n) for k in ("image", "video", "text")
+                                                            for one, n in ((False, 8), (True, 2))]
+    for c in cases:
+        assert isinstance(c, CountCase) and str(c.entries[0]) == "ar"
+        methods = ACCEPTANCE_METHODS if c.kind != "text" else TEXT_ACCEPTANCE_METHODS
+        windows = {(e.name, e.window) for e in c.entries[1:]}
+        if c.one_row:
+            default = {"image": 16, "video": 64, "text": 6}[c.kind]
+            capped = {"lookup": 8, "jacobi": min(default, 32)} if c.kind != "text" else {}
+            assert windows == {(m, capped.get(m, default)) for m in methods}
+        else:
+            assert windows == {(m, w) for m in methods for w in acceptance_windows(c.kind, m)}
+    assert acceptance_windows("video", "coupled") == (4, 8, 16, 32, 64, 128)
+    assert acceptance_windows("video", {"name": "lookup"}) == acceptance_windows("image", "lookup") == (4, 8)
+    assert acceptance_windows("video", "jacobi") == (4, 8, 16, 32)
+    text = [c for c in cases if c.kind == "text"]
+    assert all(c.sampling == {"temperature": 0.8, "top_p": 0.95} for c in text)
+    assert {e.name for c in acceptance(kinds=("text",), draft=False) for e in c.entries} == {"ar", "lookup"}
+
+
+def test_a_method_added_to_the_tuple_runs_everywhere_and_dict_specs_get_labels(monkeypatch):
+    import mmspec.suite.cases as cases_module
+
+    spec = {"name": "coupled", "init": "above"}
+    monkeypatch.setattr(cases_module, "ACCEPTANCE_METHODS", ACCEPTANCE_METHODS + (spec,))
+    image = acceptance(kinds=("image",))
+    assert [str(e) for e in image[1].entries][-1] == "coupled(init=above) w=16"
+    assert sum(e.method == spec for e in image[0].entries) == len(acceptance_windows("image", spec))
+    assert spec_label("exact") == "exact"

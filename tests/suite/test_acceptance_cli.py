@@ -1,0 +1,24 @@
+"""`mmspec bench --suite acceptance`: one kind on a tiny model, and the options it refuses."""
+import json
+
+import pytest
+
+from mmspec.cli import main
+
+
+def test_bench_acceptance_one_kind_writes_its_folder(tiny_models, tmp_path, capsys):
+    out = tmp_path / "acceptance"
+    assert main(["bench", "image", "--suite", "acceptance", "--model", str(tiny_models / "image"),
+                 "--out", str(out)]) == 0
+    assert {p.name for p in out.iterdir()} == {"results.json", "results.md", "nfe_window.png", "acceptance_slot.png",
+                                               "diagnosis.png"}
+    result = json.loads((out / "results.json").read_text())
+    assert result["suite"] == "acceptance" and [c["kind"] for c in result["cases"]] == ["image", "image"]
+    assert "## NFE ratio against the window (8 rows)" in (out / "results.md").read_text()
+    assert "suite acceptance:" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("flag", [["--rows", "1,8"], ["--repeats", "2"]])
+def test_bench_acceptance_refuses_timing_options(flag, capsys):
+    assert main(["bench", "--suite", "acceptance", *flag]) == 2
+    assert "not for --suite acceptance" in capsys.readouterr().err
