@@ -17,8 +17,8 @@ TRANSFORMERS_PAIRS = {"ar": "generate", "draft-model": "assisted", "lookup": "pr
 
 # the acceptance suite: a method added on main is one more entry here, a name or {"name": ..., options}
 # (e.g. {"name": "coupled", "init": "above"}); every grid method runs at every window of its kind
-ACCEPTANCE_METHODS = ("jacobi", "coupled", "gumbel", "exact", "lookup")
-TEXT_ACCEPTANCE_METHODS = ("draft-model", "lookup")
+ACCEPTANCE_METHODS = ("jacobi", "coupled", "gumbel", "exact", "lookup", "pac", {"name": "exact", "proactive": [8, 3]})
+TEXT_ACCEPTANCE_METHODS = ("draft-model", "lookup", {"name": "draft-model", "proactive": [8, 2]})
 ACCEPTANCE_WINDOWS = {"image": (4, 8, 16, 32, 64), "video": (4, 8, 16, 32, 64, 128), "text": (4, 6, 8)}
 # sweeps that stop where wider windows gain little, so that the suite fits in 10 minutes of one CPU core: the full
 # sweep (benchmarks/results/acceptance-full/) took 786 s, with jacobi (SJD) at 1.82x / 1.93x on images at 32 / 64
@@ -151,7 +151,7 @@ def acceptance(kinds: tuple[str, ...] = ("image", "video", "text"), draft: bool 
     cases = []
     for kind in kinds:
         methods = ACCEPTANCE_METHODS if kind != "text" else tuple(
-            m for m in TEXT_ACCEPTANCE_METHODS if draft or m != "draft-model")
+            m for m in TEXT_ACCEPTANCE_METHODS if draft or Entry(m).name != "draft-model")
         sampling = SAMPLED if kind == "text" else None
         sweep = tuple(Entry(m, w, f"{spec_label(m)} w={w}") for m in methods for w in acceptance_windows(kind, m))
         # 1-row runs at the pipeline's default window, or the widest below it that the method runs at

@@ -56,11 +56,12 @@ class MeasuringVerifier:
     def _record(self, state: DecodeState, draft: Draft, logp: torch.Tensor, verdict: Verdict) -> None:
         if state.step == 0:
             self.free.append((state.forced[:, : state.length] < 0).cpu())
-        L, W = logp.shape[1], logp.shape[1] - 1
+        L = verdict.index.shape[1]  # the chain (logp goes on past it with proactive branches' nodes)
+        W = L - 1
         index = verdict.index  # [B, L]
         # positions the model chooses in this window: inside the layout, row still running, not forced
         free = (index < state.length) & state.active[:, None] & (state.structural(index) < 0)  # [B, L]
-        p = logp.exp()  # [B, L, V] fp32
+        p = logp[:, :L].exp()  # [B, L, V] fp32
         drafted = free[:, :W]  # [B, W]
         carried = drafted & ~draft.onehot
         self._add("drafted", drafted)

@@ -39,13 +39,13 @@ def test_acceptance_runs_every_method_at_every_window_then_one_row_at_a_time():
     for c in cases:
         assert isinstance(c, CountCase) and str(c.entries[0]) == "ar"
         methods = ACCEPTANCE_METHODS if c.kind != "text" else TEXT_ACCEPTANCE_METHODS
-        windows = {(e.name, e.window) for e in c.entries[1:]}
+        windows = {(spec_label(e.method), e.window) for e in c.entries[1:]}
         if c.one_row:
             default = {"image": 16, "video": 64, "text": 6}[c.kind]
             capped = {"lookup": 8, "jacobi": min(default, 32)} if c.kind != "text" else {}
-            assert windows == {(m, capped.get(m, default)) for m in methods}
+            assert windows == {(spec_label(m), capped.get(spec_label(m), default)) for m in methods}
         else:
-            assert windows == {(m, w) for m in methods for w in acceptance_windows(c.kind, m)}
+            assert windows == {(spec_label(m), w) for m in methods for w in acceptance_windows(c.kind, m)}
     assert acceptance_windows("video", "coupled") == (4, 8, 16, 32, 64, 128)
     assert acceptance_windows("video", {"name": "lookup"}) == acceptance_windows("image", "lookup") == (4, 8)
     assert acceptance_windows("video", "jacobi") == (4, 8, 16, 32)
