@@ -22,6 +22,9 @@ class Draft:
     # replacement from its q, the slot-0 draft excluded), then children for slots 1..D-1, each drawn from that
     # slot's q (or the slot's own token where q is one-hot); None: the chain alone
     branches: torch.Tensor | None = None
+    # [B, S, D-1, V] fp32: the law each branch's children were drawn from, when a drafter continues every sibling
+    # itself (a draft model); None: the chain's q of the same slot
+    branch_q: torch.Tensor | None = None
 
     @classmethod
     def copied(cls, tokens: torch.Tensor) -> "Draft":

@@ -40,6 +40,19 @@ def proactive_tree(length: int, branches: int, depth: int, device) -> Tree:
     return _tree(length, branches, depth, str(device))
 
 
+def forest(branches: int, depth: int, device) -> Tree:
+    """`branches` chains of `depth` nodes side by side, each at offsets 0..depth-1 and seeing only itself (a draft
+    model continuing each sibling at once)."""
+    return _forest(branches, depth, str(device))
+
+
+@lru_cache(maxsize=64)
+def _forest(branches: int, depth: int, device: str) -> Tree:
+    offset = torch.arange(depth).repeat(branches)
+    visible = torch.block_diag(*[torch.ones(depth, depth, dtype=torch.bool).tril()] * branches)
+    return Tree(offset.to(device), visible.to(device), 0, depth)
+
+
 @lru_cache(maxsize=64)
 def _tree(length: int, branches: int, depth: int, device: str) -> Tree:
     if depth > length - 1:

@@ -131,8 +131,12 @@ class RejectionVerifier:
         p_branch = branch_logp(logp, chosen, L, D).exp()  # [B, D, V]: p of slots 1..D on the branch
         children = draft.branches.gather(1, (chosen - 1).clamp(min=0)[:, None, None].expand(-1, 1, D))[:, 0, 1:]
         u = u[:, S + 1:]
-        yc, ac = rejection_sample(children, draft.q[:, 1:D], p_branch[:, :-1], u[:, : D - 1], u[:, D - 1: 2 * D - 2],
-                                  draft.onehot[:, 1:D])
+        q, onehot = draft.q[:, 1:D], draft.onehot[:, 1:D]
+        if draft.branch_q is not None:  # the chosen branch's own laws
+            V = draft.branch_q.shape[-1]
+            q = draft.branch_q.gather(1, (chosen - 1).clamp(min=0)[:, None, None, None].expand(-1, 1, D - 1, V))[:, 0]
+            onehot = torch.zeros_like(onehot)
+        yc, ac = rejection_sample(children, q, p_branch[:, :-1], u[:, : D - 1], u[:, D - 1: 2 * D - 2], onehot)
         y_branch = torch.cat([yc, sample_from(p_branch[:, -1], u[:, -1])[:, None]], 1)
         y, accepted = take_branch(y, accepted, chosen, y_branch, ac)
         return Verdict(y, accepted, index, branch=chosen)

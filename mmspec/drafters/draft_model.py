@@ -11,6 +11,7 @@ import torch
 
 from mmspec.adapters.base import Target, window_index
 from mmspec.drafters.proactive import Branches
+from mmspec.tree import forest
 from mmspec.sampling import Sampling, sample_from
 from mmspec.state import DecodeState
 from mmspec.steps import Draft
@@ -27,7 +28,8 @@ class DraftModelDrafter:
             raise ValueError(f"draft model vocabulary {self.model.vocab_size} != target vocabulary {state.vocab_size}")
         self._sampling = self.sampling or state.sampling
         self.session = self.model.session(state.condition, state.layout, cfg=self._sampling.cfg,
-                                          num_samples=state.num_samples, max_window=state.max_window + 1)
+                                          num_samples=state.num_samples,
+                                          max_window=state.max_window + 1 + (self.branches.nodes if self.branches else 0))
         self.synced = torch.full_like(state.n, -1)  # [B] the draft cache holds committed indices < synced
         self.fed = None  # [B] indices < fed were fed by the last propose (None: it drafted nothing)
 
@@ -56,9 +58,27 @@ class DraftModelDrafter:
         self.fed = state.n + L - 2  # drafts d_0 .. d_{L-3} went through the draft model, d_{L-2} did not
         tokens = torch.stack(drafts, 1)
         draft = Draft(tokens, torch.stack(qs, 1), torch.zeros_like(tokens, dtype=torch.bool))
-        if self.branches is not None:  # siblings from slot 0's q, children from the later slots' q
-            draft.branches = self.branches(state, draft)
+        if self.branches is not None:
+            draft.branches, draft.branch_q = self._branches(state, draft)
         return draft
+
+    def _branches(self, state: DecodeState, draft: Draft) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Siblings of d_0 from its q, each continued by the draft model itself: D-1 forwards over all branches at
+        once (a forest from index n) -> branches [B, S, D], their children's laws [B, S, D-1, V] (None if D == 1)."""
+        B, S = state.batch_size, self.branches.siblings
+        D = min(self.branches.depth, draft.tokens.shape[1])
+        nodes = self.branches.siblings_of(state, draft)[..., None]  # [B, S, 1]
+        u = state.streams.uniform(S, D - 1).to(nodes.device)
+        qs = []
+        for t in range(1, D):
+            cond, null = self.session.forward(nodes.flatten(1), state.n, forest(S, t, nodes.device))  # [B, S * t, V]
+            last = lambda x: x.view(B, S, t, -1)[:, :, -1]  # noqa: E731  [B, S, V] the deepest node of each branch
+            q = self._sampling.logp(last(cond), None if null is None else last(null)).exp()
+            qs.append(q)
+            nodes = torch.cat([nodes, sample_from(q, u[:, :, t - 1])[..., None]], 2)
+        if D > 1:
+            self.fed = state.n  # the forest overwrote the chain's drafts in the draft cache
+        return nodes, torch.stack(qs, 2) if qs else None
 
     def update(self, state, draft, verdict, logp, k):
         if self.fed is not None:  # accepted drafts stay valid; the correction / bonus at n-1 was never fed

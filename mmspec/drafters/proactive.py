@@ -38,10 +38,10 @@ class Branches:
         D = min(self.depth, draft.tokens.shape[1])
         if draft.q is None or D < 1:
             return None
-        siblings = self._siblings(state, draft)  # [B, S]
+        siblings = self.siblings_of(state, draft)  # [B, S]
         return torch.cat([siblings[..., None], self._children(state, draft, D)], 2)
 
-    def _siblings(self, state: DecodeState, draft: Draft) -> torch.Tensor:
+    def siblings_of(self, state: DecodeState, draft: Draft) -> torch.Tensor:
         raise NotImplementedError
 
     def _children(self, state: DecodeState, draft: Draft, depth: int) -> torch.Tensor:
@@ -49,7 +49,7 @@ class Branches:
 
 
 class FreshBranches(Branches):
-    def _siblings(self, state, draft):
+    def siblings_of(self, state, draft):
         q = draft.q[:, 0].scatter(-1, draft.tokens[:, :1], 0.0)  # [B, V]
         u = state.streams.uniform(self.siblings).to(q.device)
         out = []
@@ -68,7 +68,7 @@ class FreshBranches(Branches):
 
 
 class NoiseBranches(Branches):
-    def _siblings(self, state, draft):
+    def siblings_of(self, state, draft):
         scores = draft.q[:, 0].log() + state.streams.gumbel(state.index(1))[:, 0].to(draft.q.device)  # [B, V]
         scores.scatter_(-1, draft.tokens[:, :1], -torch.inf)
         return scores.topk(self.siblings, -1).indices
