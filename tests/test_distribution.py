@@ -1,4 +1,6 @@
 """Every lossless method, sampled thousands of times, against the exact enumerated AR law."""
+import dataclasses
+
 import pytest
 import torch
 
@@ -147,3 +149,21 @@ def test_the_test_has_power_against_wrong_recursive_rejection(wrong, monkeypatch
     assert chi_square_pvalue(_sample(target, mmspec.Sequence1D(3), sampling, "pac"), law) > ALPHA
     monkeypatch.setattr(mmspec.verify, "recursive_rejection", wrong)
     assert chi_square_pvalue(_sample(target, mmspec.Sequence1D(3), sampling, "pac"), law) < ALPHA
+
+
+class IgnoresBranchQ(RejectionVerifier):
+    """Wrong: a draft model's branch children are tested against the chain's q of their slot, not their own."""
+
+    def __call__(self, state, draft, logp):
+        draft.branch_q = None
+        return super().__call__(state, draft, logp)
+
+
+def test_the_test_has_power_against_testing_branch_children_under_the_chains_q():
+    target, draft_target = TabularTarget(6, 3, seed=3, scale=1.5), TabularTarget(6, 3, seed=8, scale=1.5)
+    sampling = mmspec.Sampling(cfg_scale=1.5)
+    law = tabular_law(target, 0, sampling)
+    right = mmspec.methods.draft_model(draft_target, proactive=[4, 2])
+    wrong = dataclasses.replace(right, verifier=IgnoresBranchQ())
+    assert chi_square_pvalue(_sample(target, mmspec.Sequence1D(3), sampling, right), law) > ALPHA
+    assert chi_square_pvalue(_sample(target, mmspec.Sequence1D(3), sampling, wrong), law) < ALPHA

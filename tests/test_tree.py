@@ -5,7 +5,7 @@ import torch
 
 import mmspec
 from mmspec import HFCausalLM
-from mmspec.tree import proactive_tree
+from mmspec.tree import forest, proactive_tree
 from tiny import tiny_gpt, tiny_llama
 
 
@@ -61,3 +61,23 @@ def test_a_tree_forward_equals_a_forward_of_each_path(name, target, cond, cfg, s
     c = session()
     c.forward(path, start)
     torch.testing.assert_close(got, c.forward(more, start + 2)[0])
+
+
+def test_a_forest_forward_equals_a_forward_of_each_branch():
+    target, g = mmspec.ReferenceTarget(tiny_gpt(rope_axes=1, dtype=torch.float64)), torch.Generator().manual_seed(1)
+    layout, cond = mmspec.Sequence1D(12), torch.tensor([1, 2])
+    prefix, branches = torch.randint(0, 16, (2, 3), generator=g), torch.randint(0, 16, (2, 3, 2), generator=g)
+    tree = forest(3, 2, "cpu")
+    assert tree.offset.tolist() == [0, 1, 0, 1, 0, 1] and tree.visible.long().tolist()[3] == [0, 0, 1, 1, 0, 0]
+
+    def session():
+        s = target.session(cond, layout, cfg=True, max_window=8)
+        s.forward(prefix, torch.full((2,), -1))  # indices -1 .. 1 committed
+        return s
+
+    start = torch.full((2,), 2)
+    got = session().forward(branches.flatten(1), start, tree)
+    for i in range(3):
+        want = session().forward(branches[:, i], start)
+        for a, b in zip(got, want):
+            torch.testing.assert_close(a[:, 2 * i: 2 * i + 2], b)
