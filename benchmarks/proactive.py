@@ -1,7 +1,7 @@
 """Proactive branches against the plain chain: forward counts on the bundled models (no timing).
 
     python benchmarks/proactive.py image exact:32 exact:32:16x2 ...
-    python benchmarks/proactive.py text draft-model:6 draft-model:6:8x2
+    python benchmarks/proactive.py text draft-model:6 draft-model:6:8x5
 
 A spec is METHOD:WINDOW[:WIDTHxDEPTH]. Grids: 4 prompts x 2 samples in one batch, NFE ratio = layout
 length / forwards per row (what `ar` needs; video counts frame 0's forced forwards too). `exact` gives

@@ -17,6 +17,9 @@ class Layout:
 
     axes: int
     default_lookup: str
+    # what fills the slots entering a Jacobi window unless a method says otherwise: on video, the same cell of
+    # the previous frame (emoji-video, exact, window 64: 9.7x fewer forwards than ar, against 8.5x with random)
+    default_init: str = "random"
 
     def __init__(self, positions: torch.Tensor, forced: torch.Tensor, strides: dict[str, int]):
         self._positions = positions  # [N, axes]
@@ -123,6 +126,7 @@ class Grid3D(Layout):
 
     axes = 3
     default_lookup = "prev-frame"
+    default_init = "prev-frame"
 
     def __init__(self, t: int, h: int, w: int, row_end_token: int | None = None, frame_end_token: int | None = None):
         _check_sizes(t=t, h=h, w=w)

@@ -48,30 +48,33 @@ def _branches(proactive, kind: type[Branches]) -> "Branches | None":
     return kind(*proactive)
 
 
-def _jacobi(name: str, redraw, verifier, init: str, proactive=None, kind: type[Branches] = FreshBranches) -> Method:
-    make_fill(init)  # reject unknown policies now, not mid-generation
+def _jacobi(name: str, redraw, verifier, init: "str | None", proactive=None,
+            kind: type[Branches] = FreshBranches) -> Method:
+    """init None: the layout's default_init (random, or the previous frame on video)."""
+    if init is not None:
+        make_fill(init)  # reject unknown policies now, not mid-generation
     branches = _branches(proactive, kind)
-    return Method(name, lambda layout: JacobiDrafter(redraw, make_fill(init), branches), verifier,
+    return Method(name, lambda layout: JacobiDrafter(redraw, make_fill(init or layout.default_init), branches), verifier,
                   tree_nodes=0 if branches is None else branches.nodes)
 
 
-def jacobi(init: str = "random", proactive=None) -> Method:
+def jacobi(init: "str | None" = None, proactive=None) -> Method:
     return _jacobi("jacobi", IndependentRedraw(), RejectionVerifier(), init, proactive)
 
 
-def coupled(init: str = "random", proactive=None) -> Method:
+def coupled(init: "str | None" = None, proactive=None) -> Method:
     return _jacobi("coupled", CoupledRedraw(), RejectionVerifier(), init, proactive)
 
 
-def gumbel(init: str = "random", proactive=None) -> Method:
+def gumbel(init: "str | None" = None, proactive=None) -> Method:
     return _jacobi("gumbel", GumbelRedraw(), RejectionVerifier(), init, proactive)
 
 
-def exact(init: str = "random", proactive=None) -> Method:
+def exact(init: "str | None" = None, proactive=None) -> Method:
     return _jacobi("exact", GumbelRedraw(), GumbelMatchVerifier(), init, proactive, NoiseBranches)
 
 
-def pac(init: str = "random", proactive=(4, 3)) -> Method:
+def pac(init: "str | None" = None, proactive=(4, 3)) -> Method:
     """SJD-PAC's two levers: adaptive continuation (here, SCD's coupling) and proactive drafting, at its
     published shape (width 4, depth 3)."""
     return _jacobi("pac", CoupledRedraw(), RejectionVerifier(), init, proactive)
