@@ -3,7 +3,7 @@
     python benchmarks/proactive.py image exact:32 exact:32:16x2 ...
     python benchmarks/proactive.py text draft-model:6 draft-model:6:8x5
 
-A spec is METHOD:WINDOW[:WIDTHxDEPTH]. Grids: 4 prompts x 2 samples in one batch, NFE ratio = layout
+A spec is METHOD:WINDOW[:WIDTHxDEPTH][:INIT] (e.g. exact:64::random). Grids: 4 prompts x 2 samples in one batch, NFE ratio = layout
 length / forwards per row (what `ar` needs; video counts frame 0's forced forwards too). `exact` gives
 `ar`'s tokens with or without branches, so its comparisons are paired; the other methods sample
 differently with branches, so their figures carry the sampling noise of 8 rows. Text: code-text with
@@ -21,12 +21,14 @@ TEXT_PROMPTS = PROMPTS["text"] + ["def is_prime(n):\n    if n < 2:\n        retu
 
 
 def method(spec: str, pipe) -> tuple[dict, int]:
-    name, window, *shape = spec.split(":")
+    name, window, *rest = spec.split(":")
     m = {"name": name}
     if name == "draft-model":
         m["model"] = pipe.draft
-    if shape:
-        m["proactive"] = [int(x) for x in shape[0].split("x")]
+    if rest and rest[0]:
+        m["proactive"] = [int(x) for x in rest[0].split("x")]
+    if len(rest) > 1:
+        m["init"] = rest[1]
     return m, int(window)
 
 
