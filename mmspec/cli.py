@@ -8,7 +8,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from mmspec.methods import METHODS, resolve_method
+from mmspec.methods import METHODS, check_method
 from mmspec.sampling import Sampling
 from mmspec.pipelines.base import DEFAULT_METHOD, DEFAULT_WINDOW
 from mmspec.window import MAX_WINDOW
@@ -70,8 +70,7 @@ def _check_options(args) -> None:
         raise ValueError(f"--max-new-tokens must be >= 1, got {args.max_new_tokens}")
     if args.method == "draft-model" and args.kind != "text":
         raise ValueError("--method draft-model needs a draft model, which only text has (--draft DIR)")
-    if args.method != "draft-model":
-        resolve_method(_method(args))  # unknown --init policies, bad --proactive shapes
+    check_method(_method(args))  # unknown --init policies, bad --proactive shapes
     for name in ("image", "mask"):
         path = getattr(args, name, None)
         if path is not None and not Path(path).is_file():

@@ -116,3 +116,16 @@ def resolve_method(method: "str | dict[str, Any] | Method") -> Method:
         return METHODS[method](**options)
     except TypeError as err:
         raise ValueError(f"bad options {sorted(options)} for method {method!r}: {err}") from None
+
+
+def check_method(method: "str | dict[str, Any] | Method") -> None:
+    """Refuse an unknown method or bad options before any work. A draft-model spec may leave out its model,
+    which a pipeline supplies (its draft model)."""
+    if isinstance(method, dict) and method.get("name") == "draft-model" and "model" not in method:
+        options = {k: v for k, v in method.items() if k != "name"}
+        unknown = sorted(set(options) - {"sampling", "proactive"})
+        if unknown:
+            raise ValueError(f"bad options {unknown} for method 'draft-model'")
+        _branches(options.get("proactive"), FreshBranches)
+    elif method != "draft-model":
+        resolve_method(method)

@@ -187,3 +187,8 @@ def test_video_from_an_image_file(tiny_models, tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["outputs"]
     _refused(["generate", "video", "x", "--model", str(tmp_path / "none"), "--out", str(tmp_path), "--image",
               str(tmp_path / "missing.png")], capsys, "--image: no file at")
+
+
+def test_a_bad_proactive_shape_for_draft_model_is_refused_before_models_load(tmp_path, capsys):
+    _refused(["generate", "text", "def f():", "--model", str(tmp_path / "none"), "--method", "draft-model",
+              "--proactive", "1,2"], capsys, "proactive drafting needs width >= 2")

@@ -104,10 +104,11 @@ class TextPipeline:
         prompts = as_list(prompt)
         window = resolve_window(window, self.default_window, self.window_memory, method)
         sampling = sampling if sampling is not None else self.default_sampling
-        if method == "draft-model":
+        if method == "draft-model" or isinstance(method, dict) and method.get("name") == "draft-model" \
+                and "model" not in method:  # {"name": "draft-model", "proactive": ...} too
             if self.draft is None:
                 raise ValueError("method 'draft-model' needs a draft model: TextPipeline.from_pretrained(path, draft=...)")
-            method = {"name": "draft-model", "model": self.draft}
+            method = {**(method if isinstance(method, dict) else {"name": method}), "model": self.draft}
         t0 = time.perf_counter()
         with progress(len(prompts) * num_outputs * max_new_tokens, "TextPipeline", progress_bar) as hook:
             out = generate_text(self.target, prompts, max_new_tokens, stop_strings=stop_strings, stream=stream,

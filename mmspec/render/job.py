@@ -13,7 +13,7 @@ import yaml
 
 from mmspec.pipelines.base import DEFAULT_METHOD, DEFAULT_WINDOW
 from mmspec.window import MAX_WINDOW
-from mmspec.methods import resolve_method
+from mmspec.methods import check_method, resolve_method
 from mmspec.render.inputs import INPUT_KEYS, InputFiles
 from mmspec.render.naming import file_name, output_id
 from mmspec.sampling import Sampling
@@ -103,7 +103,7 @@ def _outputs(job: Job, data: dict, path: Path, where: "_Where") -> list[Output]:
         merged = _merge(defaults, item)
         settings, inputs = _settings(job, merged, label), files.check(merged, label, whole=True)
         identity = {"kind": job.kind, "model": data.get("model"), "prompt": prompt, "settings": settings}
-        if settings["method"] == "draft-model":
+        if _name(settings["method"]) == "draft-model":
             identity["draft"] = data.get("draft")
         identity.update({key: file["sha256"] for key, file in inputs.items()})  # absent: ids as before inputs existed
         own_seeds = any(k in item for k in SEED_KEYS)
@@ -195,7 +195,7 @@ def _settings(job: Job, merged: dict, label: str) -> dict:
     window = merged.get("window", DEFAULT_WINDOW)
     if window != "auto":  # auto: the pipeline's AutoWindow picks L per step from measured costs
         window = _int(window, 1, MAX_WINDOW, f"{label}window")
-    if method != "draft-model":
+    if _name(method) != "draft-model":
         window = resolve_method(method).window or window  # ar verifies one position, whatever is asked
     settings = {"method": method, "window": window, "sampling": _sampling(merged.get("sampling"), job.kind, label)}
     if job.kind == "text":
@@ -207,16 +207,19 @@ def _settings(job: Job, merged: dict, label: str) -> dict:
     return settings
 
 
+def _name(method) -> str:
+    return method.get("name") if isinstance(method, dict) else method
+
+
 def _method(method, job: Job, label: str):
     """A method name or {name, options}; a mapping with only a name becomes the name, so both hash alike."""
     if isinstance(method, dict) and set(method) == {"name"}:
         method = method["name"]
-    if method == "draft-model":  # the pipeline supplies the draft model, so it is checked here, not resolved
+    if _name(method) == "draft-model":  # the pipeline supplies the draft model
         if job.kind != "text" or (job.model is not None and job.draft is None):
             raise JobError(f"{label}method: draft-model needs a text job with a draft model (job key draft)")
-        return method
     try:
-        resolve_method(method)
+        check_method(method)
     except (ValueError, TypeError) as err:
         raise JobError(f"{label}method: {err}") from None
     return method

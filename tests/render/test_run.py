@@ -40,21 +40,22 @@ def test_batch_size_does_not_change_a_byte(image_job, models, write_job, folder,
 def test_text_job_batches_alike_and_a_failing_item_is_recorded(tiny_text, write_job, folder, tmp_path, capsys):
     job = write_job({"kind": "text", "model": str(tiny_text / "target"), "draft": str(tiny_text / "draft"),
                      "defaults": {"method": "draft-model", "window": 3, "max_new_tokens": 6, "num": 2},
-                     "items": [{"prompt": "<s> w3 w4"}, {"prompt": ""}, {"prompt": "<s> w9", "method": "ar"}]})
+                     "items": [{"prompt": "<s> w3 w4"}, {"prompt": ""}, {"prompt": "<s> w9", "method": "ar"},
+                               {"prompt": "<s> w5", "method": {"name": "draft-model", "proactive": [3, 2]}}]})
     out = tmp_path / "out"
     assert main(["render", str(job), "--out", str(out)]) == 1  # the empty prompt has no token to start from
     lines = {(line["prompt"], line["seed"]): line for line in folder(out).manifest}
     assert [k for k, line in lines.items() if line["status"] == "failed"] == [("", 0), ("", 1)]
     assert "at least one token" in lines[("", 0)]["error"] and folder(out).verified()
     printed = capsys.readouterr()
-    assert "rendered=4 failed=2" in printed.out  # the summary; the bar counts and rates on stderr
-    assert "6/6, done 4, failed 2" in printed.err and "out/min" in printed.err and "tok/s" in printed.err
+    assert "rendered=6 failed=2" in printed.out  # the summary; the bar counts and rates on stderr
+    assert "8/8, done 6, failed 2" in printed.err and "out/min" in printed.err and "tok/s" in printed.err
     single = tmp_path / "single"
     render_job(job, single, batch_size=1, progress=False)
     assert folder(single).files == folder(out).files
     assert folder(out).files[lines[("<s> w3 w4", 0)]["file"]].startswith(b"<s> w3 w4")
     assert main(["render", str(job), "--out", str(out)]) == 1  # failed outputs are retried, and fail again
-    assert len(folder(out).manifest) == 6 and folder(out).verified()
+    assert len(folder(out).manifest) == 8 and folder(out).verified()
 
 
 def test_hostile_prompts_stay_inside_the_folder(image_job, write_job, folder, tmp_path):
