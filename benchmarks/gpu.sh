@@ -37,7 +37,7 @@ fi
 { nvidia-smi; python -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"; } \
   > "$out/environment.txt" 2>&1
 
-# limits: 90 + 90 + 120 + 120 = 420 s at most, within 8 minutes with start-up; best of 1 timed run after the
+# limits: 90 + 90 + 120 + 120 + 45 = 465 s at most, within 8 minutes with start-up; best of 1 timed run after the
 # warm-up (GPU timings vary little), to fit
 step cuda-tests 90 python -m pytest tests/test_cuda.py -q -rs -p no:cacheprovider --junitxml="$out/cuda-tests.xml"
 for kind_limit in image:90 video:120 text:120; do
@@ -45,6 +45,10 @@ for kind_limit in image:90 video:120 text:120; do
   step "suite-$kind" "${kind_limit#*:}" python -m mmspec.cli bench "$kind" --suite quick --device cuda \
     --rows 1,8,32 --repeats 1 --out "$out/suite-$kind"
 done
+
+# proactive branches cost width, which a GPU forward nearly does not charge: pac against coupled, wall-clock
+step proactive-image 45 python -m mmspec.cli bench image --methods coupled,pac,exact --window 32 --num 4 \
+  --device cuda --out "$out/proactive-image.json"
 
 echo "== done in ${SECONDS}s, exit $status; results in $out"
 exit $status
