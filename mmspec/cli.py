@@ -97,7 +97,7 @@ def _common(p: argparse.ArgumentParser, kind_nargs: str | None = None, window=DE
     p.add_argument("--draft", help="draft model folder for --method draft-model (text)")
     p.add_argument("--method", default=DEFAULT_METHOD, choices=sorted(METHODS),
                    help=f"default {DEFAULT_METHOD}: the same tokens as --method ar with the same seed")
-    p.add_argument("--init", help="fill policy for fresh window slots: random, left, above, prev-frame, ngram "
+    p.add_argument("--init", help="fill policy for fresh window slots: random, left, above, prev-frame, ngram, pool "
                                   "(default: prev-frame for video, random otherwise)")
     p.add_argument("--proactive", metavar="WIDTH,DEPTH",
                    help="Jacobi methods: WIDTH-1 siblings of the window's first draft, each heading DEPTH tokens, "

@@ -14,7 +14,8 @@ ALPHA = 1e-3
 PROACTIVE = ["pac", {"name": "exact", "proactive": [3, 2]}, {"name": "gumbel", "proactive": [3, 3]},
              {"name": "jacobi", "proactive": [2, 1]}, {"name": "draft-model", "proactive": [3, 2]}]
 METHODS = ["ar", "jacobi", "coupled", "gumbel", "exact", "lookup", "draft-model",
-           {"name": "coupled", "init": "left"}, {"name": "gumbel", "init": "above"}] + PROACTIVE
+           {"name": "coupled", "init": "left"}, {"name": "gumbel", "init": "above"},
+           {"name": "coupled", "init": "pool"}] + PROACTIVE
 
 
 def _case(name):

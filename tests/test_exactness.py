@@ -46,7 +46,7 @@ def test_greedy_equals_plain_greedy(layout, method):
 
 
 @pytest.mark.parametrize("layout", list(LAYOUTS))
-@pytest.mark.parametrize("init", ["random", "left", "above", "prev-frame", "ngram"])
+@pytest.mark.parametrize("init", ["random", "left", "above", "prev-frame", "ngram", "pool"])
 @pytest.mark.parametrize("window", [2, 3, 5, 8, 17])
 def test_exact_equals_ar_with_the_same_seed(layout, init, window):
     layout, axes = LAYOUTS[layout]

@@ -115,12 +115,46 @@ def _continuation(history: torch.Tensor, max_ngram: int, count: int) -> torch.Te
     return history[:0]
 
 
+class PoolFill:
+    """Lookahead-style n-gram pool: what followed each token along the Jacobi trajectories so far (the windows'
+    iterates, committed tokens included as they pass through), proposed after that token; unseen: random.
+
+    The pool is a [B, V] table of the latest successor of each token per row, learned from the window's tokens
+    before the fresh slots at every call, one pair at a time in window order (deterministic on any device).
+    """
+
+    def __init__(self):
+        self.table: torch.Tensor | None = None  # [B, V] successor token, -1 = none seen yet
+
+    def __call__(self, state: DecodeState, first: torch.Tensor) -> None:
+        if self.table is None:
+            self.table = torch.full((state.batch_size, state.vocab_size), -1, dtype=torch.long, device=state.seq.device)
+        seen_index = state.index(state.window, offset=-1)  # [B, L]: the last committed token, then the drafts
+        seen = state.seq.gather(1, seen_index.clamp(min=0))
+        for j in range(state.window - 1):  # learn pairs (x_j, x_j+1) that lie before the fresh slots
+            a, b = seen[:, j], seen[:, j + 1]
+            ok = (seen_index[:, j] >= 0) & (a >= 0) & (b >= 0) & (seen_index[:, j + 1] < first)
+            at = a.clamp(min=0)[:, None]
+            self.table.scatter_(1, at, torch.where(ok[:, None], b[:, None], self.table.gather(1, at)))
+        index, fresh = _fresh_index(state, first)
+        tokens, guesses = state.seq.gather(1, index), random_tokens(state, state.window - 1)
+        prev, out = state.pending, []
+        for j in range(state.window - 1):  # fresh slots chain: each follows the one before it
+            known = self.table.gather(1, prev.clamp(min=0)[:, None])[:, 0]
+            token = torch.where(fresh[:, j], torch.where(known >= 0, known, guesses[:, j]), tokens[:, j])
+            out.append(token)
+            prev = token
+        if out:
+            _write(state, index, fresh, torch.stack(out, 1))
+
+
 FILLS = {
     "random": RandomFill,
     "left": lambda: CopyFill("left"),
     "above": lambda: CopyFill("above"),
     "prev-frame": lambda: CopyFill("prev-frame"),
     "ngram": NGramFill,
+    "pool": PoolFill,
 }
 
 

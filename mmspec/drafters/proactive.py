@@ -53,7 +53,8 @@ class FreshBranches(Branches):
         q = draft.q[:, 0].scatter(-1, draft.tokens[:, :1], 0.0)  # [B, V]
         u = state.streams.uniform(self.siblings).to(q.device)
         out = []
-        for i in range(self.siblings):  # one at a time: without replacement (a q out of mass gives a token q cannot have drawn, which the verifier skips)
+        # one at a time, without replacement (a q out of mass gives a token it cannot have drawn: the verifier skips it)
+        for i in range(self.siblings):
             s = sample_from(q, u[:, i])
             out.append(s)
             q = q.scatter(-1, s[:, None], 0.0)

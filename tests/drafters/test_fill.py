@@ -1,6 +1,6 @@
 import torch
 
-from mmspec.drafters.fill import CopyFill, NGramFill, _continuation
+from mmspec.drafters.fill import CopyFill, NGramFill, PoolFill, _continuation
 from mmspec.layouts import Grid2D, Sequence1D
 from mmspec.rng import Streams
 from mmspec.sampling import Sampling
@@ -38,3 +38,15 @@ def test_ngram_lookup_proposes_the_continuation_of_the_latest_match():
     state = _state(Sequence1D(12), 4, history[None, 4:], [7], prompt=[history[:4]])
     NGramFill()(state, state.n)
     assert state.seq[0, 7:10].tolist() == [3, 8, 5]  # the prompt plus the tokens so far form the history
+
+
+def test_the_pool_proposes_what_followed_a_token_in_earlier_windows():
+    state = _state(Sequence1D(12), 5, torch.tensor([[4, 5, 6, 5]]), [2])  # pending 5 at index 1, drafts 6 5 at 2, 3
+    state.pending = torch.tensor([5])
+    pool = PoolFill()
+    pool(state, torch.tensor([4]))  # learns 5 -> 6 and 6 -> 5; fresh 4 follows 5, fresh 5 follows the new 6
+    assert state.seq[0, :6].tolist() == [4, 5, 6, 5, 6, 5]
+    state.seq[0, 3] = 9  # a later iterate: 6 -> 9 replaces 6 -> 5, and 9 is followed by nothing seen yet
+    state.n, state.pending = torch.tensor([3]), torch.tensor([6])
+    pool(state, torch.tensor([5]))  # learns 6 -> 9 (indices 2, 3) and 9 -> 6 (3, 4); slots 5, 6 fresh
+    assert state.seq[0, 3:7].tolist() == [9, 6, 9, 6]
