@@ -3,7 +3,7 @@ import pytest
 import torch
 
 import mmspec
-from mmspec.window import AutoWindow
+from mmspec.window import AcceptanceWindow, AutoWindow
 from tiny import TabularTarget, chi_square_pvalue, sequence_id, tabular_law, tiny_gpt
 
 
@@ -107,3 +107,34 @@ def test_auto_with_a_memory_rechecks_a_window_that_kept_losing_less_and_less_oft
         chosen = _run(AutoWindow(max_window=16, memory=memory), 120, **costs)
         rechecks.append(sum(1 for i in range(1, 120) if chosen[i] == 4 and chosen[i - 1] == 1))
     assert rechecks[0] >= 2 and rechecks[-1] == 0  # the waits carried over: the later batches stay at AR
+
+
+def test_acceptance_window_grows_with_long_runs_and_shrinks_with_short_ones():
+    policy = AcceptanceWindow(max_window=128, min_window=4, headroom=8)
+    assert policy(None) == 128  # nothing measured: room for Jacobi drafts to show what they can do
+    for _ in range(20):
+        policy.observe(None, torch.tensor([12, 0, 14]), 0.0)  # long runs (a done row's 0 does not count)
+    assert policy(None) == 128
+    for _ in range(20):
+        policy.observe(None, torch.tensor([2, 1]), 0.0)
+    assert policy(None) == 16  # 8 x 1.5 tokens per step -> 12 -> the next power of two
+    for _ in range(30):
+        policy.observe(None, torch.tensor([1, 1]), 0.0)
+    assert policy(None) == 8
+    with pytest.raises(ValueError, match="min_window <= max_window"):
+        AcceptanceWindow(max_window=4, min_window=8)
+
+
+def test_acceptance_window_is_lossless_and_exact_stays_ar():
+    target = TabularTarget(3, 4, seed=5)
+    sampling = mmspec.Sampling(temperature=1.3, top_p=0.9, cfg_scale=2.0)
+    g = mmspec.generate(target, torch.tensor([0]), mmspec.Grid2D(2, 2), method="coupled", sampling=sampling,
+                        window=AcceptanceWindow(max_window=4, min_window=1, headroom=1), seed=0, num_samples=20_000)
+    assert chi_square_pvalue(sequence_id(g.tokens, 3), tabular_law(target, 0, sampling)) > 1e-3
+    assert len(set(g.stats.forwards_at.sum(0).tolist())) > 1  # the window did change
+    model = mmspec.ReferenceTarget(tiny_gpt(vocab_size=16, rope_axes=2))
+    kw = dict(sampling={"temperature": 0.9, "top_k": 12, "cfg_scale": 2.5}, seed=0, num_samples=2)
+    ar = mmspec.generate(model, torch.tensor([0, 3]), mmspec.Grid2D(4, 4), method="ar", **kw)
+    got = mmspec.generate(model, torch.tensor([0, 3]), mmspec.Grid2D(4, 4), method="exact",
+                          window=AcceptanceWindow(max_window=8, min_window=2, headroom=2), **kw)
+    assert torch.equal(got.tokens, ar.tokens)
