@@ -104,6 +104,27 @@ class _GridPipeline:
         output.summary.update(extra)
         return output
 
+    def score_gap(self, prompt: str, seed: int, tokens: torch.Tensor, index: int, other: int,
+                  sampling: "dict | None" = None) -> float:
+        """log p + g of tokens[index] minus that of `other` at the same index, recomputed in fp64 by one
+        teacher-forced forward over `tokens` [N] (row seed `seed`): how close to a tie the choice between them was.
+        What the lossless check uses to tell a rounding tie from a changed token."""
+        import copy
+
+        from mmspec.rng import Streams
+        from mmspec.sampling import Sampling
+
+        model = copy.deepcopy(self.target.model).double()
+        cond = torch.tensor([encode_prompt(prompt, self.vocab, self.cond_len)], device=tokens.device)
+        positions = self.layout.positions()
+        with torch.no_grad():
+            c = model.forward_sequence(cond, tokens[None], positions)[0, index]
+            u = model.forward_sequence(model.null_condition(1), tokens[None], positions)[0, index]
+        sampling = Sampling.coerce(sampling if sampling is not None else self.default_sampling)
+        score = sampling.logp(c, u if sampling.cfg else None).double()
+        score = score + Streams([seed], model.config.vocab_size, tokens.device).gumbel(torch.tensor([[index]]))[0, 0]
+        return float(score[int(tokens[index])] - score[other])
+
     def _image_frame(self, image) -> torch.Tensor:
         """A PIL image or a path -> [h * w] tokens of it resized to this model's frame."""
         from PIL import Image

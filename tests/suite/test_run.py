@@ -19,7 +19,7 @@ def test_grid_cases_report_each_entry_against_ar(tiny_suite):
 
 def test_lossless_case_checks_exact_and_greedy_agreement(tiny_suite):
     check = next(c for c in tiny_suite[0]["cases"] if c["case"] == "LosslessCase")
-    assert check["check"]["ok"] and check["check"]["exact_equals_ar"] == {"identical": 2, "rows": 2}
+    assert check["check"]["ok"] and check["check"]["exact_equals_ar"] == {"identical": 2, "rows": 2, "ties": []}
     assert set(check["check"]["greedy"]) == {"coupled", "exact", "auto"}
     assert check["line"] == "exact == ar token for token: yes (2/2 rows); greedy agreement with ar: 3/3 methods"
 
