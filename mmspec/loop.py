@@ -6,6 +6,7 @@ The window policy may change L from step to step; each step's verification is lo
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Callable
 
@@ -74,7 +75,8 @@ def _force_draft(state: DecodeState, draft: Draft) -> Draft:
     if branches is not None:  # branch node t drafts index n + t
         depth = branches.shape[2]
         branches = torch.where(is_forced[:, None, :depth], forced[:, None, :depth], branches)
-    return Draft(torch.where(is_forced, forced, draft.tokens), draft.q, draft.onehot | is_forced, branches)
+    return dataclasses.replace(draft, tokens=torch.where(is_forced, forced, draft.tokens),
+                               onehot=draft.onehot | is_forced, branches=branches)
 
 
 def _force_p(state: DecodeState, logp: torch.Tensor, tree: Tree | None) -> torch.Tensor:

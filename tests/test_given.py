@@ -17,11 +17,13 @@ def _given(places: dict, length: int) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("place", list(PLACES))
-@pytest.mark.parametrize("method", ["ar", "coupled", "gumbel", "exact", "lookup", "draft-model"])
+@pytest.mark.parametrize("method", ["ar", "coupled", "gumbel", "exact", "lookup", "draft-model", "pac",
+                                    {"name": "draft-model", "proactive": [3, 2]}], ids=str)
 def test_matches_the_exact_law_of_ar_with_the_given_tokens_written_in(place, method):
     target, sampling = TabularTarget(3, 5, seed=4), mmspec.Sampling(temperature=1.1, top_k=2, cfg_scale=1.5)
-    if method == "draft-model":
-        method = {"name": "draft-model", "model": TabularTarget(3, 5, seed=44)}
+    if method == "draft-model" or isinstance(method, dict):
+        method = {"name": "draft-model", **(method if isinstance(method, dict) else {}),
+                  "model": TabularTarget(3, 5, seed=44)}
     g = mmspec.generate(target, torch.tensor([0]), mmspec.Sequence1D(5), method=method, window=4, sampling=sampling,
                         seed=0, num_samples=SAMPLES, given=_given(PLACES[place], 5))
     law = tabular_law(target, 0, sampling, given=PLACES[place])
@@ -38,9 +40,10 @@ def test_the_test_has_power_against_given_tokens_the_model_does_not_see():
     assert chi_square_pvalue(sequence_id(tokens, 3), tabular_law(target, 0, sampling, given={2: 1})) < 1e-3
 
 
-@pytest.mark.parametrize("init", ["random", "above", "left"])
+@pytest.mark.parametrize("init", ["random", "above", "left", "pool"])
 @pytest.mark.parametrize("window", [2, 5, 9])
-def test_exact_equals_ar_with_given_tokens(init, window):
+@pytest.mark.parametrize("proactive", [None, [4, 2]], ids=["chain", "proactive"])
+def test_exact_equals_ar_with_given_tokens(init, window, proactive):
     layout = mmspec.Grid2D(4, 4)
     target = mmspec.ReferenceTarget(tiny_gpt(vocab_size=16))
     given = torch.full((4, 16), -1)
@@ -49,8 +52,8 @@ def test_exact_equals_ar_with_given_tokens(init, window):
     given[3, ::3] = 9  # scattered
     kw = dict(sampling={"temperature": 0.9, "top_k": 12, "cfg_scale": 2.5}, seed=0, num_samples=2, given=given)
     ar = mmspec.generate(target, torch.tensor([0, 3]), layout, method="ar", **kw)
-    exact = mmspec.generate(target, torch.tensor([0, 3]), layout, method={"name": "exact", "init": init},
-                            window=window, **kw)
+    method = {"name": "exact", "init": init, **({"proactive": proactive} if proactive else {})}
+    exact = mmspec.generate(target, torch.tensor([0, 3]), layout, method=method, window=window, **kw)
     assert torch.equal(exact.tokens, ar.tokens)
     assert torch.equal(ar.tokens[given >= 0], given[given >= 0])
     free = (given < 0).sum(1)
