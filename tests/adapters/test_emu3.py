@@ -12,7 +12,7 @@ import mmspec
 from mmspec.adapters.emu3 import Emu3Image, emu3_layout
 from tiny import chi_square_pvalue, left_pad, reference_p, sequence_id, spread_weights
 
-METHODS = ["ar", "jacobi", "coupled", "gumbel", "exact", "lookup", "draft-model"]
+METHODS = ["ar", "jacobi", "coupled", "gumbel", "exact", "lookup", "draft-model", "pac"]
 V, START = 99, 30  # text vocabulary; visual token of code c is START + c
 PAD, BOS, EOS, IMAGE, EOL, EOF, EOI, BOI, WRAP = 0, 1, 2, 3, 4, 5, 6, 7, 8
 H, W = 2, 3

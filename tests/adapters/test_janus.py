@@ -11,7 +11,7 @@ import mmspec
 from mmspec.adapters.janus import JanusImage
 from tiny import chi_square_pvalue, left_pad, reference_p, sequence_id, spread_weights
 
-METHODS = ["ar", "jacobi", "coupled", "gumbel", "exact", "lookup", "draft-model"]
+METHODS = ["ar", "jacobi", "coupled", "gumbel", "exact", "lookup", "draft-model", "pac"]
 BOS, PAD, BOI = 2, 1, 3
 
 

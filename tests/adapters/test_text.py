@@ -10,7 +10,7 @@ import mmspec
 from mmspec import HFCausalLM, generate_text
 from tiny import chi_square_pvalue, reference_p, sequence_id, tiny_llama, word_tokenizer
 
-METHODS = ["ar", "jacobi", "coupled", "gumbel", "exact", "lookup", "draft-model"]
+METHODS = ["ar", "jacobi", "coupled", "gumbel", "exact", "lookup", "draft-model", "pac"]
 
 
 def _method(name, vocab=40):
