@@ -49,9 +49,10 @@ class StaticKVCache:
     def move(self, src: torch.Tensor, dst: torch.Tensor) -> None:
         """Copy the keys/values at slots src [B, M] to slots dst [B, M] of each row (a verified tree branch
         takes the places of the chain it replaces)."""
+        layers, _, heads, _, dim = self.k.shape
+        src, dst = (s[None, :, None, :, None].expand(layers, -1, heads, -1, dim) for s in (src, dst))
         for kv in (self.k, self.v):
-            index = lambda s: s[None, :, None, :, None].expand(kv.shape[0], -1, kv.shape[2], -1, kv.shape[4])  # noqa: E731
-            kv.scatter_(3, index(dst), kv.gather(3, index(src)))
+            kv.scatter_(3, dst, kv.gather(3, src))
 
     def advance(self, slots: torch.Tensor) -> None:
         """After a forward wrote `slots` [B, T], every row is valid up to its last slot."""
