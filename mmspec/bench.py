@@ -26,13 +26,18 @@ PROMPTS = {"image": ["red heart", "pizza", "rocket", "dog face"],
            "text": ["def fibonacci(n):\n", "import os\n\n\ndef ", "class Stack:\n    def "]}
 
 
-def load_pipeline(kind: str, model=None, draft=None, device="cpu"):
-    """The pipeline for a kind on a model folder (default: the bundled model); text takes a draft model folder."""
+def load_pipeline(kind: str, model=None, draft=None, device="cpu", remember: bool = False):
+    """The pipeline for a kind on a model folder (default: the bundled model); text takes a draft model folder.
+    Unless `remember`, its auto windows learn within this process only: a benchmark measures what a first call
+    gets, whatever earlier processes on this machine measured (see mmspec.pipelines.base.window_folder)."""
+    from unittest import mock
+
     from mmspec.pipelines import ImagePipeline, TextPipeline, VideoPipeline
 
-    if kind == "text":
-        return TextPipeline.from_pretrained(model, draft=draft, device=device)
-    return {"image": ImagePipeline, "video": VideoPipeline}[kind].from_pretrained(model, device=device)
+    with mock.patch.dict(os.environ, {} if remember else {"MMSPEC_WINDOW_CACHE": "off"}):
+        if kind == "text":
+            return TextPipeline.from_pretrained(model, draft=draft, device=device)
+        return {"image": ImagePipeline, "video": VideoPipeline}[kind].from_pretrained(model, device=device)
 
 
 @dataclass(frozen=True)

@@ -17,11 +17,12 @@ KINDS = ("image", "video", "text")
 DEFAULT_BENCH_METHODS = "jacobi,coupled,gumbel,exact,lookup"
 
 
-def _pipeline(args):
-    """The pipeline for args.kind (its bundled model unless --model)."""
+def _pipeline(args, remember: bool = False):
+    """The pipeline for args.kind (its bundled model unless --model); `remember`: its auto windows start from
+    what earlier processes measured on this machine, and keep what this one measures."""
     from mmspec.bench import load_pipeline
 
-    return load_pipeline(args.kind, args.model, args.draft, getattr(args, "device", "cpu"))
+    return load_pipeline(args.kind, args.model, args.draft, getattr(args, "device", "cpu"), remember)
 
 
 def _method(args):
@@ -117,7 +118,7 @@ def _common(p: argparse.ArgumentParser, kind_nargs: str | None = None, window=DE
 def cmd_generate(args) -> dict:
     _check_options(args)
     out_dir = _check_writable(args.out)
-    pipe = _pipeline(args)
+    pipe = _pipeline(args, remember=True)
     call = dict(num_outputs=args.num, seed=args.seed, window=args.window, sampling=_sampling(args, pipe),
                 progress_bar=not args.json)
     if args.kind == "text":

@@ -5,7 +5,11 @@ Verification is lossless step by step, so any sequence of windows keeps the outp
 """
 from __future__ import annotations
 
+import json
 import math
+import os
+import warnings
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 import torch
@@ -41,58 +45,81 @@ class FixedWindow:
 class AutoWindow:
     """Pick L to maximise committed tokens per second, measured on the running generation.
 
-    A window's worth is its throughput: tokens committed by the active rows per second of step time
-    (drafting, the forward over L positions at this batch size on this device, verification). Jacobi
-    drafts only pay off after a few iterations at the same width, so each candidate (1, 4, 16, 64, ...
-    up to max_window) is measured over a stretch of consecutive steps. Starting from L = 1 (plain AR),
-    the next wider candidate is measured only while widening has paid so far, so a batch too large
-    for wide windows to pay never spends a stretch on them. Then the best one runs, with a stretch of
-    a neighbouring width every `recheck` steps (acceptance changes along a generation); a neighbour
-    that loses again waits twice as long for its next stretch. A wider window must beat a narrower
-    one by `margin` to be kept: throughput varies along a generation (a frame boundary, a flat
-    region), and a wide window kept on a lucky stretch costs most.
+    A window's worth is its throughput: tokens per step over seconds per step, where the tokens are those of
+    the row furthest behind: a batch is done when its slowest row is (rows that finished first ride along),
+    so at 8 rows a window that lets some rows race ahead gains nothing. The two are measured apart:
+    - Seconds per step (drafting, the forward over L positions at this batch size on this device,
+      verification) are measured at each width that runs; they change little along a generation.
+    - Tokens per step are bursty (mostly 1, now and then a long accepted run), so every step adds to the
+      estimate of every width up to its own: a step at width W that commits k tokens in a row would have
+      committed min(k, L) at width L <= W. (Slightly optimistic for L: a narrower window's later slots had
+      fewer Jacobi iterations. That errs toward the cheaper window.) The first `warmup` steps after a
+      widening do not count: the slots it opened start from fresh fills, which a window kept at that
+      width would not have.
+    Starting from L = 1 (plain AR), each wider candidate (1, 4, 16, 64, ... up to max_window) runs a
+    stretch while it could plausibly win: its step cost, extrapolated linearly in L from the two widths
+    measured last, times the best throughput must not ask for more than `growth` times the tokens per
+    step of the last width. So a batch too large for wide windows to pay never spends a stretch on them.
+    Then the best one runs, with a stretch of a neighbouring width every `recheck` steps (acceptance
+    changes along a generation); a neighbour that loses again waits twice as long for its next stretch,
+    up to `max_wait` steps. A wider window must beat a narrower one by `margin` to be kept: a wide window
+    kept on a lucky stretch costs most.
 
-    With a `WindowMemory` (a pipeline keeps one for its model and device), the measurements carry over
-    from one generation to the next of the same batch size: a render job's later batches, or the
-    demo's next click, start at the best known window instead of exploring from plain AR again.
+    With a `WindowMemory` (a pipeline keeps one for its model and device, on disk), the measurements carry
+    over from one generation to the next of the same batch size: a render job's later batches, the demo's
+    next click or the next CLI call start at the best known window instead of exploring from plain AR.
     """
 
-    stretch = 4  # steps per measurement of a candidate
+    stretch = 4  # measured steps per stretch of a candidate
+    warmup = 2  # steps after a widening whose tokens are not counted
     recheck = 24  # steps at the best window between stretches of a neighbour
-    margin = 1.15  # a wider window is preferred only when its throughput is this much higher
+    max_wait = 8 * recheck  # the longest a losing neighbour waits for its next stretch
+    margin = 1.05  # a wider window is preferred only when its throughput is this much higher
+    growth = 2.5  # the most a 4x wider window is assumed to raise the tokens per step
+    decay = 0.9  # weight of the earlier step costs at each new one
+    memory_of_tokens = 0.98  # the same for tokens: they are bursty, and only a long average shows what a width gives
 
     def __init__(self, max_window: int = 32, memory: "WindowMemory | None" = None):
         if not 1 <= max_window <= MAX_WINDOW:
             raise ValueError(f"max_window must be in [1, {MAX_WINDOW}], got {max_window}")
         self.max_window, self.memory = max_window, memory
         self.candidates = sorted({1 << (2 * i) for i in range(5) if 1 << (2 * i) <= max_window} | {max_window})
-        self.tokens = {L: 0.0 for L in self.candidates}  # committed tokens measured at each width (decayed)
-        self.seconds = {L: 0.0 for L in self.candidates}
+        # decayed sums per width: tokens and the steps they were counted over; seconds and the steps they took
+        self.tokens, self.counted, self.seconds, self.steps = ({L: 0.0 for L in self.candidates} for _ in range(4))
         self.measured = {L: -1 for L in self.candidates}  # the step at which each width last ran
         self.wait = {L: self.recheck for L in self.candidates}  # steps before a losing width runs again
-        self.explored, self.plan, self.window, self.step = 0, [], 1, 0
+        self.explored, self.plan, self.window, self.step, self.unmeasured = 0, [], 1, 0, 0
         self.attached = memory is None
 
+    def per_step(self, L: int) -> tuple[float, float]:
+        """(tokens, seconds) per step at width L as measured so far (0 where nothing was measured)."""
+        tokens = self.tokens[L] / self.counted[L] if self.counted[L] > 0 else 0.0
+        return tokens, self.seconds[L] / self.steps[L] if self.steps[L] > 0 else 0.0
+
     def rate(self, L: int) -> float:
-        return self.tokens[L] / self.seconds[L] if self.seconds[L] > 0 else 0.0
+        tokens, seconds = self.per_step(L)
+        return tokens / seconds if seconds > 0 else 0.0
 
     def __call__(self, state: "DecodeState") -> int:
         if not self.attached:
             self._recall(state)
         if not self.plan:
             self.plan = self._next_plan()
-        self.window = self.plan.pop(0)
-        return self.window
+        L = self.plan.pop(0)
+        if L > self.window:
+            self.unmeasured = self._warmup(L)
+        self.window = L
+        return L
 
     def _next_plan(self) -> list[int]:
         c, i = self.candidates, self.explored
-        if i < len(c) and (i < 2 or self.rate(c[i - 1]) > self.rate(c[i - 2])):  # widening has paid so far
+        if i < len(c) and (i < 2 or self._plausible(c[i], c[i - 2], c[i - 1])):
             self.explored += 1
-            return [c[i]] * self.stretch
+            return [c[i]] * (self.stretch + self._warmup(c[i]) * (i > 0))
         self.explored = len(c)
         best = c[0]
         for L in c[1:]:  # a wider window must win clearly: its measurements are noisier and its mistakes dearer
-            if self.measured[L] >= 0 and self.rate(L) > self.margin * self.rate(best):
+            if self.steps[L] > 0 and self.rate(L) > self.margin * self.rate(best):
                 best = L
         b = c.index(best)
         due = [L for L in c[max(b - 1, 0): b + 2] if L != best and self.step - self.measured[L] >= self.wait[L]]
@@ -100,29 +127,54 @@ class AutoWindow:
         if not due:
             return [best] * self.recheck
         again = min(due, key=self.measured.get)
-        self.wait[again] *= 2
-        return [best] * self.recheck + [again] * self.stretch
+        self.wait[again] = min(2 * self.wait[again], self.max_wait)
+        return [best] * self.recheck + [again] * (self.stretch + self._warmup(again) * (again > best))
+
+    def _warmup(self, L: int) -> int:
+        """Steps after widening to L whose tokens do not count: until the slots it opened, fresh fills, have
+        moved to the front of the window with Jacobi iterations behind them."""
+        return max(self.warmup, L // 4)
+
+    def _plausible(self, L: int, a: int, b: int) -> bool:
+        """Whether width L, wider than the widths a < b measured last, could beat the best so far."""
+        (_, cost_a), (tokens_b, cost_b) = self.per_step(a), self.per_step(b)
+        if cost_a == 0 or cost_b == 0:
+            return False
+        cost = cost_b + (L - b) * max(cost_b - cost_a, 0.0) / (b - a)
+        return max(map(self.rate, self.candidates)) * cost <= self.growth * tokens_b
 
     def _recall(self, state: "DecodeState") -> None:
         """Share the memory's measurements and recheck waits for this batch shape; widths measured before count
         as explored, and a width that kept losing stays rarely rechecked (a render job's later batches)."""
-        self.tokens, self.seconds, self.wait = self.memory.measurements(state, self.candidates, self.recheck)
+        self.tokens, self.counted, self.seconds, self.steps, self.wait = self.memory.measurements(
+            state, self.candidates, self.recheck)
         for L in self.candidates:
-            if self.seconds[L] > 0:
+            if self.steps[L] > 0:
                 self.measured[L] = 0
-        if self.seconds[self.candidates[0]] > 0:
+        if self.steps[self.candidates[0]] > 0:
             self.explored = len(self.candidates)
         self.attached = True
 
     def observe(self, state, k, seconds) -> None:
-        L = self.window
+        W = self.window
         self.step += 1
-        self.measured[L] = self.step
+        self.measured[W] = self.step
         if self.step == 1:
-            return  # the first step of a generation pays one-off costs (allocations, caches): not L's
-        # recent stretches weigh more: acceptance drifts along a generation
-        self.tokens[L] = 0.9 * self.tokens[L] + float(k.sum())
-        self.seconds[L] = 0.9 * self.seconds[L] + seconds
+            return  # the first step of a generation pays one-off costs (allocations, caches): not W's
+        self.seconds[W] = self.decay * self.seconds[W] + seconds
+        self.steps[W] = self.decay * self.steps[W] + 1
+        if self.unmeasured > 0:
+            self.unmeasured -= 1
+            return
+        ran = k > 0
+        if not ran.any():
+            return
+        before = (state.n - k).masked_fill(~ran, state.length)  # [B] committed lengths before this step
+        lag = int(k[before == before.min()].min())  # what the row furthest behind committed: the batch ends with it
+        for L in self.candidates:
+            if L <= W:
+                self.tokens[L] = self.memory_of_tokens * self.tokens[L] + min(lag, L)
+                self.counted[L] = self.memory_of_tokens * self.counted[L] + 1
 
 
 class AcceptanceWindow:
@@ -156,21 +208,48 @@ class AcceptanceWindow:
 
 
 class WindowMemory:
-    """AutoWindow's measurements kept across generations: decayed committed tokens and step seconds per
+    """AutoWindow's measurements kept across generations: decayed tokens, step seconds and their step counts per
     window, and the steps a losing window waits before its next recheck, for each batch shape (rows, CFG or
-    not). One per pipeline, i.e. per model and device."""
+    not). One per pipeline and method, i.e. per model, device and method.
 
-    def __init__(self):
-        self.shapes: dict[tuple, tuple[dict, dict, dict]] = {}
+    With a `path`, the measurements are read from that JSON file when the memory is made, and `save()` writes
+    them back, so that the next process on the same machine (the next CLI call, a job's next run) starts from
+    the best known window instead of exploring from plain AR. A file that cannot be read is set aside with a
+    warning: it only holds timings, and measuring again gives them back.
+    """
 
-    def measurements(self, state: "DecodeState", windows: list[int], recheck: int) -> tuple[dict, dict, dict]:
-        """(tokens, seconds, wait) by window for the state's batch shape: shared dicts the policy updates."""
-        tokens, seconds, wait = self.shapes.setdefault((state.batch_size, state.sampling.cfg), ({}, {}, {}))
-        for L in windows:
-            tokens.setdefault(L, 0.0)
-            seconds.setdefault(L, 0.0)
-            wait.setdefault(L, recheck)
-        return tokens, seconds, wait
+    fields = ("tokens", "counted", "seconds", "steps", "wait")
+
+    def __init__(self, path: "str | Path | None" = None):
+        self.path = Path(path) if path is not None else None
+        self.shapes: dict[tuple, tuple[dict, ...]] = {}
+        if self.path is not None and self.path.is_file():
+            try:
+                saved = json.loads(self.path.read_text())
+                self.shapes = {(int(rows), bool(cfg)): tuple({int(L): float(v) for L, v in shape[f].items()}
+                                                             for f in self.fields)
+                               for rows, cfg, shape in saved["shapes"]}
+            except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+                warnings.warn(f"ignoring the window measurements in {self.path} ({err!r}); measuring afresh")
+
+    def measurements(self, state: "DecodeState", windows: list[int], recheck: int) -> tuple[dict, ...]:
+        """(tokens, counted, seconds, steps, wait) by window for the state's batch shape: shared dicts the policy
+        updates (AutoWindow's)."""
+        shape = self.shapes.setdefault((state.batch_size, bool(state.sampling.cfg)), tuple({} for _ in self.fields))
+        for values, empty in zip(shape, (0.0, 0.0, 0.0, 0.0, recheck)):
+            for L in windows:
+                values.setdefault(L, empty)
+        return shape
+
+    def save(self) -> None:
+        """Write the measurements to `path` (atomically: a concurrent reader sees the old file or the new one)."""
+        if self.path is None or not self.shapes:  # nothing measured (e.g. a method with a fixed window)
+            return
+        shapes = [[rows, cfg, dict(zip(self.fields, values))] for (rows, cfg), values in self.shapes.items()]
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"shapes": shapes}))
+        os.replace(tmp, self.path)
 
 
 def window_policy(window: "int | str | WindowPolicy") -> WindowPolicy:

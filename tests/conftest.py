@@ -13,6 +13,15 @@ import mmspec  # noqa: E402
 from mmspec.reference.checkpoint import save_gpt  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def window_cache(tmp_path_factory, monkeypatch):
+    """Pipelines keep auto windows' measurements on disk: in a folder of each test, not the user's, so that no
+    test starts from what another one measured."""
+    folder = tmp_path_factory.mktemp("windows")
+    monkeypatch.setenv("MMSPEC_WINDOW_CACHE", str(folder))
+    return folder
+
+
 def _vq(folder):
     from diffusers import VQModel
 

@@ -10,51 +10,77 @@ from tiny import TabularTarget, chi_square_pvalue, sequence_id, tabular_law, tin
 class FakeState:
     def __init__(self, rows=2):
         self.seq = torch.zeros(rows, 4, dtype=torch.long)
-        self.batch_size = rows
+        self.batch_size, self.length = rows, 10**6
+        self.n = torch.zeros(rows, dtype=torch.long)
         self.active = torch.ones(rows, dtype=torch.bool)
         self.sampling = mmspec.Sampling(cfg_scale=2.0)
 
 
-def _run(policy, steps, seconds_of, k_of):
+def _step(policy, state, k, seconds):
+    """One step as the loop runs it: commit k [B], then tell the policy."""
+    state.n += k
+    policy.observe(state, k, seconds)
+
+
+def _run(policy, steps, seconds_of, k_of, state=None):
     """Drive a policy as the loop does, with a step cost seconds_of(L) and commits k_of(L) per row."""
-    state, chosen = FakeState(), []
+    state, chosen = state or FakeState(), []
     for _ in range(steps):
         L = policy(state)
         chosen.append(L)
-        policy.observe(state, torch.full((state.batch_size,), k_of(L)), seconds_of(L))
+        _step(policy, state, torch.full((state.batch_size,), k_of(L)), seconds_of(L))
     return chosen
 
 
 def test_auto_stops_widening_when_it_does_not_pay_and_keeps_plain_ar():
     chosen = _run(AutoWindow(max_window=16), 160, seconds_of=lambda L: 0.01 * L ** 0.5, k_of=lambda L: 1)
-    assert chosen[:8] == [1] * 4 + [4] * 4 and 16 not in chosen  # 16 is never tried: 4 did not beat 1
-    rechecks = [i for i in range(8, 160) if chosen[i] == 4 and chosen[i - 1] == 1]
-    assert len(rechecks) == 2 and rechecks[1] - rechecks[0] > rechecks[0] - 8  # each loss doubles the wait
+    # 4 runs a stretch (2 warm-up steps, 4 measured); 16 never does: its cost, extrapolated from 1 and 4, would
+    # need 6 tokens per step to beat AR, more than 2.5 times what 4 gave
+    assert chosen[:10] == [1] * 4 + [4] * 6 and 16 not in chosen
+    rechecks = [i for i in range(10, 160) if chosen[i] == 4 and chosen[i - 1] == 1]
+    assert len(rechecks) == 2 and rechecks[1] - rechecks[0] > rechecks[0] - 10  # each loss doubles the wait
 
 
 def test_auto_goes_wide_when_a_forward_costs_the_same_at_any_width_and_drafts_are_accepted():
     chosen = _run(AutoWindow(max_window=16), 40, seconds_of=lambda L: 0.01, k_of=lambda L: L)
-    assert chosen[:12] == [1] * 4 + [4] * 4 + [16] * 4 and chosen[12:36] == [16] * 24
+    assert chosen[:18] == [1] * 4 + [4] * 6 + [16] * 8 and chosen[18:40] == [16] * 22  # 16: 4 warm-up steps
 
 
 def test_auto_balances_cost_and_acceptance():
-    # two rows: one accepts one draft, the other none; a step costs 1 + L/16:
-    # tokens per second 2 / 1.06 at L = 1, 3 / 1.25 at L = 4, 3 / 2 at L = 16
+    # each row commits min(3, L); a step costs 1 + L/16: tokens per second 1 / 1.06 at L = 1, 3 / 1.25 at
+    # L = 4, 3 / 2 at L = 16
+    chosen = _run(AutoWindow(max_window=16), 40, seconds_of=lambda L: 1 + L / 16, k_of=lambda L: min(3, L))
+    assert 16 in chosen[:18] and chosen[-20:] == [4] * 20
+
+
+def test_auto_counts_the_row_furthest_behind_a_batch_ends_with_it():
+    # one row accepts every draft, the other none: wide windows let the first race ahead, but the batch still
+    # takes one step per token of the second, so AR (the cheapest step) wins
     policy, state = AutoWindow(max_window=16), FakeState()
-    for _ in range(12):
+    chosen = []
+    for _ in range(80):
         L = policy(state)
-        policy.observe(state, torch.tensor([min(2, L), 1]), 1 + L / 16)
-    assert policy.explored == 3 and policy(state) == 4
+        chosen.append(L)
+        _step(policy, state, torch.tensor([L, 1]), 0.01 * (1 + L / 16))
+    assert chosen[-40:].count(1) > 30
+
+
+def test_auto_estimates_narrower_windows_from_every_wider_step():
+    policy, state = AutoWindow(max_window=16), FakeState()
+    _run(policy, 20, seconds_of=lambda L: 0.01, k_of=lambda L: min(L, 6), state=state)
+    tokens_4, _ = policy.per_step(4)
+    # a step at 16 that commits 6 would have committed 4 at width 4: 4's estimate is exact though 4 stopped running
+    assert policy.counted[4] > policy.steps[4] and tokens_4 == pytest.approx(4.0)
 
 
 def test_auto_follows_acceptance_that_changes_along_a_generation():
     policy, state = AutoWindow(max_window=16), FakeState()
     chosen = []
-    for step in range(200):
+    for step in range(300):
         L = policy(state)
         chosen.append(L)
         accepted = step > 80  # drafts start paying off later (a video's later frames)
-        policy.observe(state, torch.full((2,), L if accepted else 1), 0.01 * (1 + L / 8))
+        _step(policy, state, torch.full((2,), L if accepted else 1), 0.01 * (1 + L / 8))
     assert chosen[40:80].count(1) > 30 and chosen[-40:].count(16) > 30
 
 
@@ -107,6 +133,30 @@ def test_auto_with_a_memory_rechecks_a_window_that_kept_losing_less_and_less_oft
         chosen = _run(AutoWindow(max_window=16, memory=memory), 120, **costs)
         rechecks.append(sum(1 for i in range(1, 120) if chosen[i] == 4 and chosen[i - 1] == 1))
     assert rechecks[0] >= 2 and rechecks[-1] == 0  # the waits carried over: the later batches stay at AR
+
+
+def test_a_memory_on_disk_carries_the_measurements_to_the_next_process(tmp_path):
+    from mmspec.window import WindowMemory
+
+    path = tmp_path / "windows" / "exact.json"
+    costs = dict(seconds_of=lambda L: 0.01 * (1 + L / 16), k_of=lambda L: min(L, 3))  # 4 pays best
+    memory = WindowMemory(path)
+    _run(AutoWindow(max_window=16, memory=memory), 40, **costs)
+    memory.save()
+    again = WindowMemory(path)  # as a new process would make it
+    assert again.shapes == memory.shapes
+    assert _run(AutoWindow(max_window=16, memory=again), 24, **costs) == [4] * 24
+
+
+def test_a_memory_file_that_cannot_be_read_is_set_aside_with_a_warning(tmp_path):
+    from mmspec.window import WindowMemory
+
+    path = tmp_path / "exact.json"
+    path.write_text('{"shapes": [[2, true, {"tokens": {}}]]}')  # a field missing
+    with pytest.warns(UserWarning, match="measuring afresh"):
+        memory = WindowMemory(path)
+    assert memory.shapes == {}
+    assert _run(AutoWindow(max_window=16, memory=memory), 4, seconds_of=lambda L: 0.01, k_of=lambda L: 1) == [1] * 4
 
 
 def test_acceptance_window_grows_with_long_runs_and_shrinks_with_short_ones():

@@ -1,6 +1,7 @@
 """What every pipeline shares: where the bundled models are, progress bars, output stats."""
 from __future__ import annotations
 
+import hashlib
 import os
 from contextlib import contextmanager
 from pathlib import Path
@@ -45,14 +46,50 @@ DEFAULT_METHOD = "exact"
 DEFAULT_WINDOW = "auto"
 
 
-def resolve_window(window, widest: int, memories: "dict | None" = None, method=None) -> "int | AutoWindow":
+def resolve_window(window, widest: int, memories: "WindowMemories | None" = None, method=None) -> "int | AutoWindow":
     """None or "auto" -> an AutoWindow of up to `widest` positions (the pipeline's default_window) that starts
     from what earlier calls with the same method learned (`memories`: the pipeline's, by method name); an int
     as is."""
     if window is None or window == "auto":
-        memory = memories.setdefault(method, WindowMemory()) if memories is not None and isinstance(method, str) else None
+        memory = memories[method] if memories is not None and isinstance(method, str) else None
         return AutoWindow(max_window=widest, memory=memory)
     return window
+
+
+def remember(window) -> None:
+    """After a call: write what an auto window learned to its memory's file, if it has one."""
+    if isinstance(window, AutoWindow) and window.memory is not None:
+        window.memory.save()
+
+
+class WindowMemories(dict):
+    """method -> WindowMemory: what window="auto" learned across a pipeline's calls. With a folder (pipelines
+    made by from_pretrained get `window_folder(model)`), each method's memory is kept in a file there, per
+    device and CPU thread count (both change every timing), so a new process starts from it."""
+
+    def __init__(self, folder: "Path | None" = None, device="cpu"):
+        super().__init__()
+        self.folder, self.device = folder, str(device).replace(":", "")
+
+    def __missing__(self, method: str) -> WindowMemory:
+        name = f"{method}-{self.device}-{torch.get_num_threads()}threads.json"
+        memory = self[method] = WindowMemory(None if self.folder is None else self.folder / name)
+        return memory
+
+
+def window_folder(model: Path) -> "Path | None":
+    """Where auto windows' measurements for a model folder are kept: $MMSPEC_WINDOW_CACHE (or ~/.cache/mmspec/
+    windows), in a folder named after the model and a hash of its path and weights files; None when
+    MMSPEC_WINDOW_CACHE=off."""
+    root = os.environ.get("MMSPEC_WINDOW_CACHE")
+    if root == "off":
+        return None
+    if not root:
+        root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mmspec" / "windows"
+    model = model.resolve()
+    key = [str(model)] + [f"{f.name}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in sorted(model.iterdir())
+                          if f.suffix in (".safetensors", ".json") and f.is_file()]
+    return Path(root) / f"{model.name}-{hashlib.sha1(chr(0).join(key).encode()).hexdigest()[:10]}"
 
 
 def chain(*hooks):

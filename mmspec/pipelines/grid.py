@@ -11,7 +11,8 @@ import torch
 import mmspec.layouts as layouts
 from mmspec.adapters.reference import ReferenceTarget
 from mmspec.api import generate
-from mmspec.pipelines.base import DEFAULT_METHOD, as_list, chain, model_path, progress, resolve_window, stats_dict
+from mmspec.pipelines.base import (DEFAULT_METHOD, WindowMemories, as_list, chain, model_path, progress, remember,
+                                   resolve_window, stats_dict, window_folder)
 from mmspec.pipelines.prompts import encode_prompt
 from mmspec.reference.checkpoint import load_gpt
 from mmspec.stats import Stats
@@ -69,7 +70,7 @@ class _GridPipeline:
         self.target, self.tokenizer, self.layout = target, tokenizer, layout
         self.vocab, self.default_sampling = vocab, default_sampling
         self.cond_len = target.model.config.cond_len
-        self.window_memory = {}  # method -> WindowMemory: window="auto" learns costs and acceptance across calls
+        self.window_memory = WindowMemories()  # window="auto" learns costs and acceptance across calls
 
     @classmethod
     def from_pretrained(cls, path: "str | Path | None" = None, device="cpu", dtype=torch.float32):
@@ -81,6 +82,7 @@ class _GridPipeline:
         target = ReferenceTarget(load_gpt(path, dtype=dtype, device=device))
         pipe = cls(target, tokenizer, layout, vocab, config.get("default_sampling", {}))
         pipe._load_extras(path, config, device, dtype)
+        pipe.window_memory = WindowMemories(window_folder(path), device)
         return pipe
 
     def _load_extras(self, path: Path, config: dict, device, dtype) -> None:
@@ -100,6 +102,7 @@ class _GridPipeline:
         with progress(len(rows) * self.layout.length, type(self).__name__, progress_bar) as hook:
             out = generate(self.target, cond, self.layout, method=method, window=window, sampling=sampling,
                            seed=seed, num_samples=num_outputs, on_commit=chain(hook, on_commit), given=given)
+        remember(window)
         output = self._output(out, rows, time.perf_counter() - t0)
         output.summary.update(extra)
         return output

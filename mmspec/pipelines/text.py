@@ -12,7 +12,8 @@ import torch
 from mmspec.adapters.text import HFCausalLM
 from mmspec.api import generate
 from mmspec.layouts import Sequence1D
-from mmspec.pipelines.base import DEFAULT_METHOD, as_list, chain, model_path, progress, resolve_window, stats_dict
+from mmspec.pipelines.base import (DEFAULT_METHOD, WindowMemories, as_list, chain, model_path, progress, remember,
+                                   resolve_window, stats_dict, window_folder)
 from mmspec.stats import Stats
 
 
@@ -80,7 +81,7 @@ class TextPipeline:
 
     def __init__(self, target: HFCausalLM, draft: "HFCausalLM | None" = None):
         self.target, self.draft = target, draft
-        self.window_memory = {}  # method -> WindowMemory: window="auto" learns costs and acceptance across calls
+        self.window_memory = WindowMemories()  # window="auto" learns costs and acceptance across calls
 
     @property
     def default_sampling(self) -> dict:
@@ -88,13 +89,16 @@ class TextPipeline:
 
     @classmethod
     def from_pretrained(cls, path: "str | Path | None" = None, draft: "str | Path | None" = None, device="cpu"):
-        target = HFCausalLM.from_pretrained(model_path(path, cls.default_model), device=device)
         draft_path = draft if draft is not None else (cls.default_draft if path is None else None)
+        path = model_path(path, cls.default_model)
+        target = HFCausalLM.from_pretrained(path, device=device)
         drafter = None
         if draft_path is not None:
             drafter = HFCausalLM.from_pretrained(model_path(None, draft_path) if draft_path == cls.default_draft
                                                  else model_path(draft_path, ""), device=device)
-        return cls(target, drafter)
+        pipe = cls(target, drafter)
+        pipe.window_memory = WindowMemories(window_folder(path), device)
+        return pipe
 
     def __call__(self, prompt, num_outputs: int = 1, seed=0, method=DEFAULT_METHOD, window: "int | str | None" = None,
                  sampling: "dict | None" = None, max_new_tokens: int = 64, stop_strings=(),
@@ -114,5 +118,6 @@ class TextPipeline:
             out = generate_text(self.target, prompts, max_new_tokens, stop_strings=stop_strings, stream=stream,
                                 method=method, window=window, sampling=sampling, seed=seed,
                                 num_samples=num_outputs, on_commit=chain(hook, on_commit))
+        remember(window)
         return TextOutput(out.texts, [p for p in prompts for _ in range(num_outputs)], out.tokens, out.stats,
                           stats_dict(out.stats, time.perf_counter() - t0))
