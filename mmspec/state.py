@@ -63,6 +63,13 @@ class DecodeState:
         self.n[row] = length
         self.active[row] = False
 
+    def gumbel_max(self, logp: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        """logp [B, W, V] at generated indices [B, W] -> [B, W] argmax(log p + g): plain AR's draw there, with each
+        position's own noise row. Greedy p is one-hot, which no noise can move: the noise is not computed."""
+        if self.sampling.temperature == 0:
+            return logp.argmax(-1)
+        return (logp + self.streams.gumbel(index).to(logp.device)).argmax(-1)
+
     def structural(self, index: torch.Tensor) -> torch.Tensor:
         """[B, W] indices -> [B, W] the token each row must have there (structural or given), or FREE."""
         return self.forced.gather(1, index.clamp(max=self.forced.shape[1] - 1))

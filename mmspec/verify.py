@@ -115,11 +115,13 @@ class RejectionVerifier:
     def __call__(self, state: DecodeState, draft: Draft, logp: torch.Tensor) -> Verdict:
         L = state.window
         index = state.index()  # [B, L]
+        bonus = state.gumbel_max(logp[:, L - 1:L], index[:, -1:])  # [B, 1]
+        if L == 1 and draft.branches is None:  # plain AR: nothing to test
+            return Verdict(bonus, draft.tokens.new_zeros(bonus.shape[0], 0, dtype=torch.bool), index)
         p = logp[:, :L].exp()  # [B, L, V]
         u = state.streams.uniform(2, L - 1).to(p.device)  # [B, 2, L-1]
         y, accepted = rejection_sample(draft.tokens, draft.q, p[:, :-1], u[:, 0], u[:, 1], draft.onehot)
-        bonus = (logp[:, L - 1] + state.streams.gumbel(index[:, -1:])[:, 0]).argmax(-1)
-        y = torch.cat([y, bonus[:, None]], 1)
+        y = torch.cat([y, bonus], 1)
         if draft.branches is None:
             return Verdict(y, accepted, index)
         S, D = draft.branches.shape[1:]
@@ -151,14 +153,14 @@ class GumbelMatchVerifier:
     def __call__(self, state: DecodeState, draft: Draft, logp: torch.Tensor) -> Verdict:
         L = state.window
         index = state.index()  # [B, L]
-        y = (logp[:, :L] + state.streams.gumbel(index)).argmax(-1)  # [B, L]
+        y = state.gumbel_max(logp[:, :L], index)  # [B, L]
         accepted = y[:, :-1] == draft.tokens
         if draft.branches is None:
             return Verdict(y, accepted, index, gumbel_max=y)
         D = draft.branches.shape[2]
         match = draft.branches[:, :, 0] == y[:, :1]  # [B, S]
         chosen = torch.where(accepted[:, 0] | ~match.any(1), 0, match.long().argmax(1) + 1)
-        y_branch = (branch_logp(logp, chosen, L, D) + state.streams.gumbel(index[:, 1:D + 1])).argmax(-1)  # [B, D]
+        y_branch = state.gumbel_max(branch_logp(logp, chosen, L, D), index[:, 1:D + 1])  # [B, D]
         children = draft.branches.gather(1, (chosen - 1).clamp(min=0)[:, None, None].expand(-1, 1, D))[:, 0, 1:]
         y, accepted = take_branch(y, accepted, chosen, y_branch, children == y_branch[:, :-1])
         return Verdict(y, accepted, index, gumbel_max=y, branch=chosen)

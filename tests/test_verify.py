@@ -51,3 +51,20 @@ def test_residual_is_exact_without_epsilon_leaks():
     q = torch.tensor([0.0, 1.0, 0.0, 0.0])
     y, _ = _mrs(torch.ones(50_000, dtype=torch.long), q, p)
     assert set(y.tolist()) <= {1, 2}
+
+
+def test_greedy_gumbel_max_skips_the_noise_and_draws_what_the_noise_would():
+    import mmspec
+    from mmspec.rng import Streams
+    from mmspec.state import DecodeState
+
+    greedy = mmspec.Sampling(temperature=0)
+    logp = greedy.logp(torch.randn(3, 5, 11, generator=G))  # [B, W, V] one-hot
+    state = DecodeState(layout=mmspec.Sequence1D(8), max_window=5, vocab_size=11, sampling=greedy,
+                        streams=Streams([0, 1, 2], 11), seq=torch.full((3, 13), -1), forced=torch.full((3, 13), -1))
+    index = state.index()
+    assert torch.equal(state.gumbel_max(logp, index), (logp + state.streams.gumbel(index)).argmax(-1))
+    sampled = DecodeState(layout=mmspec.Sequence1D(8), max_window=5, vocab_size=11, sampling=mmspec.Sampling(),
+                          streams=Streams([0, 1, 2], 11), seq=torch.full((3, 13), -1), forced=torch.full((3, 13), -1))
+    logp = sampled.sampling.logp(torch.zeros(3, 5, 11))  # uniform p: only the noise decides
+    assert not torch.equal(sampled.gumbel_max(logp, index), logp.argmax(-1))

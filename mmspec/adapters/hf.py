@@ -7,6 +7,7 @@ Everything else (RoPE from explicit position_ids, MLPs, norms) is the model's ow
 """
 from __future__ import annotations
 
+import weakref
 from contextlib import contextmanager
 
 import torch
@@ -36,18 +37,24 @@ def mmspec_attention(module, query, key, value, attention_mask, scaling=None, dr
 AttentionInterface.register(ATTENTION, mmspec_attention)
 
 
+_CONFIGS: "weakref.WeakKeyDictionary[torch.nn.Module, list[PretrainedConfig]]" = weakref.WeakKeyDictionary()
+
+
 @contextmanager
 def cached_attention(model: torch.nn.Module):
     """Within the block, every attention layer of `model` uses mmspec_attention."""
-    configs = {id(m.config): m.config for m in model.modules() if isinstance(getattr(m, "config", None), PretrainedConfig)}
-    saved = {key: cfg._attn_implementation_internal for key, cfg in configs.items()}
+    configs = _CONFIGS.get(model)
+    if configs is None:  # walking the modules costs more than a small model's attention: once per model
+        found = {id(m.config): m.config for m in model.modules() if isinstance(getattr(m, "config", None), PretrainedConfig)}
+        configs = _CONFIGS[model] = list(found.values())
+    saved = [cfg._attn_implementation_internal for cfg in configs]
     try:
-        for cfg in configs.values():
+        for cfg in configs:
             cfg._attn_implementation_internal = ATTENTION
         yield
     finally:
-        for key, cfg in configs.items():
-            cfg._attn_implementation_internal = saved[key]
+        for cfg, value in zip(configs, saved):
+            cfg._attn_implementation_internal = value
 
 
 def new_cache(text_config: PretrainedConfig, batch: int, max_len: int, dtype, device) -> StaticKVCache:

@@ -47,7 +47,7 @@ class GumbelRedraw:
     def __call__(self, state, draft, verdict, logp):
         if verdict.gumbel_max is not None:
             return verdict.gumbel_max
-        return (logp + state.streams.gumbel(verdict.index)).argmax(-1)
+        return state.gumbel_max(logp, verdict.index)
 
 
 class JacobiDrafter:
