@@ -34,7 +34,11 @@ def decode(session: Session, drafter: Drafter, verifier: Verifier, policy: Windo
     while state.active.any():
         t_step = time.perf_counter()  # the previous step's work is done: active.any() waited for it
         state.window = L = _checked(policy(state), state.max_window)
-        draft = _force_draft(state, drafter.propose(state))
+        draft = drafter.propose(state)
+        if draft.useful is not None:  # verify only the slots worth it (decided before the forward: lossless)
+            state.window = L = int(draft.useful.masked_fill(~state.active, 0).max().clamp(max=L - 1)) + 1
+            draft = _cut(draft, L - 1)
+        draft = _force_draft(state, draft)
         inputs = torch.cat([state.pending[:, None], draft.tokens], 1)  # [B, L]: last committed + drafts
         tree = None
         if draft.branches is not None:  # proactive branches ride along: [B, L + S * D] nodes
@@ -63,6 +67,12 @@ def _checked(window: int, max_window: int) -> int:
     if not 1 <= window <= max_window:
         raise ValueError(f"the window policy asked for {window} positions; it allows 1..{max_window}")
     return window
+
+
+def _cut(draft: Draft, width: int) -> Draft:
+    """The first `width` slots of a chain draft."""
+    q = None if draft.q is None else draft.q[:, :width]
+    return dataclasses.replace(draft, tokens=draft.tokens[:, :width], q=q, onehot=draft.onehot[:, :width], useful=None)
 
 
 def _force_draft(state: DecodeState, draft: Draft) -> Draft:

@@ -25,6 +25,9 @@ class Draft:
     # [B, S, D-1, V] fp32: the law each branch's children were drawn from, when a drafter continues every sibling
     # itself (a draft model); None: the chain's q of the same slot
     branch_q: torch.Tensor | None = None
+    # [B] how many drafts of each row, from slot 0, carry evidence (a matched n-gram) rather than guesses; the loop
+    # then verifies only as many slots as the best row needs; None: every slot is worth its place in the forward
+    useful: torch.Tensor | None = None
 
     @classmethod
     def copied(cls, tokens: torch.Tensor) -> "Draft":

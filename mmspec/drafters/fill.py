@@ -15,6 +15,9 @@ from mmspec.state import DecodeState
 
 
 class Fill(Protocol):
+    """A fill may also set `evidence` after each call: [B] how many fresh slots of each row, from the first one,
+    came from evidence (a match) rather than guesses; fills without it guess everywhere they write."""
+
     def __call__(self, state: DecodeState, first: torch.Tensor) -> None:
         """Write state.seq at indices first[b] .. n[b]+L-2 of each row (the fresh draft slots)."""
 
@@ -88,10 +91,12 @@ class NGramFill:
     def __init__(self, max_ngram: int = 3):
         self.max_ngram = max_ngram
         self._left = CopyFill("left")
+        self.evidence: torch.Tensor | None = None
 
     def __call__(self, state: DecodeState, first: torch.Tensor) -> None:
         index, fresh = _fresh_index(state, first)
         proposal = torch.full_like(index, -1)
+        matched = []
         for b in range(state.batch_size):
             f = int(first[b])
             history = state.seq[b, :f]
@@ -99,6 +104,8 @@ class NGramFill:
                 history = torch.cat([state.prompt[b], history])
             cont = _continuation(history, self.max_ngram, int(fresh[b].sum()))
             proposal[b, fresh[b].nonzero().squeeze(-1)[: len(cont)]] = cont
+            matched.append(len(cont))
+        self.evidence = torch.tensor(matched, device=index.device)
         _write(state, index, fresh & (proposal >= 0), proposal)
         unmatched = torch.where(fresh & (proposal < 0), index, torch.full_like(index, 1 << 62))
         self._left(state, unmatched.min(1).values)

@@ -13,9 +13,14 @@ class LookupDrafter:
         pass
 
     def propose(self, state):
-        if state.window > 1:
-            self.fill(state, state.n)
-        return Draft.copied(state.draft_tokens())
+        if state.window == 1:
+            return Draft.copied(state.draft_tokens())
+        self.fill(state, state.n)
+        draft = Draft.copied(state.draft_tokens())
+        # slots after a row's matched n-gram hold guesses (copies of the left token) that rarely pass: the
+        # loop verifies only the longest match of the batch (plain AR where nothing matched), as prompt lookup does
+        draft.useful = getattr(self.fill, "evidence", None)
+        return draft
 
     def update(self, state, draft, verdict, logp, k):
         pass

@@ -50,3 +50,21 @@ def test_the_pool_proposes_what_followed_a_token_in_earlier_windows():
     state.n, state.pending = torch.tensor([3]), torch.tensor([6])
     pool(state, torch.tensor([5]))  # learns 6 -> 9 (indices 2, 3) and 9 -> 6 (3, 4); slots 5, 6 fresh
     assert state.seq[0, 3:7].tolist() == [9, 6, 9, 6]
+
+
+def test_ngram_lookup_says_how_many_slots_a_match_filled():
+    fill = NGramFill()
+    state = _state(Sequence1D(12), 6, torch.tensor([[1, 2, 3, 1, 2], [4, 5, 6, 7, 8]]), [5, 5])
+    fill(state, state.n)
+    assert fill.evidence.tolist() == [3, 0]  # row 0: "1 2" was followed by "3 1 2", where the history ends
+
+
+def test_lookup_verifies_only_the_matched_slots_and_steps_as_ar_where_nothing_matched():
+    import mmspec
+    from tiny import tiny_gpt
+
+    target, windows = mmspec.ReferenceTarget(tiny_gpt(vocab_size=4, rope_axes=1)), []
+    out = mmspec.generate(target, torch.tensor([0]), Sequence1D(14), method="lookup", window=6, seed=0,
+                          num_samples=4, on_commit=lambda state, k: windows.append(state.window))
+    assert len(windows) == int(out.stats.nfe.max()) and min(windows) == 1 and max(windows) <= 6
+    assert windows[0] == 1  # nothing generated yet, no prompt in the target's vocabulary: nothing to match
