@@ -246,10 +246,14 @@ class WindowMemory:
         if self.path is None or not self.shapes:  # nothing measured (e.g. a method with a fixed window)
             return
         shapes = [[rows, cfg, dict(zip(self.fields, values))] for (rows, cfg), values in self.shapes.items()]
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"shapes": shapes}))
-        os.replace(tmp, self.path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(json.dumps({"shapes": shapes}))
+            os.replace(tmp, self.path)
+        except OSError as err:  # a read-only home must not fail a generation that is done
+            warnings.warn(f"could not keep the window measurements in {self.path} ({err}); set MMSPEC_WINDOW_CACHE "
+                          "to a writable folder, or to off")
 
 
 def window_policy(window: "int | str | WindowPolicy") -> WindowPolicy:

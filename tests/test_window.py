@@ -159,6 +159,16 @@ def test_a_memory_file_that_cannot_be_read_is_set_aside_with_a_warning(tmp_path)
     assert _run(AutoWindow(max_window=16, memory=memory), 4, seconds_of=lambda L: 0.01, k_of=lambda L: 1) == [1] * 4
 
 
+def test_a_memory_that_cannot_be_written_warns_and_the_generation_goes_on(tmp_path):
+    from mmspec.window import WindowMemory
+
+    (tmp_path / "file").write_text("")
+    memory = WindowMemory(tmp_path / "file" / "exact.json")  # its folder is a file
+    _run(AutoWindow(max_window=16, memory=memory), 8, seconds_of=lambda L: 0.01, k_of=lambda L: 1)
+    with pytest.warns(UserWarning, match="could not keep the window measurements"):
+        memory.save()
+
+
 def test_acceptance_window_grows_with_long_runs_and_shrinks_with_short_ones():
     policy = AcceptanceWindow(max_window=128, min_window=4, headroom=8)
     assert policy(None) == 128  # nothing measured: room for Jacobi drafts to show what they can do
