@@ -105,8 +105,10 @@ def _common(p: argparse.ArgumentParser, kind_nargs: str | None = None, window=DE
                         "verified in the same forward (pac: 4,3)")
     p.add_argument("--window", type=_window_arg, default=window,
                    help="positions verified per forward (1..256), or 'auto' (picked at every step from measured step "
-                        "costs and acceptance, up to 16 image, 64 video, 6 text); default: "
-                        + ("auto" if window == "auto" else "16 image, 64 video, 6 text"))
+                        "costs and acceptance, up to 16 image, 64 video, 6 text"
+                        + ("; generate keeps what it measured in $MMSPEC_WINDOW_CACHE, default ~/.cache/mmspec/windows, "
+                           "'off' to forget" if window == "auto" else "; measured afresh in every run")
+                        + "); default: " + ("auto" if window == "auto" else "16 image, 64 video, 6 text"))
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--num", type=int, default=1, help="outputs per prompt")
     p.add_argument("--max-new-tokens", type=int, default=64, help="text only")
