@@ -53,8 +53,8 @@ class AutoWindow:
     - Tokens per step are bursty (mostly 1, now and then a long accepted run), so every step adds to the
       estimate of every width up to its own: a step at width W that commits k tokens in a row would have
       committed min(k, L) at width L <= W. (Slightly optimistic for L: a narrower window's later slots had
-      fewer Jacobi iterations. That errs toward the cheaper window.) The first `warmup` steps after a
-      widening do not count: the slots it opened start from fresh fills, which a window kept at that
+      fewer Jacobi iterations. That errs toward the cheaper window.) The first max(`warmup`, L/4) steps after
+      a widening to L do not count: the slots it opened start from fresh fills, which a window kept at that
       width would not have.
     Starting from L = 1 (plain AR), each wider candidate (1, 4, 16, 64, ... up to max_window) runs a
     stretch while it could plausibly win: its step cost, extrapolated linearly in L from the two widths
@@ -71,7 +71,7 @@ class AutoWindow:
     """
 
     stretch = 4  # measured steps per stretch of a candidate
-    warmup = 2  # steps after a widening whose tokens are not counted
+    warmup = 2  # at least this many steps after a widening have their tokens not counted (see _warmup)
     recheck = 24  # steps at the best window between stretches of a neighbour
     max_wait = 8 * recheck  # the longest a losing neighbour waits for its next stretch
     margin = 1.05  # a wider window is preferred only when its throughput is this much higher
