@@ -7,12 +7,12 @@ from typing import Any, Callable, Sequence
 import torch
 
 from mmspec.adapters.base import Target
-from mmspec.layouts import Layout
+from mmspec.layouts import FREE, Layout
 from mmspec.loop import decode
 from mmspec.methods import Method, resolve_method
 from mmspec.rng import Streams
 from mmspec.sampling import Sampling
-from mmspec.state import DecodeState
+from mmspec.state import DecodeState, forced_runs
 from mmspec.stats import Stats
 from mmspec.window import FixedWindow, WindowPolicy, window_policy
 
@@ -43,7 +43,8 @@ def generate(target: Target, condition: Any, layout: Layout, *, method: "str | d
     given: [R, N] tokens fixed in advance (-1 = generate), per row (R = B), per condition (R = C, the same
     for its samples) or for all (R = 1): a first frame, a known image region, a text prefix. They are
     committed as they are, never drafted or counted as accepted, and the model sees them as context: the
-    output law is plain AR sampling that writes each given token instead of sampling it.
+    output law is plain AR sampling that writes each given token instead of sampling it. A run of given (or
+    structural) tokens filling the window is taken whole, with the token after it, in one forward.
     """
     if not isinstance(layout, Layout):
         raise TypeError(f"layout must be a Sequence1D, Grid2D or Grid3D, not {type(layout).__name__}")
@@ -56,7 +57,9 @@ def generate(target: Target, condition: Any, layout: Layout, *, method: "str | d
         given = _check_given(given, layout, target.vocab_size)
     if method.window is not None:
         policy = FixedWindow(method.window)
-    L = policy.max_window
+    fixed = _forced(layout, given)  # [R, N]
+    # room for a window over the longest run of forced tokens and the one after it, committed in one forward
+    L = max(policy.max_window, int(forced_runs(fixed).max()) + 1)
     # the cache holds a window's chain and its proactive branches
     session = target.session(condition, layout, cfg=sampling.cfg, num_samples=num_samples,
                              max_window=L + method.tree_nodes)
@@ -67,7 +70,7 @@ def generate(target: Target, condition: Any, layout: Layout, *, method: "str | d
         layout=layout, max_window=L, vocab_size=target.vocab_size, sampling=sampling,
         streams=Streams(seeds, target.vocab_size, device),
         seq=torch.full((B, N + L), -1, dtype=torch.long, device=device),
-        forced=_forced(layout, given, B, num_samples, L).to(device),
+        forced=_rows(fixed, B, num_samples, L).to(device),
         condition=condition, num_samples=num_samples, prompt=session.prompt,
         draft_vocab=session.draft_vocab)
     stop = None if stop_tokens is None else torch.as_tensor(list(stop_tokens), device=device)
@@ -92,20 +95,24 @@ def _check_given(given, layout: Layout, vocab_size: int) -> torch.Tensor:
     return given.long()
 
 
-def _forced(layout: Layout, given: "torch.Tensor | None", batch: int, num_samples: int, window: int) -> torch.Tensor:
-    """[B, N + L] the token each row must have at each index: structural, then given, else -1."""
-    forced = layout.forced().expand(batch, -1)
-    if given is not None:
-        rows = given.shape[0]
-        if rows * num_samples == batch:
-            given = given.repeat_interleave(num_samples, 0)
-        elif rows == 1:
-            given = given.expand(batch, -1)
-        elif rows != batch:
-            raise ValueError(f"given has {rows} rows; pass one per row ({batch}), per condition "
-                             f"({batch // num_samples}) or one for all")
-        forced = torch.where(given >= 0, given, forced)
-    return torch.cat([forced, torch.full((batch, window), -1)], 1)
+def _forced(layout: Layout, given: "torch.Tensor | None") -> torch.Tensor:
+    """[R, N] the token each row of `given` (one row without it) must have at each index: structural, then
+    given, else FREE."""
+    forced = layout.forced()[None]
+    return forced if given is None else torch.where(given >= 0, given, forced)
+
+
+def _rows(forced: torch.Tensor, batch: int, num_samples: int, window: int) -> torch.Tensor:
+    """[R, N] -> [B, N + L]: per row of the batch, then FREE past the end (the last window's overhang)."""
+    rows = forced.shape[0]
+    if rows * num_samples == batch:
+        forced = forced.repeat_interleave(num_samples, 0)
+    elif rows == 1:
+        forced = forced.expand(batch, -1)
+    elif rows != batch:
+        raise ValueError(f"given has {rows} rows; pass one per row ({batch}), per condition "
+                         f"({batch // num_samples}) or one for all")
+    return torch.cat([forced, torch.full((batch, window), FREE)], 1)
 
 
 def _seeds(seed: "int | Sequence[int]", batch: int) -> list[int]:

@@ -114,6 +114,8 @@ def _common(p: argparse.ArgumentParser, kind_nargs: str | None = None, window=DE
     p.add_argument("--max-new-tokens", type=int, default=64, help="text only")
     for name, typ in (("temperature", float), ("top-k", int), ("top-p", float), ("cfg-scale", float)):
         p.add_argument(f"--{name}", type=typ, help="override the model's default sampling")
+    p.add_argument("--image", help="video: the first frame (image-to-video); image: the picture to inpaint")
+    p.add_argument("--mask", help="image: inpainting mask, nonzero where to regenerate")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
 
 
@@ -125,10 +127,7 @@ def cmd_generate(args) -> dict:
                 progress_bar=not args.json)
     if args.kind == "text":
         call["max_new_tokens"] = args.max_new_tokens
-    if args.image is not None:
-        call["image"] = args.image
-    if args.mask is not None:
-        call["mask"] = args.mask
+    call.update(_given_pictures(args))
     if args.compare:
         from mmspec.bench import compare, format_comparison
 
@@ -173,6 +172,7 @@ def cmd_bench(args) -> dict:
     call = dict(num_outputs=args.num, seed=args.seed, window=args.window, sampling=_sampling(args, pipe))
     if args.kind == "text":
         call["max_new_tokens"] = args.max_new_tokens
+    call.update(_given_pictures(args))
     rows = run_benchmark(pipe, prompts, methods, repeats=args.repeats or 1, **call)
     check = check_lossless(pipe, prompts, methods, outputs={r["name"]: r.pop("output") for r in rows}, **call)
     result = {"kind": args.kind, "prompts": prompts, "window": args.window, "num": args.num,
@@ -183,6 +183,11 @@ def cmd_bench(args) -> dict:
     if not args.json:
         print(format_table(rows))
     return {**result, "exit_status": _report_lossless([check], args.json)}
+
+
+def _given_pictures(args) -> dict:
+    """image= / mask= of the pipeline call, where given."""
+    return {name: getattr(args, name) for name in ("image", "mask") if getattr(args, name) is not None}
 
 
 def _report_lossless(checks: list[dict], quiet: bool) -> int:
@@ -258,7 +263,8 @@ def _check_bench_options(args) -> None:
 
 
 def _check_suite_options(args) -> None:
-    given = [f"--{n}" for n in ("window", "methods", "prompt", "init", "proactive") if getattr(args, n) is not None]
+    given = [f"--{n}" for n in ("window", "methods", "prompt", "init", "proactive", "image", "mask")
+             if getattr(args, n) is not None]
     given += ["--num"] * (args.num != 1) + [f"--{k.replace('_', '-')}" for k in _given_sampling(args)]
     if given:
         raise ValueError(f"{', '.join(given)}: not for --suite, which sets its own methods, windows, prompts, rows "
@@ -322,8 +328,6 @@ def build_parser() -> argparse.ArgumentParser:
     _common(gen)
     gen.add_argument("prompt")
     gen.add_argument("--out", default="out", help="output folder")
-    gen.add_argument("--image", help="video: the first frame (image-to-video); image: the picture to inpaint")
-    gen.add_argument("--mask", help="image: inpainting mask, nonzero where to regenerate")
     gen.add_argument("--compare", action="store_true",
                      help="also run plain AR (--method ar) with the same prompt, seed and sampling: forwards, "
                           "seconds and the speed-up, and for --method exact whether the tokens are identical")

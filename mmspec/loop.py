@@ -28,14 +28,17 @@ def decode(session: Session, drafter: Drafter, verifier: Verifier, policy: Windo
     """Run to the end of the layout (or each row's stop). `on_commit(state, k)` sees every step's
     commits (k [B] new tokens per row) and may end rows early with `state.finish`."""
     t0 = time.perf_counter()
-    stats = Stats.empty(state.batch_size, state.length, state.max_window, state.seq.device)
+    stats = Stats.empty(state.batch_size, state.length, policy.max_window, state.seq.device)
     commit_step = torch.full_like(state.seq, -1)  # [B, N + max_window]
     drafter.start(state)
     while state.active.any():
         t_step = time.perf_counter()  # the previous step's work is done: active.any() waited for it
-        state.window = L = _checked(policy(state), state.max_window)
+        L = _checked(policy(state), state.max_window)
+        ahead = state.forced_ahead()
+        widened = ahead >= L  # forced tokens fill the window: take their whole run and the token after it
+        state.window = L = min(ahead + 1, state.max_window) if widened else L
         draft = drafter.propose(state)
-        if draft.useful is not None:  # verify only the slots worth it (decided before the forward: lossless)
+        if draft.useful is not None and not widened:  # verify only the slots worth it (decided before the forward)
             state.window = L = int(draft.useful.masked_fill(~state.active, 0).max().clamp(max=L - 1)) + 1
             draft = _cut(draft, L - 1)
         draft = _force_draft(state, draft)
@@ -55,7 +58,8 @@ def decode(session: Session, drafter: Drafter, verifier: Verifier, policy: Windo
             on_commit(state, k)
         t_hook = time.perf_counter() - t_hook
         drafter.update(state, draft, verdict, logp[:, :L], k)
-        policy.observe(state, k, time.perf_counter() - t_step - t_hook)
+        if not widened:  # not the policy's width, nor its cost
+            policy.observe(state, k, time.perf_counter() - t_step - t_hook)
         state.step += 1
     stats.committed = state.n.clone()  # tokens kept, after any stop string cut a row short
     stats.commit_step = commit_step[:, : state.length]
@@ -124,8 +128,9 @@ def _commit(state: DecodeState, verdict: Verdict, stats: Stats, commit_step: tor
     stats.nfe += state.active
     stats.drafted += drafted.sum(1)
     stats.accepted += accepted.sum(1)
-    stats.accepted_at[:, : L - 1] += accepted
-    stats.forwards_at[:, : L - 1] += state.active[:, None]
+    W = min(L, stats.window) - 1  # slots past the policy's widest (a widened step's) hold forced tokens only
+    stats.accepted_at[:, :W] += accepted[:, :W]
+    stats.forwards_at[:, :W] += state.active[:, None]
 
     last = verdict.y.gather(1, (k - 1).clamp(min=0)[:, None]).squeeze(1)
     state.pending = torch.where(k > 0, last, state.pending)

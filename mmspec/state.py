@@ -30,10 +30,12 @@ class DecodeState:
     active: torch.Tensor = field(init=False)  # [B] rows still generating
     step: int = 0
     any_forced: bool = field(init=False)  # any row has a forced token at all
+    forced_run: torch.Tensor = field(init=False)  # [B, N + max_window] forced indices in a row from each index on
 
     def __post_init__(self):
         B, device = self.seq.shape[0], self.seq.device
         self.any_forced = bool((self.forced >= 0).any())
+        self.forced_run = forced_runs(self.forced)
         self.window = self.max_window
         self.n = torch.zeros(B, dtype=torch.long, device=device)
         self.pending = torch.full((B,), -1, dtype=torch.long, device=device)
@@ -70,6 +72,23 @@ class DecodeState:
             return logp.argmax(-1)
         return (logp + self.streams.gumbel(index).to(logp.device)).argmax(-1)
 
+    def forced_ahead(self) -> int:
+        """How many indices from n on are forced in every active row: a window over them commits them all,
+        whatever was drafted there, so one forward can take a given first frame or prefix."""
+        if not self.any_forced:
+            return 0
+        run = self.forced_run.gather(1, self.n[:, None]).squeeze(1)  # [B]
+        return int(run.masked_fill(~self.active, self.forced.shape[1]).min())
+
     def structural(self, index: torch.Tensor) -> torch.Tensor:
         """[B, W] indices -> [B, W] the token each row must have there (structural or given), or FREE."""
         return self.forced.gather(1, index.clamp(max=self.forced.shape[1] - 1))
+
+
+def forced_runs(forced: torch.Tensor) -> torch.Tensor:
+    """[B, M] forced tokens (FREE = -1 elsewhere) -> [B, M] how many indices from each one on are forced."""
+    M = forced.shape[1]
+    at = torch.arange(M, device=forced.device)
+    free_at = torch.where(forced < 0, at, M)  # [B, M]
+    next_free = free_at.flip(1).cummin(1).values.flip(1)  # the first free index at or after each one
+    return next_free - at

@@ -109,6 +109,7 @@ def test_unwritable_out_is_refused_before_models_load(tmp_path, capsys):
     (["bench", "image", "--suite", "quick", "--window", "4", "--temperature", "0"],
      "--window, --temperature: not for --suite"),
     (["bench", "image", "--suite", "quick", "--draft", "{tmp}"], "--draft is the draft of a text model"),
+    (["bench", "video", "--suite", "quick", "--image", "{tmp}/file"], "--image: not for --suite"),
     (["bench", "--suite", "quick", "--threads", "0"], "--threads must be >= 1"),
     (["bench", "--suite", "quick", "--device", "tpu9"], "--device: unknown device 'tpu9'"),
     (["bench", "--suite", "quick", "--out", "{tmp}/file/out"], "cannot write to --out"),
@@ -187,6 +188,20 @@ def test_video_from_an_image_file(tiny_models, tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["outputs"]
     _refused(["generate", "video", "x", "--model", str(tmp_path / "none"), "--out", str(tmp_path), "--image",
               str(tmp_path / "missing.png")], capsys, "--image: no file at")
+
+
+def test_bench_video_from_an_image_file_counts_the_frames_after_it(tiny_models, tmp_path, capsys):
+    """Image-to-video as users run it: frame 0 is the picture, and no method (nor ar) spends forwards on it."""
+    from PIL import Image
+
+    Image.new("RGB", (8, 8), (200, 30, 30)).save(tmp_path / "first.png")
+    assert main(["bench", "video", "--model", str(tiny_models / "video"), "--methods", "exact", "--window", "4",
+                 "--image", str(tmp_path / "first.png"), "--prompt", "bounce apple", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    rows = {r["method"]: r for r in result["results"]}
+    frame = 4  # tokens of the tiny video model's frame 0: taken with the first free token in one forward
+    assert rows["ar"]["nfe_per_row"] == rows["ar"]["tokens_per_row"] - frame
+    assert result["lossless"]["ok"]
 
 
 def test_a_bad_proactive_shape_for_draft_model_is_refused_before_models_load(tmp_path, capsys):

@@ -124,7 +124,9 @@ def test_stats_are_consistent():
     assert abs(s.mean_acceptance_length - s.committed.sum().item() / s.nfe.sum().item()) < 1e-12
     assert len(s.acceptance_per_position) == 5
     ar = _run(_target(axes), layout, "ar").stats
-    assert (ar.nfe == layout.length).all() and ar.mean_acceptance_length == 1.0
+    # AR commits each row-end token in the forward of the token after it; the last one has a forward of its own
+    free = int((layout.forced() < 0).sum())
+    assert layout.forced()[-1] >= 0 and (ar.nfe == free + 1).all() and (ar.drafted == 0).all()
 
 
 def test_stop_tokens_end_rows_early():

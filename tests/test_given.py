@@ -30,6 +30,39 @@ def test_matches_the_exact_law_of_ar_with_the_given_tokens_written_in(place, met
     assert chi_square_pvalue(sequence_id(g.tokens, 3), law) > 1e-3
 
 
+@pytest.mark.parametrize("method", ["coupled", "exact", "lookup", "draft-model"])
+def test_a_window_widened_over_given_tokens_keeps_the_law(method):
+    """A run of given tokens at least as long as the window: one forward takes the run and the token after it."""
+    target, sampling = TabularTarget(3, 6, seed=4), mmspec.Sampling(temperature=1.1, top_k=2, cfg_scale=1.5)
+    if method == "draft-model":
+        method = {"name": "draft-model", "model": TabularTarget(3, 6, seed=44)}
+    places = {0: 2, 1: 0, 3: 1}
+    g = mmspec.generate(target, torch.tensor([0]), mmspec.Sequence1D(6), method=method, window=2, sampling=sampling,
+                        seed=0, num_samples=SAMPLES, given=_given(places, 6))
+    assert (g.stats.commit_step[:, :3] == 0).all()  # the first forward: both given tokens and the one after them
+    assert chi_square_pvalue(sequence_id(g.tokens, 3), tabular_law(target, 0, sampling, given=places)) > 1e-3
+
+
+def test_ar_takes_a_run_of_given_tokens_in_one_forward():
+    layout, target = mmspec.Grid2D(4, 4), mmspec.ReferenceTarget(tiny_gpt(vocab_size=16))
+    given = torch.full((1, 16), -1)
+    given[0, :4] = torch.tensor([3, 1, 4, 1])  # a first row
+    given[0, 9] = given[0, 15] = 7
+    kw = dict(sampling={"temperature": 0.9, "cfg_scale": 2.5}, seed=3, given=given)
+    ar = mmspec.generate(target, torch.tensor([0]), layout, method="ar", **kw)
+    free = int((given < 0).sum())
+    assert ar.stats.nfe.item() == free + 1  # each forward: one free token after any given ones; the last: its own
+    assert ar.stats.commit_step[0, :5].tolist() == [0] * 5 and ar.stats.commit_step[0, 9] == ar.stats.commit_step[0, 10]
+    exact = mmspec.generate(target, torch.tensor([0]), layout, method="exact", window=3, **kw)
+    assert torch.equal(exact.tokens, ar.tokens)
+
+
+def test_forced_runs_count_the_forced_indices_from_each_one_on():
+    from mmspec.state import forced_runs
+    assert forced_runs(torch.tensor([[-1, 3, 3, -1, 2], [1, -1, -1, 0, 0]])).tolist() == [[0, 2, 1, 0, 1],
+                                                                                           [1, 0, 0, 2, 1]]
+
+
 def test_the_test_has_power_against_given_tokens_the_model_does_not_see():
     """Writing the given tokens into the output after sampling without them is a different law."""
     target, sampling = TabularTarget(3, 5, seed=4), mmspec.Sampling(cfg_scale=1.5)

@@ -26,13 +26,14 @@ class Drafter(Protocol):
 
 
 class NoDraft:
-    """Plain AR decoding: nothing to draft, the window is the single next position."""
+    """Plain AR decoding: nothing to draft, the window is the single next position (or a run of forced ones)."""
 
     def start(self, state):
         pass
 
     def propose(self, state):
-        return Draft.copied(state.seq.new_zeros(state.batch_size, 0))
+        # L > 1 only over forced tokens, which replace these placeholders
+        return Draft.copied(state.seq.new_zeros(state.batch_size, state.window - 1))
 
     def update(self, state, draft, verdict, logp, k):
         pass

@@ -115,16 +115,15 @@ def _trimmed(result: dict) -> list[str]:
 
 
 def _given_note(result: dict) -> str:
-    """How the forwards over given tokens (a video's frame 0) are counted, with the numbers of this run."""
+    """How forwards that commit no generated token are counted, with the numbers of this run (if any)."""
     ar = [r for r in count_rows(result) if r["name"] == "ar" and r["generated_forwards_per_row"] < r["nfe_per_row"]]
     if not ar:
         return ""
     n, generated = ar[0]["nfe_per_row"], ar[0]["generated_forwards_per_row"]
-    return (f" A {ar[0]['kind']}'s given tokens (frame 0, drawn by the first-frame image model): `ar` walks through "
-            f"them one forward per token ({n - generated:.0f} of its {n:.0f}), a window of L in about 1/L as many, "
-            "so counting every forward, as the quick suite does, flatters long windows: that ratio is in brackets "
-            "where it differs. Counted over generated tokens, the given frame is a prefill that costs neither side a "
-            "forward, as in SCD's video figure (7680 generated tokens / 564 forwards).")
+    return (f" On {ar[0]['kind']}, `ar` spends {n - generated:.0f} of its {n:.0f} forwards on given or structural "
+            "tokens alone (the engine takes such a run in the forward of the token after it, so these are runs that "
+            "end the layout); counting every forward, as the quick suite does, gives the ratio in brackets where it "
+            "differs.")
 
 
 def _text_sampling(result: dict) -> str:
@@ -177,8 +176,7 @@ def _per_slot(result: dict, rows_label: str) -> list[str]:
              ("Share of forwards in which the draft at slot j was accepted into the committed prefix (all drafts "
               "before it accepted too): `Stats.acceptance_per_position`, averaged over the slots of each column. "
               "Summed over all slots it is the accepted drafts per forward, so 1 + that sum is about the committed "
-              "tokens per forward (a video's frame-0 forwards count among the forwards, their given tokens never "
-              "as accepted)."),
+              "tokens per forward (given tokens count among the committed ones, never as accepted)."),
              "", "| model | method | window | " + " | ".join(g for g, _ in groups) + " |",
              "|---|---|---|" + "---|" * len(groups)]
     for r in rows:

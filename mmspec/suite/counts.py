@@ -75,8 +75,8 @@ def _pooled(stats: list[Stats]) -> Stats:
 
 def _figures(outs: list, method: Method) -> dict:
     """Forwards and acceptance of one entry's outputs, and its measuring verifier's diagnosis.
-    nfe_per_row counts every forward, as the quick suite does (also those over given tokens, e.g. a video's
-    frame 0, which `ar` walks through one forward per token); generated_forwards_per_row counts the forwards
+    nfe_per_row counts every forward, as the quick suite does (also one that commits only given or structural
+    tokens, where they end the layout); generated_forwards_per_row counts the forwards
     that committed at least one token the model chose (see measure.generated); single_share: the share of
     those that committed only one."""
     s = _pooled([o.stats for o in outs])

@@ -37,18 +37,33 @@ def minutes(m: dict) -> str:
     return f"{m['train_minutes']} min on {dev}{thr} (2-core x86 VM, shared with another job)"
 
 
-def card_vq(m: dict) -> str:
-    return f"""# emoji-vq: a tiny VQ image tokenizer for emoji
+def card_vq(name: str, m: dict) -> str:
+    frames = name.endswith("video")
+    size, grid = (32, 8) if frames else (64, 16)
+    role = ("the tokenizer of `emoji-video`: each 32x32 frame is encoded on its own" if frames else
+            "the tokenizer of `emoji-image` (a 32x32 frame becomes an 8x8 grid)")
+    data = ("""Frames of the synthetic emoji-motion clips `emoji-video` trains on (the clips are described in its
+card; the art below). Held-out figures: every frame of the first 200 held-out clips.
+
+""" + EMOJI_DATA) if frames else (EMOJI_DATA + """
+
+A quarter of every batch is 2x2 mosaics of 32x32 "video frames" (a shrunken sprite on a plain colour).""")
+    why = ("""
+Why a second tokenizer: `emoji-vq`, trained on 64x64 emoji, reconstructs these frames at 13.8 dB, so
+every frame of a video was blurred before the video model added its own errors. This one has no
+mid-block attention (each code depends on its neighbourhood only) and half the codes.
+""" if frames else "")
+    return f"""# {name}: a tiny VQ tokenizer for emoji {'video frames' if frames else 'images'}
 
 A diffusers `VQModel` ({m['params'] / 1e6:.2f}M parameters, block_out_channels (32, 64, 64), codebook of
-{m['codebook_size']} 8-dim codes): a 64x64 RGB image becomes a 16x16 grid of code ids, a 32x32 frame an
-8x8 grid. It is the tokenizer of `emoji-image` and `emoji-video`. Weights: bf16 safetensors.
-
+{m['codebook_size']} 8-dim codes): a {size}x{size} RGB image becomes a {grid}x{grid} grid of code ids. It is
+{role}. Weights: bf16 safetensors.
+{why}
 ```python
 from mmspec.tokenizers import VQTokenizer
-vq = VQTokenizer.from_pretrained("models/emoji-vq")
-ids = vq.encode(images)          # uint8 [B, 64, 64, 3] or PIL -> [B, 16, 16]
-pixels = vq.decode(ids)          # -> [B, 3, 64, 64] in [-1, 1]; vq.decode_pil(ids) -> PIL images
+vq = VQTokenizer.from_pretrained("models/{name}")
+ids = vq.encode(images)          # uint8 [B, {size}, {size}, 3] or PIL -> [B, {grid}, {grid}]
+pixels = vq.decode(ids)          # -> [B, 3, {size}, {size}] in [-1, 1]; vq.decode_pil(ids) -> PIL images
 ```
 
 ![held-out originals (top) and reconstructions (bottom)](reconstructions.png)
@@ -56,30 +71,28 @@ pixels = vq.decode(ids)          # -> [B, 3, 64, 64] in [-1, 1]; vq.decode_pil(i
 | | |
 |---|---|
 | held-out reconstruction PSNR (bf16 weights) | **{m['heldout_psnr_db_bf16']} dB** (fp32: {m['heldout_psnr_db']} dB) |
-| codebook usage | {m['codes_used_heldout']} codes on the held-out images, {m['codes_used_train_1024']} on 1024 training images, {m['codes_used_total']} / {m['codebook_size']} together; code perplexity {m['code_perplexity']} |
+| codebook usage | {m['codes_used_heldout']} codes on the held-out {'frames' if frames else 'images'}, {m['codes_used_train_1024']} on 1024 training ones, {m['codes_used_total']} / {m['codebook_size']} together; code perplexity {m['code_perplexity']} |
 | training | {m['steps']} steps of batch {m['batch']}, {minutes(m)} |
 
 ## Data
 
-{EMOJI_DATA}
-
-A quarter of every batch is 2x2 mosaics of 32x32 "video frames" (a shrunken sprite on a plain colour),
-so the same tokenizer serves the 32x32 frames of `emoji-video`.
+{data}
 
 ## Training
 
 ```bash
 python models/recipes/data.py        # npm pack the two art sets into .cache/, build the arrays
-python models/recipes/train_vq.py --max-minutes {m['train_minutes']:.0f}
+python models/recipes/train_vq.py{' --frames' if frames else ''} --max-minutes {m['train_minutes']:.0f}
 ```
 Loss: MSE + 0.1 L1 + the VQ commitment loss; unused codes are restarted from encoder outputs every 25
-steps. AdamW, lr 5e-4 on a cosine over the time budget. The run checkpoints to `.cache/train/emoji-vq/`
-and resumes when rerun; losses are logged to `.cache/train/emoji-vq/log.jsonl`.
-"""
+steps. AdamW, lr {m.get('lr', 5e-4)} on a cosine over the time budget. The run checkpoints to `.cache/train/{name}/`
+and resumes when rerun; losses are logged to `.cache/train/{name}/log.jsonl`.
+{m.get('remark', '')}"""
 
 
 def card_gpt(name: str, m: dict, cfg: dict) -> str:
     g = cfg["gpt"]
+    tokenizer = Path(cfg["tokenizer"]).name
     video = cfg["layout"]["type"] == "Grid3D"
     shape = cfg["layout"]["shape"]
     what = (f"{shape[0]}-frame {cfg['frame_size']}x{cfg['frame_size']} videos ({shape[0]} frames of "
@@ -97,7 +110,7 @@ def card_gpt(name: str, m: dict, cfg: dict) -> str:
 Videos: {m.get('clips', 6000)} clips of 8 frames at 32x32, each a base emoji (no skin tones) of 14-20 px moving on one
 of 12 plain colours: slide left / right / up / down, bounce, zoom in / out, rotate. Caption words:
 the motion, the emoji's name, the background colour, e.g. "bounce red apple green background". Frames
-are tokenized one by one with `emoji-vq`. The sprite's poses and the scene are defined once in
+are tokenized one by one with `{tokenizer}`. The sprite's poses and the scene are defined once in
 `mmspec/pipelines/scene.py`, which the video pipeline also uses to stage frame 0.""" if video else "")
     if given:
         usage = (f'out = pipe({example}, num_outputs=4, seed=0)  # frame 0 drawn by emoji-image, then exact = AR\'s tokens\n'
@@ -121,12 +134,13 @@ are tokenized one by one with `emoji-vq`. The sprite's poses and the scene are d
         loss_rows = (f"| held-out loss (teacher-forced, full prompt, bf16 weights) | **{m['heldout_loss_nats_bf16']} "
                      f"nats/token** over {m['heldout_sequences']} held-out {'clips' if video else 'images'} |\n")
         what_trained = ""
-    init_flag = f" --clips {m['clips']} --init <previous model folder> --lr {m['lr']}" if given else ""
+    init_flag = (f" --clips {m['clips']}" + " --init <previous model folder>" * bool(m.get("init")) +
+                 f" --lr {m['lr']}") if given else ""
     return f"""# {name}: a small prompt-conditioned AR {'video' if video else 'image'} model
 
 mmspec's reference GPT (LlamaGen-style: RMSNorm, SwiGLU, {'3D' if video else '2D'} RoPE), {m['params'] / 1e6:.2f}M
 parameters (dim {g['dim']}, {g['n_layer']} layers, {g['n_head']} heads), generating {what}
-with the `emoji-vq` tokenizer (codebook {g['vocab_size']}). It is conditioned on up to {g['cond_len']}
+with the `{tokenizer}` tokenizer (codebook {g['vocab_size']}). It is conditioned on up to {g['cond_len']}
 prompt words (`vocab.json`, {g['cond_vocab_size']} words; id 0 = padding = the null condition for
 classifier-free guidance; the condition's rotary angle is 0). Weights: bf16 safetensors.
 
@@ -157,7 +171,7 @@ lengths on this model a conservative estimate.
 
 ```bash
 python models/recipes/data.py
-python models/recipes/train_vq.py                                   # models/emoji-vq first
+python models/recipes/train_vq.py{' --frames' if video else ''}                          # models/{tokenizer} first
 python models/recipes/train_gpt.py --model {name} --max-minutes {m['train_minutes']:.0f}{init_flag}
 ```
 Teacher-forced cross-entropy through `GPT.forward_sequence(cond, tokens, layout.positions())`.{what_trained}
@@ -224,8 +238,8 @@ def main(names=None):
             continue
         m = json.loads((folder / "metrics.json").read_text())
         cfg = json.loads((folder / "config.json").read_text())
-        if folder.name == "emoji-vq":
-            text = card_vq(m)
+        if cfg.get("_class_name") == "VQModel":
+            text = card_vq(folder.name, m)
         elif cfg.get("model_type") == "mmspec-gpt":
             text = card_gpt(folder.name, m, cfg)
         else:

@@ -1,7 +1,7 @@
 """Train `emoji-image` (2D RoPE, 16x16 tokens) or `emoji-video` (3D RoPE, 8 frames of 8x8 tokens).
 
     python models/recipes/train_gpt.py --model emoji-image     # needs models/emoji-vq (train_vq.py)
-    python models/recipes/train_gpt.py --model emoji-video
+    python models/recipes/train_gpt.py --model emoji-video     # needs models/emoji-vq-video (train_vq.py --frames)
 
 mmspec's reference GPT with a token-prefix condition: the prompt's word ids (vocab.json, id 0 = pad =
 the null condition, cond_rope "identity"), trained teacher-forced with
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -29,13 +30,13 @@ from mmspec.pipelines.prompts import encode_prompt  # noqa: E402  (the encoder g
 ROOT = common.ROOT
 COND_LEN = 12
 MODELS = {
-    "emoji-image": dict(gpt=dict(dim=192, n_layer=6, n_head=6, multiple_of=32, rope_axes=2, block_size=256),
+    "emoji-image": dict(tokenizer="emoji-vq", gpt=dict(dim=192, n_layer=6, n_head=6, multiple_of=32, rope_axes=2, block_size=256),
                         layout=("Grid2D", [16, 16]), frame=64,  # t < 1: clearer shapes from a small model
                         sampling={"temperature": 0.6, "top_k": 20, "cfg_scale": 4.0},
                         prompts=["red heart", "smiling face", "dog face", "pizza", "rocket", "sun", "tree",
                                  "flag france"]),
     # frame 0 is always given (an image, or the emoji-image model's output): the loss covers frames 1..7
-    "emoji-video": dict(gpt=dict(dim=192, n_layer=6, n_head=4, multiple_of=32, rope_axes=3, block_size=512),
+    "emoji-video": dict(tokenizer="emoji-vq-video", gpt=dict(dim=192, n_layer=6, n_head=4, multiple_of=32, rope_axes=3, block_size=512),
                         layout=("Grid3D", [8, 8, 8]), frame=32, given_frames=1,
                         # t < 1: with frame 0 given, the subject lasts longer and drafts are accepted more often
                         sampling={"temperature": 0.7, "top_k": 50, "cfg_scale": 3.0},
@@ -132,7 +133,7 @@ def given_length(spec) -> int:
 def main():
     p = common.base_parser("emoji-image", minutes=35, lr=1e-3, batch=16)
     p.add_argument("--model", choices=list(MODELS), default="emoji-image")
-    p.add_argument("--vq", default=str(ROOT / "models" / "emoji-vq"))
+    p.add_argument("--vq", help="the VQ tokenizer folder (default: the model's own, models/emoji-vq[-video])")
     p.add_argument("--clips", type=int, default=6000, help="synthetic video clips to train on (emoji-video)")
     p.add_argument("--init", help="an exported model folder to start from (a fresh run only)")
     argv = sys.argv[1:]
@@ -143,6 +144,7 @@ def main():
         args.work = str(common.CACHE / "train" / args.model)
     device = common.setup(args)
     spec = MODELS[args.model]
+    args.vq = args.vq or str(ROOT / "models" / spec["tokenizer"])
     toks, words, test = tokenize(args.model, Path(args.vq), clips=args.clips)
     start = given_length(spec)
     _, _, meta = data.load_images()
@@ -151,7 +153,9 @@ def main():
     import mmspec
     layout = make_layout(spec["layout"])
     assert toks.shape[1] == layout.length, (toks.shape, layout)
-    cfg = mmspec.GPTConfig(vocab_size=1024, cond_vocab_size=len(vocab), cond_len=COND_LEN, cond_rope="identity",
+    # the GPT's vocabulary is the tokenizer's codebook: a larger one would sample ids the VQ cannot decode
+    codebook = json.loads((Path(args.vq) / "config.json").read_text())["num_vq_embeddings"]
+    cfg = mmspec.GPTConfig(vocab_size=codebook, cond_vocab_size=len(vocab), cond_len=COND_LEN, cond_rope="identity",
                            **spec["gpt"])
     model = mmspec.GPT(cfg).to(device)
     if args.init:  # overwritten by a checkpoint when one exists (Run resumes it)
@@ -199,7 +203,8 @@ def export(model, cfg, vocab, toks, words, te, positions, device, args, run, spe
     loss = heldout_loss(model, toks[te], [words[i] for i in te], index, positions, device, start)
     save_file(common.bf16_state_dict(model), str(out / "model.safetensors"), metadata={"format": "pt"})
     config = {"model_type": "mmspec-gpt", "gpt": cfg.to_dict(), "layout": {"type": spec["layout"][0],
-              "shape": spec["layout"][1]}, "frame_size": spec["frame"], "tokenizer": "../emoji-vq",
+              "shape": spec["layout"][1]}, "frame_size": spec["frame"],
+              "tokenizer": os.path.relpath(Path(args.vq).resolve(), out.resolve()),
               "prompt_vocab": "vocab.json", "default_sampling": spec["sampling"]}
     if spec.get("given_frames"):  # without an image, the pipeline renders frame 0 with the image model
         config["first_frame_model"] = "../emoji-image"
