@@ -61,7 +61,7 @@ class AutoWindow:
     measured last, times the best throughput must not ask for more than `growth` times the tokens per
     step of the last width. So a batch too large for wide windows to pay never spends a stretch on them.
     Then the best one runs, with a stretch of a neighbouring width every `recheck` steps (acceptance
-    changes along a generation); a neighbour that loses again waits twice as long for its next stretch,
+    changes along a generation; a wider neighbour only while it is still plausible by the same test); a neighbour that loses again waits twice as long for its next stretch,
     up to `max_wait` steps. A wider window must beat a narrower one by `margin` to be kept: a wide window
     kept on a lucky stretch costs most.
 
@@ -122,7 +122,10 @@ class AutoWindow:
             if self.steps[L] > 0 and self.rate(L) > self.margin * self.rate(best):
                 best = L
         b = c.index(best)
-        due = [L for L in c[max(b - 1, 0): b + 2] if L != best and self.step - self.measured[L] >= self.wait[L]]
+        # a wider neighbour is rechecked only while it could still pay, by the costs measured now: at 8 rows a
+        # stretch of 64 (and its warm-up of 16 steps) costs more than a generation's worth of what it could win
+        due = [L for L in c[max(b - 1, 0): b + 2] if L != best and self.step - self.measured[L] >= self.wait[L]
+               and (L < best or b == 0 or self._plausible(L, c[b - 1], best))]
         self.wait[best] = self.recheck
         if not due:
             return [best] * self.recheck

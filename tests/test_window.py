@@ -46,6 +46,14 @@ def test_auto_goes_wide_when_a_forward_costs_the_same_at_any_width_and_drafts_ar
     assert chosen[:18] == [1] * 4 + [4] * 6 + [16] * 8 and chosen[18:40] == [16] * 22  # 16: 4 warm-up steps
 
 
+def test_auto_does_not_recheck_a_wider_neighbour_that_cannot_pay():
+    # a step costs 1 + L/8 and commits min(L, 10): 16 is best (10 / 3 tokens per second); 64 never runs, in
+    # exploration nor as the best width's neighbour: its cost, extrapolated from 4 and 16, would need 30 tokens per
+    # step, 3 times what 16 gives (at 8 rows, a stretch of 64 with its warm-up cost more than it could ever win)
+    chosen = _run(AutoWindow(max_window=64), 300, seconds_of=lambda L: 1 + L / 8, k_of=lambda L: min(L, 10))
+    assert 64 not in chosen and chosen.count(16) > 250
+
+
 def test_auto_balances_cost_and_acceptance():
     # each row commits min(3, L); a step costs 1 + L/16: tokens per second 1 / 1.06 at L = 1, 3 / 1.25 at
     # L = 4, 3 / 2 at L = 16
