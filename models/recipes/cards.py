@@ -90,6 +90,20 @@ and resumes when rerun; losses are logged to `.cache/train/{name}/log.jsonl`.
 {m.get('remark', '')}"""
 
 
+def _motion_rows(m: dict) -> str:
+    """The rows of recipes/eval_video.py's figures, where the metrics have them."""
+    v = m.get("motion")
+    if not v:
+        return ""
+    per = ", ".join(f"{k} {x:.2f}" for k, x in v["motion_shown_per_motion"].items())
+    return (f"| PSNR to the ideal clip, frames 1-7 ({v['clips']} clips: 8 motions x 4 subjects x 2; "
+            f"`recipes/eval_video.py`) | **{v['psnr_to_ideal_db']} dB** (frame 7: {v['psnr_to_ideal_frame7_db']} dB; "
+            f"frame 0 held still: {v['psnr_still_frame0_db']} dB) |\n"
+            f"| motion shown (the foreground moves the named way and lasts) | **{v['motion_shown']:.2f}** of "
+            f"{v['motion_judged']} judged clips ({per}); the opposite motion on the same clips: "
+            f"{v['motion_shown_control']:.2f} |\n")
+
+
 def card_gpt(name: str, m: dict, cfg: dict) -> str:
     g = cfg["gpt"]
     tokenizer = Path(cfg["tokenizer"]).name
@@ -154,7 +168,7 @@ pipe = mmspec.{pipe}.from_pretrained("models/{name}")
 
 | | |
 |---|---|
-{loss_rows}| mean per-token entropy of p, default sampling | **{m['mean_entropy_nats']['default']} nats** (raw: t=1, no CFG, no top-k: {m['mean_entropy_nats']['raw_t1_nocfg']} nats) |
+{loss_rows}{_motion_rows(m)}| mean per-token entropy of p, default sampling | **{m['mean_entropy_nats']['default']} nats** (raw: t=1, no CFG, no top-k: {m['mean_entropy_nats']['raw_t1_nocfg']} nats) |
 | default sampling | temperature {s.get('temperature', 1.0)}, top-k {s.get('top_k')}, CFG scale {s.get('cfg_scale', 1.0)} (logit mixing) |
 | training | {m['steps']} steps of batch {m['batch']} ({m['tokens_seen'] / 1e6:.1f}M tokens), {minutes(m)} |
 

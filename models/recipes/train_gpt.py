@@ -219,7 +219,9 @@ def export(model, cfg, vocab, toks, words, te, positions, device, args, run, spe
                "train_minutes": round(run.elapsed / 60, 1), "threads": args.threads, "device": args.device,
                "params": common.count_params(m16), "given_tokens": start, "lr": args.lr}
     if spec["layout"][0] == "Grid3D":
+        import eval_video
         metrics["clips"] = args.clips
+        metrics["motion"] = eval_video.figures(out, str(device))
     if args.init:  # the model this one started from, on the same held-out measure
         metrics["init"] = {"folder": Path(args.init).name, "heldout_loss_nats_bf16": round(
             heldout_loss(load_bf16(Path(args.init), device), toks[te], [words[i] for i in te], index, positions,

@@ -1,0 +1,108 @@
+"""Does a video model move its first frame the way the prompt says? Two measures for the model card.
+
+    python models/recipes/eval_video.py models/emoji-video            # print
+    python models/recipes/eval_video.py models/emoji-video --write    # and add them to its metrics.json
+
+Clips are generated the way users get them (`VideoPipeline`, text -> image -> video, the model's default
+sampling, plain AR's law), for 8 motions x 4 subjects x 2 samples, seed 0.
+- **PSNR to the ideal clip**: the ideal clip moves frame 0's sprite (the image model's picture) exactly as the
+  training clips move theirs (`mmspec/pipelines/scene.py`). Beside it, the same measure for frame 0 held
+  still: a model that only copies frame 0 scores that.
+- **Motion shown**: the foreground (pixels far from the frame's border colour) is tracked from frame 0 to
+  frame 7; a slide must move its centroid 3+ pixels the named way, a zoom scale its area by 1.3 (in) or
+  1/1.3 (out), a bounce lift it 3+ pixels, and the foreground must last (a quarter of its area; zoom out:
+  a twentieth). Control: the opposite motion judged on the same clips (what a direction-blind model gets).
+  On 400 held-out training clips the check passes 1.00 (zoom out 0.98).
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+MOTIONS = ["slide left", "slide right", "slide up", "slide down", "zoom in", "zoom out", "bounce", "rotate"]
+SUBJECTS = ["red apple", "dog face", "rocket", "pizza"]
+OPPOSITE = {"slide left": "slide right", "slide right": "slide left", "slide up": "slide down",
+            "slide down": "slide up", "zoom in": "zoom out", "zoom out": "zoom in"}
+
+
+def track(frames: np.ndarray) -> np.ndarray:
+    """uint8 [T, H, W, 3] -> [T, 3]: foreground centroid x, y and area per frame."""
+    out = []
+    for f in frames.astype(int):
+        border = np.concatenate([f[0], f[-1], f[:, 0], f[:, -1]])
+        mask = np.abs(f - np.median(border, 0)).sum(-1) > 90
+        ys, xs = np.nonzero(mask)
+        out.append((xs.mean() if len(xs) else np.nan, ys.mean() if len(ys) else np.nan, mask.sum()))
+    return np.array(out)
+
+
+def shown(motion: str, t: np.ndarray) -> "bool | None":
+    """Whether the track t shows the motion (None: nothing in frame 0 to follow, or a motion not judged)."""
+    x, y, a = t[:, 0], t[:, 1], t[:, 2]
+    if a[0] < 8 or motion == "rotate":
+        return None
+    lasts = a[-1] > (0.05 if motion == "zoom out" else 0.25) * a[0]  # zoom out ends at a tenth of the area
+    moved = {"slide left": x[-1] - x[0] < -3, "slide right": x[-1] - x[0] > 3, "slide up": y[-1] - y[0] < -3,
+             "slide down": y[-1] - y[0] > 3, "zoom in": a[-1] > 1.3 * a[0], "zoom out": a[-1] < a[0] / 1.3,
+             "bounce": np.nanmin(y[1:]) < y[0] - 3}[motion]
+    return bool(moved and lasts)
+
+
+def psnr(a: np.ndarray, b: np.ndarray) -> float:
+    return float(10 * np.log10(255.0 ** 2 / max(((a.astype(float) - b.astype(float)) ** 2).mean(), 1e-6)))
+
+
+def figures(folder: Path, device: str = "cpu") -> dict:
+    from mmspec.pipelines import VideoPipeline
+    from mmspec.pipelines.scene import BACKGROUNDS, SPRITE_EDGES, cut_out, parse, place, pose
+
+    os.environ["MMSPEC_WINDOW_CACHE"] = "off"
+    pipe = VideoPipeline.from_pretrained(folder, device=device)
+    rows = [f"{m} {s}" for m in MOTIONS for s in SUBJECTS for _ in range(2)]
+    pictures = pipe._render_first_frames(rows, seed=0, progress_bar=False)
+    out = pipe(rows, seed=0, method="ar", image=pictures, progress_bar=False)
+    size = pipe.layout.w * pipe.tokenizer.downsample
+    edge, t = sum(SPRITE_EDGES) // 2, pipe.layout.t
+    anchor = (size - edge) // 2
+    gen, still, show, control = [], [], {m: [] for m in MOTIONS}, []
+    for row, picture, frames in zip(rows, pictures.images, out.videos):
+        motion, colour, _ = parse(row)
+        ideal = [place(cut_out(picture), pose(motion, i / (t - 1), edge, anchor, anchor, size),
+                       BACKGROUNDS[colour or "white"], size) for i in range(t)]
+        clip = np.stack([np.asarray(f.convert("RGB")) for f in frames])
+        gen.append([psnr(clip[i], ideal[i]) for i in range(1, t)])
+        still.append([psnr(ideal[0], ideal[i]) for i in range(1, t)])
+        track_ = track(clip)
+        if (s := shown(motion, track_)) is not None:
+            show[motion].append(s)
+            if motion in OPPOSITE:
+                control.append(shown(OPPOSITE[motion], track_))
+    judged = [s for v in show.values() for s in v]
+    return {"clips": len(rows), "psnr_to_ideal_db": round(float(np.mean(gen)), 2),
+            "psnr_still_frame0_db": round(float(np.mean(still)), 2),
+            "psnr_to_ideal_frame7_db": round(float(np.mean([g[-1] for g in gen])), 2),
+            "motion_shown": round(float(np.mean(judged)), 2), "motion_judged": len(judged),
+            "motion_shown_control": round(float(np.mean(control)), 2),
+            "motion_shown_per_motion": {m: round(float(np.mean(v)), 2) for m, v in show.items() if v}}
+
+
+def main():
+    import torch
+
+    torch.set_num_threads(1)
+    folder = Path(sys.argv[1])
+    result = figures(folder)
+    print(json.dumps(result, indent=2))
+    if "--write" in sys.argv[2:]:
+        path = folder / "metrics.json"
+        metrics = json.loads(path.read_text())
+        metrics["motion"] = result
+        path.write_text(json.dumps(metrics, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
