@@ -98,7 +98,8 @@ def _motion_rows(m: dict) -> str:
     per = ", ".join(f"{k} {x:.2f}" for k, x in v["motion_shown_per_motion"].items())
     return (f"| PSNR to the ideal clip, frames 1-7 ({v['clips']} clips: 8 motions x 4 subjects x 2; "
             f"`recipes/eval_video.py`) | **{v['psnr_to_ideal_db']} dB** (frame 7: {v['psnr_to_ideal_frame7_db']} dB; "
-            f"frame 0 held still: {v['psnr_still_frame0_db']} dB) |\n"
+            f"frame 0 held still: {v['psnr_still_frame0_db']} dB; frame 0 itself, through the tokenizer: "
+            f"{v['psnr_frame0_db']} dB) |\n"
             f"| motion shown (the foreground moves the named way and lasts) | **{v['motion_shown']:.2f}** of "
             f"{v['motion_judged']} judged clips ({per}); the opposite motion on the same clips: "
             f"{v['motion_shown_control']:.2f} |\n")

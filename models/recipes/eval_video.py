@@ -68,12 +68,13 @@ def figures(folder: Path, device: str = "cpu") -> dict:
     size = pipe.layout.w * pipe.tokenizer.downsample
     edge, t = sum(SPRITE_EDGES) // 2, pipe.layout.t
     anchor = (size - edge) // 2
-    gen, still, show, control = [], [], {m: [] for m in MOTIONS}, []
+    gen, still, first, show, control = [], [], [], {m: [] for m in MOTIONS}, []
     for row, picture, frames in zip(rows, pictures.images, out.videos):
         motion, colour, _ = parse(row)
         ideal = [place(cut_out(picture), pose(motion, i / (t - 1), edge, anchor, anchor, size),
                        BACKGROUNDS[colour or "white"], size) for i in range(t)]
         clip = np.stack([np.asarray(f.convert("RGB")) for f in frames])
+        first.append(psnr(clip[0], ideal[0]))  # what the tokenizer keeps of the staged frame 0
         gen.append([psnr(clip[i], ideal[i]) for i in range(1, t)])
         still.append([psnr(ideal[0], ideal[i]) for i in range(1, t)])
         track_ = track(clip)
@@ -85,6 +86,7 @@ def figures(folder: Path, device: str = "cpu") -> dict:
     return {"clips": len(rows), "psnr_to_ideal_db": round(float(np.mean(gen)), 2),
             "psnr_still_frame0_db": round(float(np.mean(still)), 2),
             "psnr_to_ideal_frame7_db": round(float(np.mean([g[-1] for g in gen])), 2),
+            "psnr_frame0_db": round(float(np.mean(first)), 2),
             "motion_shown": round(float(np.mean(judged)), 2), "motion_judged": len(judged),
             "motion_shown_control": round(float(np.mean(control)), 2),
             "motion_shown_per_motion": {m: round(float(np.mean(v)), 2) for m, v in show.items() if v}}
