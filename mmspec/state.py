@@ -31,11 +31,14 @@ class DecodeState:
     step: int = 0
     any_forced: bool = field(init=False)  # any row has a forced token at all
     forced_run: torch.Tensor = field(init=False)  # [B, N + max_window] forced indices in a row from each index on
+    forced_until: int = field(init=False)  # 1 + the last index forced in any row (0: none)
 
     def __post_init__(self):
         B, device = self.seq.shape[0], self.seq.device
         self.any_forced = bool((self.forced >= 0).any())
         self.forced_run = forced_runs(self.forced)
+        forced_at = (self.forced >= 0).any(0).nonzero()
+        self.forced_until = int(forced_at[-1]) + 1 if len(forced_at) else 0
         self.window = self.max_window
         self.n = torch.zeros(B, dtype=torch.long, device=device)
         self.pending = torch.full((B,), -1, dtype=torch.long, device=device)
@@ -75,7 +78,7 @@ class DecodeState:
     def forced_ahead(self) -> int:
         """How many indices from n on are forced in every active row: a window over them commits them all,
         whatever was drafted there, so one forward can take a given first frame or prefix."""
-        if not self.any_forced:
+        if self.step >= self.forced_until:  # every step commits a token per active row, so n >= step: none ahead
             return 0
         run = self.forced_run.gather(1, self.n[:, None]).squeeze(1)  # [B]
         return int(run.masked_fill(~self.active, self.forced.shape[1]).min())
