@@ -64,15 +64,24 @@ class CacheView:
 
     def __init__(self, cache: StaticKVCache, slots: torch.Tensor, visible: torch.Tensor | None = None):
         self.cache = cache
+        self.start = None  # with every row writing the same slots start.., a slice copy replaces the scatter
         if cache.static:
             torch._assert_async(slots.max() < cache.max_len, f"KV cache of {cache.max_len} slots is full")
             end = cache.max_len
-        else:
-            end = int(slots.max()) + 1  # the one read of the forward
+            padded = True
+        else:  # the one read of the forward: where attention stops, and whether the rows are in step
+            end, lo, hi, pad = torch.stack([slots.max() + 1, slots[:, 0].min(), slots[:, 0].max(),
+                                            cache.first.max()]).tolist()
             if end > cache.max_len:
                 raise ValueError(f"KV cache of {cache.max_len} slots is full (asked for slot {end - 1})")
+            self.start = lo if lo == hi else None
+            padded = pad > 0
         self.end = end
         self.index = slots[:, None, :, None]  # [B, 1, T, 1], expanded per layer's heads and head dim
+        B, T = slots.shape
+        if self.start is not None and T == 1 and not padded and visible is None:
+            self.mask = None  # one query per row at the last slot, no padding: it sees every slot (and SDPA is faster)
+            return
         # [B, 1, T, S]: first[b] <= key slot <= query slot. A padding query sees itself only, so it stays
         # finite and never reaches a real query.
         keys = torch.arange(end, device=slots.device)
@@ -80,7 +89,6 @@ class CacheView:
         if visible is None:
             seen = keys <= q
         else:  # the slots are contiguous: key slot s is the forward's own node s - slots[b, 0], if in range
-            B, T = slots.shape
             node = keys - slots[:, :1, None]  # [B, 1, S]
             own = visible.expand(B, T, T).gather(2, node.clamp(0, T - 1).expand(B, T, end))  # [B, T, S]
             seen = (node < 0) | (own & (node < T))
@@ -89,7 +97,12 @@ class CacheView:
     def update(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Write k, v [B, H, T, D] at the view's slots; return the keys/values it attends over [B, H, S, D]."""
         cache = self.cache
-        index = self.index.expand(-1, k.shape[1], -1, k.shape[3])  # [B, H, T, D]
-        cache.k[layer].scatter_(2, index, k.to(cache.k.dtype))
-        cache.v[layer].scatter_(2, index, v.to(cache.v.dtype))
+        if self.start is not None:
+            span = slice(self.start, self.start + k.shape[2])
+            cache.k[layer, :, :, span] = k
+            cache.v[layer, :, :, span] = v
+        else:
+            index = self.index.expand(-1, k.shape[1], -1, k.shape[3])  # [B, H, T, D]
+            cache.k[layer].scatter_(2, index, k.to(cache.k.dtype))
+            cache.v[layer].scatter_(2, index, v.to(cache.v.dtype))
         return cache.k[layer, :, :, : self.end], cache.v[layer, :, :, : self.end]

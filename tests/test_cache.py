@@ -54,3 +54,37 @@ def test_any_sequence_of_commits_and_rejections_equals_a_fresh_prefill(axes, lay
         correction = torch.randint(16, (B,), generator=g)
         committed = torch.cat([committed, drafts[:, : k - 1], correction[:, None]], 1)
         pending = correction
+
+
+def test_rows_out_of_step_and_single_queries_equal_a_fresh_prefill():
+    """Windows of 1 or 4 positions in random order (as `window="auto"` may pick), each row committing its own
+    number of tokens: rows in step write with a slice copy (and a one-query window needs no mask), rows out of
+    step scatter to their own slots; every row's logits equal a fresh forward over its own sequence."""
+    target = mmspec.ReferenceTarget(tiny_gpt(rope_axes=1))
+    layout = mmspec.Sequence1D(24)
+    g = torch.Generator().manual_seed(1)
+    cond, B = torch.tensor([1, 2, 3]), 3
+    sess = target.session(cond, layout, cfg=True, max_window=4)
+    views, make_view = [], sess.cache.view
+    sess.cache.view = lambda *a: views.append(make_view(*a)) or views[-1]  # the views the forwards use
+    committed = [torch.zeros(0, dtype=torch.long) for _ in range(B)]
+    pending, n = torch.full((B,), -1), torch.zeros(B, dtype=torch.long)
+    step = 0
+    while int(n.max()) < layout.length - 4:
+        L = [1, 4][int(torch.randint(2, (1,), generator=g))] if step > 1 else [1, 4][step]
+        drafts = torch.randint(16, (B, L - 1), generator=g)
+        cond_logits, null_logits = sess.forward(torch.cat([pending[:, None], drafts], 1), n - 1)
+        k = torch.randint(1, L + 1, (B,), generator=g) if step > 1 else torch.full((B,), L)  # in step at first
+        for b in range(B):
+            fresh = target.session(cond[b:b + 1], layout, cfg=True, max_window=int(n[b]) + int(k[b]))
+            full = torch.cat([torch.tensor([-1]), committed[b], drafts[b, : k[b] - 1]])[None]
+            ref_cond, ref_null = fresh.forward(full, torch.tensor([-1]))
+            torch.testing.assert_close(cond_logits[b, : k[b]], ref_cond[0, n[b]:], rtol=0, atol=1e-10)
+            torch.testing.assert_close(null_logits[b, : k[b]], ref_null[0, n[b]:], rtol=0, atol=1e-10)
+            correction = torch.randint(16, (1,), generator=g)
+            committed[b] = torch.cat([committed[b], drafts[b, : k[b] - 1], correction])
+        pending = torch.stack([c[-1] for c in committed])
+        n, step = n + k, step + 1
+    # (rows in step, one query) for every combination the loop meets: slice copy without a mask included
+    paths = {(v.start is not None, v.mask is None, v.index.shape[2]) for v in views[1:]}  # after the prefill
+    assert paths == {(True, True, 1), (True, False, 4), (False, False, 1), (False, False, 4)}

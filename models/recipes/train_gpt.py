@@ -112,7 +112,7 @@ def loss_on(logits: torch.Tensor, x: torch.Tensor, start: int, reduction: str = 
 
 @torch.no_grad()
 def heldout_loss(model, toks, words, index, positions, device, start: int = 0, batch: int = 32) -> float:
-    """Mean teacher-forced loss (nats/token) of positions >= start over held-out sequences."""
+    """Mean teacher-forced loss (nats/token) of positions >= start over the given (held-out) sequences."""
     model.eval()
     tot, cnt = 0.0, 0
     for i in range(0, len(toks), batch):
@@ -180,7 +180,9 @@ def main():
         idx = np.array([rng.choice(group_of[g]) for g in rng.integers(len(group_of), size=args.batch)])
         x = torch.from_numpy(toks[idx].astype(np.int64)).to(device)
         c = condition_batch([words[i] for i in idx], index, rng).to(device)
-        loss = loss_on(model.forward_sequence(c, x, positions), x, start)
+        with run.autocast():
+            logits = model.forward_sequence(c, x, positions)  # [B, N, V]
+        loss = loss_on(logits, x, start)
         run.backward_step(loss)
         lr = run.tick()
         if run.step % 10 == 0:
@@ -190,10 +192,10 @@ def main():
             run.log(heldout_loss=round(heldout_loss(model, toks[sub], [words[i] for i in sub], index, positions,
                                                     device, start), 4))
     run.save()
-    export(model, cfg, vocab, toks, words, te, positions, device, args, run, spec)
+    export(model, cfg, vocab, toks, words, tr, te, positions, device, args, run, spec)
 
 
-def export(model, cfg, vocab, toks, words, te, positions, device, args, run, spec):
+def export(model, cfg, vocab, toks, words, tr, te, positions, device, args, run, spec):
     from safetensors.torch import save_file
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -213,19 +215,25 @@ def export(model, cfg, vocab, toks, words, te, positions, device, args, run, spe
     m16 = load_bf16(out, device)
     loss16 = heldout_loss(m16, toks[te], [words[i] for i in te], index, positions, device, start)
     ent, tokens = entropy_and_samples(m16, spec, index, device, out)
+    # how well it fits what it was trained on: a model that is to draw named emoji has to know them
+    fit = tr[:: max(1, len(tr) // 512)]
+    fit_loss = lambda m: round(heldout_loss(m, toks[fit], [words[i] for i in fit], index, positions, device,  # noqa: E731
+                                            start), 4)
     metrics = {"heldout_loss_nats": round(loss, 4), "heldout_loss_nats_bf16": round(loss16, 4),
                "heldout_sequences": int(len(te)), "mean_entropy_nats": ent, "default_sampling": spec["sampling"],
                "steps": run.step, "batch": args.batch, "tokens_seen": run.step * args.batch * positions.shape[0],
                "train_minutes": round(run.elapsed / 60, 1), "threads": args.threads, "device": args.device,
-               "params": common.count_params(m16), "given_tokens": start, "lr": args.lr}
+               "params": common.count_params(m16), "given_tokens": start, "lr": args.lr, "bf16_autocast": args.bf16,
+               "train_loss_nats_bf16": fit_loss(m16), "train_sequences_scored": int(len(fit))}
     if spec["layout"][0] == "Grid3D":
         import eval_video
         metrics["clips"] = args.clips
         metrics["motion"] = eval_video.figures(out, str(device))
-    if args.init:  # the model this one started from, on the same held-out measure
+    if args.init:  # the model this one started from, on the same measures
+        m0 = load_bf16(Path(args.init), device)
         metrics["init"] = {"folder": Path(args.init).name, "heldout_loss_nats_bf16": round(
-            heldout_loss(load_bf16(Path(args.init), device), toks[te], [words[i] for i in te], index, positions,
-                         device, start), 4)}
+            heldout_loss(m0, toks[te], [words[i] for i in te], index, positions, device, start), 4),
+            "train_loss_nats_bf16": fit_loss(m0)}
     common.write_json(out / "metrics.json", metrics)
     render(tokens, spec, out, args)
     print(metrics, flush=True)
