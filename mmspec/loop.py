@@ -122,15 +122,16 @@ def _commit(state: DecodeState, verdict: Verdict, stats: Stats, commit_step: tor
     state.seq.scatter_(1, index, torch.where(keep, verdict.y, state.seq.gather(1, index)))
     commit_step.scatter_(1, index, torch.where(keep, state.step, commit_step.gather(1, index)))
 
-    free = state.structural(index[:, :-1]) < 0  # [B, L-1]
-    drafted = free & (index[:, :-1] < N) & state.active[:, None]
-    accepted = (slots[:-1] < torch.minimum(lead, k)[:, None]) & free
     stats.nfe += state.active
-    stats.drafted += drafted.sum(1)
-    stats.accepted += accepted.sum(1)
-    W = min(L, stats.window) - 1  # slots past the policy's widest (a widened step's) hold forced tokens only
-    stats.accepted_at[:, :W] += accepted[:, :W]
-    stats.forwards_at[:, :W] += state.active[:, None]
+    if L > 1:  # a window of one has no drafts to count
+        free = state.structural(index[:, :-1]) < 0  # [B, L-1]
+        drafted = free & (index[:, :-1] < N) & state.active[:, None]
+        accepted = (slots[:-1] < torch.minimum(lead, k)[:, None]) & free
+        stats.drafted += drafted.sum(1)
+        stats.accepted += accepted.sum(1)
+        W = min(L, stats.window) - 1  # slots past the policy's widest (a widened step's) hold forced tokens only
+        stats.accepted_at[:, :W] += accepted[:, :W]
+        stats.forwards_at[:, :W] += state.active[:, None]
 
     last = verdict.y.gather(1, (k - 1).clamp(min=0)[:, None]).squeeze(1)
     state.pending = torch.where(k > 0, last, state.pending)
