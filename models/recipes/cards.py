@@ -135,11 +135,8 @@ are tokenized one by one with `{tokenizer}`. The sprite's poses and the scene ar
                  f"through `VideoPipeline` at the default settings, seed 0, plain AR's tokens (`exact`). Frame 0 is "
                  f"drawn by `emoji-image` for the prompt's subject and staged as the scene (the sprite where the named "
                  f"motion starts); the model generates frames 1-7. Prompts: {prompts}.\n\n![samples]({pic})")
-        init = m.get("init")
         loss_rows = (f"| held-out loss of frames 1-7 given frame 0 (teacher-forced, full prompt, bf16 weights) | "
-                     f"**{m['heldout_loss_nats_bf16']} nats/token** over {m['heldout_sequences']} held-out clips |\n" +
-                     (f"| the same measure for the model it started from (`{init['folder']}`: all 8 frames, 6000 clips, "
-                      f"75 min) | {init['heldout_loss_nats_bf16']} nats/token |\n" if init else ""))
+                     f"**{m['heldout_loss_nats_bf16']} nats/token** over {m['heldout_sequences']} held-out clips |\n")
         what_trained = (" Frame 0 is always given at generation, so the loss covers frames 1-7 only (frame 0 is "
                         "context). ")
     else:
@@ -149,8 +146,16 @@ are tokenized one by one with `{tokenizer}`. The sprite's poses and the scene ar
         loss_rows = (f"| held-out loss (teacher-forced, full prompt, bf16 weights) | **{m['heldout_loss_nats_bf16']} "
                      f"nats/token** over {m['heldout_sequences']} held-out {'clips' if video else 'images'} |\n")
         what_trained = ""
-    init_flag = (f" --clips {m['clips']}" + " --init <previous model folder>" * bool(m.get("init")) +
-                 f" --lr {m['lr']}") if given else ""
+    if "train_loss_nats_bf16" in m:  # what a model that draws named emoji has to know: its training set
+        loss_rows += (f"| the same loss on {m['train_sequences_scored']} training {'clips' if video else 'images'} "
+                      f"(spread evenly over the training set) | **{m['train_loss_nats_bf16']} nats/token** |\n")
+    init = m.get("init")
+    if init:
+        fit = f"; on training {'clips' if video else 'images'}: {init['train_loss_nats_bf16']}" * ("train_loss_nats_bf16" in init)
+        loss_rows += (f"| the same measures for the model it started from (`{init['folder']}`"
+                      f"{init.get('about', '')}) | held out: {init['heldout_loss_nats_bf16']}{fit} nats/token |\n")
+    init_flag = ((f" --clips {m['clips']}" if given else "") + " --init <previous model folder>" * bool(init) +
+                 " --bf16" * bool(m.get("bf16_autocast")) + (f" --lr {m['lr']}" if given else ""))
     return f"""# {name}: a small prompt-conditioned AR {'video' if video else 'image'} model
 
 mmspec's reference GPT (LlamaGen-style: RMSNorm, SwiGLU, {'3D' if video else '2D'} RoPE), {m['params'] / 1e6:.2f}M
