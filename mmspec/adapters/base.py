@@ -93,8 +93,8 @@ class PrefixSession:
 
     @torch.no_grad()
     def forward(self, tokens: torch.Tensor, start: torch.Tensor, tree: Tree | None = None):
-        halves = 2 if self.cfg else 1
-        tokens, start = tokens.repeat(halves, 1), start.repeat(halves)
+        if self.cfg:
+            tokens, start = tokens.repeat(2, 1), start.repeat(2)
         index = window_index(start, tokens.shape[1]) if tree is None else start[:, None] + tree.offset  # [R, W]
         h = self.embed(tokens.clamp(min=0))
         h = torch.where((index < 0)[..., None], self.start_embedding[:, None].to(h.dtype), h)
