@@ -346,7 +346,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "that kind. quick: image and video against batch size and window, text against transformers, "
                        "lossless checks; acceptance: forward counts, acceptance per window slot and its diagnosis "
                        "(TV between Jacobi iterations, entropy of p) against the window, beside published figures")
-    bench.add_argument("--rows", type=_rows_arg, help="--suite: batch sizes, e.g. 1,8,32 (default 1,4,8)")
+    bench.add_argument("--rows", type=_rows_arg, help="--suite: batch sizes, e.g. 1,8,32 (default 1,4,8, and 16 with the "
+                       "default method alone)")
     bench.add_argument("--out", help="write the JSON results here; with --suite, a folder for JSON, markdown and "
                        "plots (default benchmarks/results/SUITE)")
     bench.set_defaults(func=cmd_bench)

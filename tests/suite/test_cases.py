@@ -7,9 +7,10 @@ def test_quick_covers_batch_sizes_windows_text_and_lossless_checks():
     cases = SUITES["quick"]()
     grids = [c for c in cases if isinstance(c, GridCase)]
     assert sorted((c.kind, c.rows) for c in grids if c.sweep == "rows") == [
-        (k, n) for k in ("image", "video") for n in (1, 4, 8)]
+        (k, n) for k in ("image", "video") for n in (1, 4, 8, 16)]
     rows_case = next(c for c in grids if c.sweep == "rows")
     assert [str(e) for e in rows_case.entries] == ["jacobi", "coupled", "gumbel", "exact", "auto"]
+    assert all([str(e) for e in c.entries] == ["auto"] for c in grids if c.rows == 16)  # the default alone
     auto = rows_case.entries[-1]
     assert auto.window == "auto" and auto.name == DEFAULT_METHOD == "exact"
     for kind in ("image", "video"):
