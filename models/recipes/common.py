@@ -35,9 +35,6 @@ def base_parser(name: str, minutes: float, lr: float, batch: int) -> argparse.Ar
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--export-only", action="store_true", help="export the last checkpoint and exit")
     p.add_argument("--fresh", action="store_true", help="ignore an existing checkpoint")
-    p.add_argument("--bf16", action="store_true",
-                   help="bf16 autocast for the forward (1.3x faster steps on an avx512_bf16 CPU; weights and the "
-                        "optimiser stay fp32)")
     return p
 
 
@@ -95,8 +92,9 @@ class Run:
         return self.elapsed >= 60.0 * self.args.max_minutes or self.step >= self.args.max_steps
 
     def autocast(self):
-        """The context of a training forward: bf16 autocast with --bf16, full precision otherwise."""
-        return torch.autocast(torch.device(self.args.device).type, dtype=torch.bfloat16, enabled=self.args.bf16)
+        """The context of a training forward: bf16 autocast where the recipe offers --bf16 and it is given."""
+        return torch.autocast(torch.device(self.args.device).type, dtype=torch.bfloat16,
+                              enabled=getattr(self.args, "bf16", False))
 
     def set_lr(self, lr: float):
         for g in self.opt.param_groups:

@@ -136,6 +136,9 @@ def main():
     p.add_argument("--vq", help="the VQ tokenizer folder (default: the model's own, models/emoji-vq[-video])")
     p.add_argument("--clips", type=int, default=6000, help="synthetic video clips to train on (emoji-video)")
     p.add_argument("--init", help="an exported model folder to start from (a fresh run only)")
+    p.add_argument("--bf16", action="store_true",
+                   help="bf16 autocast for the forward (1.3x faster steps on an avx512_bf16 CPU; weights and the "
+                        "optimiser stay fp32)")
     argv = sys.argv[1:]
     args = p.parse_args(argv)
     if "--out" not in argv:
