@@ -68,7 +68,7 @@ class CacheView:
         if cache.static:
             torch._assert_async(slots.max() < cache.max_len, f"KV cache of {cache.max_len} slots is full")
             end = cache.max_len
-            padded = True
+            padded = True  # unknown without a host read, which an accelerator's forward does not make: keep the mask
         else:  # the one read of the forward: where attention stops, and whether the rows are in step
             end, lo, hi, pad = torch.stack([slots.max() + 1, slots[:, 0].min(), slots[:, 0].max(),
                                             cache.first.max()]).tolist()
