@@ -35,10 +35,10 @@ class DecodeState:
 
     def __post_init__(self):
         B, device = self.seq.shape[0], self.seq.device
-        self.any_forced = bool((self.forced >= 0).any())
         self.forced_run = forced_runs(self.forced)
         forced_at = (self.forced >= 0).any(0).nonzero()
         self.forced_until = int(forced_at[-1]) + 1 if len(forced_at) else 0
+        self.any_forced = self.forced_until > 0
         self.window = self.max_window
         self.n = torch.zeros(B, dtype=torch.long, device=device)
         self.pending = torch.full((B,), -1, dtype=torch.long, device=device)

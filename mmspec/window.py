@@ -61,8 +61,8 @@ class AutoWindow:
     measured last, times the best throughput must not ask for more than `growth` times the tokens per
     step of the last width. So a batch too large for wide windows to pay never spends a stretch on them.
     Then the best one runs, with a stretch of a neighbouring width every `recheck` steps (acceptance
-    changes along a generation; a wider neighbour only while it is still plausible by the same test); a neighbour that loses again waits twice as long for its next stretch,
-    up to `max_wait` steps. A wider window must beat a narrower one by `margin` to be kept: a wide window
+    changes along a generation; a wider neighbour only while it is still plausible by the same test); a
+    neighbour that loses again waits twice as long for its next stretch, up to `max_wait` steps. A wider window must beat a narrower one by `margin` to be kept: a wide window
     kept on a lucky stretch costs most.
 
     With a `WindowMemory` (a pipeline keeps one for its model and device, on disk), the measurements carry
