@@ -73,12 +73,14 @@ def test_auto_counts_the_row_furthest_behind_a_batch_ends_with_it():
     assert chosen[-40:].count(1) > 30
 
 
-def test_auto_estimates_narrower_windows_from_every_wider_step():
-    policy, state = AutoWindow(max_window=16), FakeState()
-    _run(policy, 20, seconds_of=lambda L: 0.01, k_of=lambda L: min(L, 6), state=state)
-    tokens_4, _ = policy.per_step(4)
-    # a step at 16 that commits 6 would have committed 4 at width 4: 4's estimate is exact though 4 stopped running
-    assert policy.counted[4] > policy.steps[4] and tokens_4 == pytest.approx(4.0)
+def test_auto_judges_each_width_by_its_own_steps():
+    # a wide window's first slots carry more Jacobi iterations than a narrow window ever gives its own: here 16
+    # commits 6 per step and 4 only 2. Crediting 4 with min(6, 4) for each step at 16 would make 4 look better than
+    # 16 and run it; by their own steps, 4 gives 2 / 0.01 = 200 tokens/s and 16 gives 6 / 0.025 = 240
+    policy = AutoWindow(max_window=16)
+    chosen = _run(policy, 200, seconds_of=lambda L: {1: 0.008, 4: 0.01, 16: 0.025}[L],
+                  k_of=lambda L: {1: 1, 4: 2, 16: 6}[L])
+    assert policy.per_step(4)[0] == pytest.approx(2.0) and chosen[-100:].count(16) > 80
 
 
 def test_auto_follows_acceptance_that_changes_along_a_generation():
