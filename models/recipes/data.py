@@ -50,6 +50,19 @@ def dedupe(ws):
     return out
 
 
+# emoji.json subcategories of the everyday subjects people name in a prompt (faces, hearts, animals, plants,
+# food and drink, vehicles, weather, sport and games): ~650 emoji, few enough for a small model to learn each
+SUBJECT_PREFIXES = ("face-", "animal-", "plant-", "food-")
+SUBJECTS = {"cat-face", "monkey-face", "heart", "drink", "transport-ground", "transport-air", "transport-water",
+            "sky & weather", "sport", "game", "event", "musical-instrument", "award-medal"}
+
+
+def subject_codes(art: str = "google") -> set[str]:
+    """Base code points of the everyday subjects (SUBJECTS), from the art set's emoji.json."""
+    return {e["unified"] for e in json.load(open(CACHE / "emoji" / art / "emoji.json"))
+            if e["subcategory"].startswith(SUBJECT_PREFIXES) or e["subcategory"] in SUBJECTS}
+
+
 def held_out(key: str) -> bool:
     """Deterministic ~5% split by emoji code point (the same emoji is held out in both art sets)."""
     return int(hashlib.sha1(key.encode()).hexdigest(), 16) % 100 < HELD_OUT_PERCENT

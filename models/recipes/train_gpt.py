@@ -6,8 +6,9 @@
 mmspec's reference GPT with a token-prefix condition: the prompt's word ids (vocab.json, id 0 = pad =
 the null condition, cond_rope "identity"), trained teacher-forced with
 `model.forward_sequence(cond, tokens, layout.positions())`. Condition dropout 0.1 (all-pad prompt) so
-classifier-free guidance works; otherwise the full word list (45%) or a random subset of its words
-(45%), so short prompts like "red heart" are in distribution. Images/frames are tokenized once with
+classifier-free guidance works; otherwise the full word list or a random subset of its words (45% each),
+for emoji-image the label alone, the full list or a random subset (30% each), so short prompts like "red
+heart" are in distribution. `--subjects everyday` trains emoji-image on the ~650 everyday subjects only. Images/frames are tokenized once with
 the VQ and cached in .cache/data/.
 """
 from __future__ import annotations
@@ -34,7 +35,7 @@ MODELS = {
                         layout=("Grid2D", [16, 16]), frame=64,  # t < 1: clearer shapes from a small model
                         sampling={"temperature": 0.6, "top_k": 20, "cfg_scale": 4.0},
                         prompts=["red heart", "smiling face", "dog face", "pizza", "rocket", "sun", "tree",
-                                 "flag france"]),
+                                 "red apple"]),
     # frame 0 is always given (an image, or the emoji-image model's output): the loss covers frames 1..7
     "emoji-video": dict(tokenizer="emoji-vq-video", gpt=dict(dim=192, n_layer=6, n_head=4, multiple_of=32, rope_axes=3, block_size=512),
                         layout=("Grid3D", [8, 8, 8]), frame=32, given_frames=1,
@@ -89,13 +90,18 @@ def groups(name: str, tr: np.ndarray) -> list[np.ndarray]:
     return [np.array(v) for v in by.values()]
 
 
-def condition_batch(word_lists, index, rng, drop: float = 0.1, cond_len: int = COND_LEN):
+def condition_batch(word_lists, index, rng, drop: float = 0.1, cond_len: int = COND_LEN, labels=None):
+    """Prompt ids [B, cond_len]: none (drop), the full word list, or a random half of it; with `labels` (each
+    a word list's leading label words), a third of the kept prompts are the label alone, as users write it."""
     out = np.zeros((len(word_lists), cond_len), dtype=np.int64)
     for b, ws in enumerate(word_lists):
         u = rng.random()
         if u < drop:
             continue
-        if u > drop + (1 - drop) / 2 and len(ws) > 1:
+        share = (1 - drop) / (3 if labels is not None else 2)
+        if labels is not None and u > 1 - share:
+            ws = labels[b]
+        elif u > drop + share and len(ws) > 1:
             keep = rng.random(len(ws)) < 0.5
             if not keep.any():
                 keep[rng.integers(len(ws))] = True
@@ -136,6 +142,9 @@ def main():
     p.add_argument("--vq", help="the VQ tokenizer folder (default: the model's own, models/emoji-vq[-video])")
     p.add_argument("--clips", type=int, default=6000, help="synthetic video clips to train on (emoji-video)")
     p.add_argument("--init", help="an exported model folder to start from (a fresh run only)")
+    p.add_argument("--subjects", choices=["all", "everyday"], default="all",
+                   help="emoji-image: train on every emoji, or on the ~650 everyday subjects without skin-tone "
+                        "variants (data.SUBJECTS), few enough for this small model to learn to draw each")
     p.add_argument("--bf16", action="store_true",
                    help="bf16 autocast for the forward (1.3x faster steps on an avx512_bf16 CPU; weights and the "
                         "optimiser stay fp32)")
@@ -170,6 +179,13 @@ def main():
     run = common.Run(args, model, opt)
     positions = layout.positions().to(device)
     tr, te = np.flatnonzero(~test), np.flatnonzero(test)
+    labels = None
+    if args.model == "emoji-image":  # a third of the prompts are the label alone ("red apple"), as users write it
+        labels = [data.words(m["label"]) for m in meta]
+        if args.subjects == "everyday":
+            codes = data.subject_codes()
+            keep = np.array([m["base"] in codes and not m["tone"] for m in meta])
+            tr, te = tr[keep[tr]], te[keep[te]]
     # balanced sampling: every (art set, emoji) group is equally likely, then one of its skin-tone variants
     # (otherwise the ~1900 skin-tone variants of ~400 people emoji would be half of all images)
     group_of = groups(args.model, tr)
@@ -182,7 +198,8 @@ def main():
         run.set_lr(lr)
         idx = np.array([rng.choice(group_of[g]) for g in rng.integers(len(group_of), size=args.batch)])
         x = torch.from_numpy(toks[idx].astype(np.int64)).to(device)
-        c = condition_batch([words[i] for i in idx], index, rng).to(device)
+        c = condition_batch([words[i] for i in idx], index, rng,
+                            labels=None if labels is None else [labels[i] for i in idx]).to(device)
         with run.autocast():
             logits = model.forward_sequence(c, x, positions)  # [B, N, V]
         loss = loss_on(logits, x, start)
@@ -227,6 +244,7 @@ def export(model, cfg, vocab, toks, words, tr, te, positions, device, args, run,
                "steps": run.step, "batch": args.batch, "tokens_seen": run.step * args.batch * positions.shape[0],
                "train_minutes": round(run.elapsed / 60, 1), "threads": args.threads, "device": args.device,
                "params": common.count_params(m16), "given_tokens": start, "lr": args.lr, "bf16_autocast": args.bf16,
+               "subjects": args.subjects,
                "train_loss_nats_bf16": fit_loss(m16), "train_sequences_scored": int(len(fit))}
     if spec["layout"][0] == "Grid3D":
         import eval_video
