@@ -77,8 +77,13 @@ class CacheView:
             self.start = lo if lo == hi else None
             padded = pad > 0
         self.end = end
-        self.index = slots[:, None, :, None]  # [B, 1, T, 1], expanded per layer's heads and head dim
         B, T = slots.shape
+        self.width = T
+        if self.start is None:  # rows out of step: each (row, head, query) writes one row of D values into the layer
+            # viewed as [B * H * S, D]; an index_copy_ over these rows is 2x faster than a scatter_ of every value
+            _, _, H, S, _ = cache.k.shape
+            rows = torch.arange(B, device=slots.device)[:, None, None] * H + torch.arange(H, device=slots.device)[:, None]
+            self.rows = (rows * S + slots[:, None, :]).flatten()  # [B * H * T]
         if self.start is not None and T == 1 and not padded and visible is None:
             self.mask = None  # one query per row at the last slot, no padding: it sees every slot (and SDPA is faster)
             return
@@ -102,7 +107,7 @@ class CacheView:
             cache.k[layer, :, :, span] = k
             cache.v[layer, :, :, span] = v
         else:
-            index = self.index.expand(-1, k.shape[1], -1, k.shape[3])  # [B, H, T, D]
-            cache.k[layer].scatter_(2, index, k.to(cache.k.dtype))
-            cache.v[layer].scatter_(2, index, v.to(cache.v.dtype))
+            D = k.shape[3]
+            cache.k[layer].view(-1, D).index_copy_(0, self.rows, k.reshape(-1, D).to(cache.k.dtype))
+            cache.v[layer].view(-1, D).index_copy_(0, self.rows, v.reshape(-1, D).to(cache.v.dtype))
         return cache.k[layer, :, :, : self.end], cache.v[layer, :, :, : self.end]

@@ -154,7 +154,20 @@ are tokenized one by one with `{tokenizer}`. The sprite's poses and the scene ar
         fit = f"; on training {'clips' if video else 'images'}: {init['train_loss_nats_bf16']}" * ("train_loss_nats_bf16" in init)
         loss_rows += (f"| the same measures for the model it started from (`{init['folder']}`"
                       f"{init.get('about', '')}) | held out: {init['heldout_loss_nats_bf16']}{fit} nats/token |\n")
-    init_flag = ((f" --clips {m['clips']}" if given else "") + " --init <previous model folder>" * bool(init) +
+    entropy_remark = ("it is much higher than for large, well-trained models, which makes acceptance\nlengths on this "
+                      "model a conservative estimate." if m["mean_entropy_nats"]["default"] > 0.3 else
+                      "a model that knows its pictures by heart is nearly certain of every token, so drafts are\n"
+                      "accepted far more often than on a model that generalises: acceptance on it is an optimistic "
+                      "estimate.")
+    everyday = m.get("subjects") == "everyday"
+    if everyday:
+        data += (f"\n\nThis model is trained on the everyday subjects only (`--subjects everyday`): the ~650 emoji whose "
+                 f"emoji.json subcategory is a face, heart, animal, plant, food or drink, vehicle, weather, sport, game "
+                 f"or event (`SUBJECTS` in `recipes/data.py`), both art sets, without skin-tone variants, "
+                 f"{m.get('train_sequences', 'about 1200')} training images. Few enough for a model of this size to "
+                 f"learn to draw each; other emoji (flags, people, symbols, objects) it does not draw.")
+    init_flag = ((f" --clips {m['clips']}" if given else "") + " --subjects everyday" * everyday +
+                 " --init <previous model folder>" * bool(init) +
                  " --bf16" * bool(m.get("bf16_autocast")) + (f" --lr {m['lr']}" if given else ""))
     return f"""# {name}: a small prompt-conditioned AR {'video' if video else 'image'} model
 
@@ -175,12 +188,11 @@ pipe = mmspec.{pipe}.from_pretrained("models/{name}")
 | | |
 |---|---|
 {loss_rows}{_motion_rows(m)}| mean per-token entropy of p, default sampling | **{m['mean_entropy_nats']['default']} nats** (raw: t=1, no CFG, no top-k: {m['mean_entropy_nats']['raw_t1_nocfg']} nats) |
-| default sampling | temperature {s.get('temperature', 1.0)}, top-k {s.get('top_k')}, CFG scale {s.get('cfg_scale', 1.0)} (logit mixing) |
+| default sampling | temperature {s.get('temperature', 1.0)}, top-k {s.get('top_k')}, {f"CFG scale {s['cfg_scale']} (logit mixing)" if s.get('cfg_scale', 1.0) != 1.0 else "no CFG"} |
 | training | {m['steps']} steps of batch {m['batch']} ({m['tokens_seen'] / 1e6:.1f}M tokens), {minutes(m)} |
 
 Entropy is measured at the positions of the sample sequences above (the distributions speculation
-has to guess): it is much higher than for large, well-trained models, which makes acceptance
-lengths on this model a conservative estimate.
+has to guess): {entropy_remark}
 {m.get('remark', '')}
 
 ## Data
@@ -198,8 +210,7 @@ Teacher-forced cross-entropy through `GPT.forward_sequence(cond, tokens, layout.
 Prompt words: the CLDR label, then the Unicode name, short names, skin tones and category, e.g.
 "red heart heavy black smileys emotion"; the word vocabulary comes from emoji.json (label words
 outside it become `<unk>`). {'Each (art set, emoji) is sampled equally often, then one of its skin-tone variants. ' if not video else ''}The
-condition is dropped (all padding) for 10% of sequences, otherwise it is the full word list (45%) or
-a random half of its words (45%), so short prompts are in distribution. AdamW (0.9, 0.95), weight
+condition is dropped (all padding) for 10% of sequences, otherwise it is {'the label alone ("red apple", as users write it), the full word list or a random half of its words (30% each)' if m.get('label_prompts') else 'the full word list (45%) or a random half of its words (45%)'}, so short prompts are in distribution. AdamW (0.9, 0.95), weight
 decay 0.05, lr {m.get('lr', '1e-3')} on a cosine over the time budget, batch {m['batch']}. Checkpoints in
 `.cache/train/{name}/` (rerun to resume), losses in `.cache/train/{name}/log.jsonl`.
 """
