@@ -63,8 +63,9 @@ class AutoWindow:
     step of the last width. So a batch too large for wide windows to pay never spends a stretch on them.
     Then the best one runs, with a stretch of a neighbouring width every `recheck` steps (acceptance
     changes along a generation; a wider neighbour only while it is still plausible by the same test); a
-    neighbour that loses again waits twice as long for its next stretch, up to `max_wait` steps. A wider window must beat a narrower one by `margin` to be kept: a wide window
-    kept on a lucky stretch costs most.
+    neighbour that loses again waits twice as long for its next stretch, up to `max_wait` steps. A wider window
+    must beat a narrower one by `margin` to be kept (a wide window kept on a lucky stretch costs most), and any
+    window must beat the one running by `margin` to replace it.
 
     With a `WindowMemory` (a pipeline keeps one for its model and device, on disk), the measurements carry
     over from one generation to the next of the same batch size: a render job's later batches, the demo's
@@ -90,6 +91,7 @@ class AutoWindow:
         self.measured = {L: -1 for L in self.candidates}  # the step at which each width last ran
         self.wait = {L: self.recheck for L in self.candidates}  # steps before a losing width runs again
         self.explored, self.plan, self.window, self.step, self.unmeasured = 0, [], 1, 0, 0
+        self.best = None  # the width chosen last (None while exploring)
         self.attached = memory is None
 
     def per_step(self, L: int) -> tuple[float, float]:
@@ -122,6 +124,11 @@ class AutoWindow:
         for L in c[1:]:  # a wider window must win clearly: its measurements are noisier and its mistakes dearer
             if self.steps[L] > 0 and self.rate(L) > self.margin * self.rate(best):
                 best = L
+        # and any width must win clearly against the one running: a neighbour's stretch is a few bursty steps, and
+        # a switch on their luck costs more than the margin (at 1 row on emoji-image, 16 fell back to 4 that way)
+        if self.best is not None and self.rate(best) <= self.margin * self.rate(self.best):
+            best = self.best
+        self.best = best
         b = c.index(best)
         # a wider neighbour is rechecked only while it could still pay, by the costs measured now: at 8 rows a
         # stretch of 64 (and its warm-up of 16 steps) costs more than a generation's worth of what it could win

@@ -83,6 +83,20 @@ def test_auto_judges_each_width_by_its_own_steps():
     assert policy.per_step(4)[0] == pytest.approx(2.0) and chosen[-100:].count(16) > 80
 
 
+def test_auto_keeps_the_running_window_unless_another_wins_clearly():
+    # every width costs the same; 16 accepts all it drafts until step 100, then its rows commit 4 per step like
+    # 4's (a tie: the running 16 stays, where picking the narrower on a tie would switch on a stretch's luck),
+    # and from step 350 only 2 (4 now wins clearly: it takes over)
+    policy, state = AutoWindow(max_window=16), FakeState()
+    chosen = []
+    for step in range(600):
+        L = policy(state)
+        chosen.append(L)
+        k = L if step < 100 else min(L, 4) if step < 350 else {16: 2}.get(L, min(L, 4))
+        _step(policy, state, torch.full((2,), k), 0.01)
+    assert chosen[30:100].count(16) > 60 and chosen[300:350].count(16) > 40 and chosen[-100:].count(4) > 70
+
+
 def test_auto_follows_acceptance_that_changes_along_a_generation():
     policy, state = AutoWindow(max_window=16), FakeState()
     chosen = []
