@@ -199,7 +199,7 @@ class VideoPipeline(_GridPipeline):
 
     default_model = "emoji-video"
     # frames repeat, so long windows are accepted in long runs: with frame 0 given, 64 positions cut forwards
-    # 11.8x and CPU time 3.0-3.2x against ar at 1 row on a 2-core CPU (coupled and exact; benchmarks/README.md)
+    # 11.6-11.8x and CPU time 2.95-3.2x against ar at 1 row on a 2-core CPU (coupled and exact; benchmarks/README.md)
     default_window = 64
     image_model: "ImagePipeline | None" = None  # renders frame 0 when no image is given
 
