@@ -161,11 +161,11 @@ are tokenized one by one with `{tokenizer}`. The sprite's poses and the scene ar
                       "estimate.")
     everyday = m.get("subjects") == "everyday"
     if everyday:
-        data += (f"\n\nThis model is trained on the everyday subjects only (`--subjects everyday`): the ~650 emoji whose "
-                 f"emoji.json subcategory is a face, heart, animal, plant, food or drink, vehicle, weather, sport, game "
-                 f"or event (`SUBJECTS` in `recipes/data.py`), both art sets, without skin-tone variants, "
+        data += ("\n\nThis model is trained on the everyday subjects only (`--subjects everyday`): the ~650 emoji whose "
+                 "emoji.json subcategory is a face, heart, animal, plant, food or drink, vehicle, weather, sport, game "
+                 "or event (`SUBJECTS` in `recipes/data.py`), both art sets, without skin-tone variants, "
                  f"{m.get('train_sequences', 'about 1200')} training images. Few enough for a model of this size to "
-                 f"learn to draw each; other emoji (flags, people, symbols, objects) it does not draw.")
+                 "learn to draw each; other emoji (flags, people, most symbols and objects) it does not draw.")
     init_flag = ((f" --clips {m['clips']}" if given else "") + " --subjects everyday" * everyday +
                  " --init <previous model folder>" * bool(init) +
                  " --bf16" * bool(m.get("bf16_autocast")) + (f" --lr {m['lr']}" if given else ""))

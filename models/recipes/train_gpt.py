@@ -8,8 +8,8 @@ the null condition, cond_rope "identity"), trained teacher-forced with
 `model.forward_sequence(cond, tokens, layout.positions())`. Condition dropout 0.1 (all-pad prompt) so
 classifier-free guidance works; otherwise the full word list or a random subset of its words (45% each),
 for emoji-image the label alone, the full list or a random subset (30% each), so short prompts like "red
-heart" are in distribution. `--subjects everyday` trains emoji-image on the ~650 everyday subjects only. Images/frames are tokenized once with
-the VQ and cached in .cache/data/.
+heart" are in distribution. `--subjects everyday` trains emoji-image on the ~650 everyday subjects only.
+Images/frames are tokenized once with the VQ and cached in .cache/data/.
 """
 from __future__ import annotations
 
