@@ -14,6 +14,7 @@ from mmspec.rng import Streams
 from mmspec.sampling import Sampling
 from mmspec.state import DecodeState, forced_runs
 from mmspec.stats import Stats
+from mmspec.steps import Context
 from mmspec.window import FixedWindow, WindowPolicy, window_policy
 
 
@@ -28,7 +29,7 @@ def generate(target: Target, condition: Any, layout: Layout, *, method: "str | d
              window: "int | WindowPolicy" = 16, sampling: "Sampling | dict | None" = None, seed: "int | Sequence[int]" = 0,
              num_samples: int = 1, stop_tokens: "Sequence[int] | None" = None,
              on_commit: "Callable[[DecodeState, torch.Tensor], None] | None" = None,
-             given: "torch.Tensor | None" = None) -> Generation:
+             given: "torch.Tensor | None" = None, compile: "bool | dict" = False) -> Generation:
     """Generate `num_samples` token sequences per condition, losslessly, with speculation.
 
     target: a Target (e.g. `ReferenceTarget(gpt)`); condition: what the target is conditioned on
@@ -45,6 +46,9 @@ def generate(target: Target, condition: Any, layout: Layout, *, method: "str | d
     committed as they are, never drafted or counted as accepted, and the model sees them as context: the
     output law is plain AR sampling that writes each given token instead of sampling it. A run of given (or
     structural) tokens filling the window is taken whole, with the token after it, in one forward.
+    compile: True compiles the step after the drafts (target forward, p, verification, commit) with
+    torch.compile, one graph per window width (`fullgraph=True`; CUDA graphs on a GPU); a dict is passed to
+    torch.compile as keyword arguments. The tokens are the same as without it.
     """
     if not isinstance(layout, Layout):
         raise TypeError(f"layout must be a Sequence1D, Grid2D or Grid3D, not {type(layout).__name__}")
@@ -70,11 +74,12 @@ def generate(target: Target, condition: Any, layout: Layout, *, method: "str | d
         layout=layout, max_window=L, vocab_size=target.vocab_size, sampling=sampling,
         streams=Streams(seeds, target.vocab_size, device),
         seq=torch.full((B, N + L), -1, dtype=torch.long, device=device),
-        forced=_rows(fixed, B, num_samples, L).to(device),
-        condition=condition, num_samples=num_samples, prompt=session.prompt,
-        draft_vocab=session.draft_vocab)
+        forced=_rows(fixed, B, num_samples, L).to(device))
+    context = Context(condition=condition, num_samples=num_samples, prompt=session.prompt,
+                      draft_vocab=session.draft_vocab)
     stop = None if stop_tokens is None else torch.as_tensor(list(stop_tokens), device=device)
-    stats = decode(session, method.make_drafter(layout), method.verifier, policy, state, stop, on_commit)
+    stats = decode(session, method.make_drafter(layout), method.verifier, policy, state, context, stop, on_commit,
+                   compile)
     tokens = state.seq[:, :N].masked_fill(torch.arange(N, device=device) >= state.n[:, None], -1)
     return Generation(tokens, state.n.clone(), stats)
 

@@ -65,7 +65,7 @@ class CacheView:
     def __init__(self, cache: StaticKVCache, slots: torch.Tensor, visible: torch.Tensor | None = None):
         self.cache = cache
         self.start = None  # with every row writing the same slots start.., a slice copy replaces the scatter
-        if cache.static:
+        if cache.static or torch.compiler.is_compiling():  # a compiled forward reads nothing from the device either
             torch._assert_async(slots.max() < cache.max_len, f"KV cache of {cache.max_len} slots is full")
             end = cache.max_len
             padded = True  # unknown without a host read, which an accelerator's forward does not make: keep the mask

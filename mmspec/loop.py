@@ -3,10 +3,14 @@
 Every row of the batch verifies the same number of positions per forward (static shapes) but has
 its own committed length, acceptance and random streams; rows that are done ride along masked.
 The window policy may change L from step to step; each step's verification is lossless by itself.
+
+The loop decides L and when to stop: one read of the device per step (whether any row still runs).
+What follows the drafts, the target forward, p, verification and commit, is `VerifyStep`: a function
+of tensors for a window of L with no read of the device inside, which `compile=True` compiles whole
+(`fullgraph=True`, one graph per window width; CUDA graphs on a GPU).
 """
 from __future__ import annotations
 
-import dataclasses
 import time
 from typing import Callable
 
@@ -14,45 +18,37 @@ import torch
 
 from mmspec.adapters.base import Session
 from mmspec.drafters.base import Drafter
+from mmspec.sampling import Sampling
 from mmspec.state import DecodeState
 from mmspec.stats import Stats
-from mmspec.steps import Draft, Verdict
-from mmspec.tree import Tree, proactive_tree
+from mmspec.steps import Context, Draft, TreeDraft, Verdict
+from mmspec.tree import Tree
 from mmspec.verify import Verifier
 from mmspec.window import WindowPolicy
 
 
 def decode(session: Session, drafter: Drafter, verifier: Verifier, policy: WindowPolicy, state: DecodeState,
-           stop_tokens: torch.Tensor | None = None,
-           on_commit: Callable[[DecodeState, torch.Tensor], None] | None = None) -> Stats:
+           context: Context | None = None, stop_tokens: torch.Tensor | None = None,
+           on_commit: Callable[[DecodeState, torch.Tensor], None] | None = None,
+           compile: "bool | dict" = False) -> Stats:
     """Run to the end of the layout (or each row's stop). `on_commit(state, k)` sees every step's
-    commits (k [B] new tokens per row) and may end rows early with `state.finish`."""
+    commits (k [B] new tokens per row) and may end rows early with `state.finish`. `compile`: True, or
+    torch.compile's keyword arguments, to compile the verify step (see `VerifyStep`)."""
     t0 = time.perf_counter()
     stats = Stats.empty(state.batch_size, state.length, policy.max_window, state.seq.device)
     commit_step = torch.full_like(state.seq, -1)  # [B, N + max_window]
-    drafter.start(state)
-    while state.active.any():
+    step = VerifyStep(session, verifier, state.sampling, stats, commit_step, stop_tokens, compile)
+    drafter.start(state, context or Context())
+    while state.active.any():  # the step's one read of the device
         t_step = time.perf_counter()  # the previous step's work is done: active.any() waited for it
         L = _checked(policy(state), state.max_window)
         ahead = state.forced_ahead()
         widened = ahead >= L  # forced tokens fill the window: take their whole run and the token after it
-        state.window = L = min(ahead + 1, state.max_window) if widened else L
-        draft = drafter.propose(state)
-        if draft.useful is not None and not widened:  # verify only the slots worth it (decided before the forward)
-            state.window = L = int(draft.useful.masked_fill(~state.active, 0).max().clamp(max=L - 1)) + 1
-            draft = _cut(draft, L - 1)
-        draft = _force_draft(state, draft)
-        inputs = torch.cat([state.pending[:, None], draft.tokens], 1)  # [B, L]: last committed + drafts
-        tree = None
-        if draft.branches is not None:  # proactive branches ride along: [B, L + S * D] nodes
-            tree = proactive_tree(L, draft.branches.shape[1], draft.branches.shape[2], inputs.device)
-            inputs = torch.cat([inputs, draft.branches.flatten(1)], 1)
-        logits = session.forward(inputs, state.n - 1, tree)
-        logp = _force_p(state, state.sampling.logp(*logits), tree)  # [B, W, V]
-        verdict = verifier(state, draft, logp)
-        k = _commit(state, verdict, stats, commit_step, stop_tokens)
-        if tree is not None:
-            session.adopt(tree.path(verdict.branch))
+        if widened:
+            L = min(ahead + 1, state.max_window)
+        draft = drafter.propose(state, L)
+        L = draft.width + 1  # a drafter may draft fewer than asked (a lookup with nothing to look up)
+        verdict, logp, k = step(state, draft, L)
         t_hook = time.perf_counter()
         if on_commit is not None:
             on_commit(state, k)
@@ -67,37 +63,78 @@ def decode(session: Session, drafter: Drafter, verifier: Verifier, policy: Windo
     return stats
 
 
+RECOMPILE_LIMIT = 256
+
+
 def _checked(window: int, max_window: int) -> int:
     if not 1 <= window <= max_window:
         raise ValueError(f"the window policy asked for {window} positions; it allows 1..{max_window}")
     return window
 
 
-def _cut(draft: Draft, width: int) -> Draft:
-    """The first `width` slots of a chain draft."""
-    q = None if draft.q is None else draft.q[:, :width]
-    return dataclasses.replace(draft, tokens=draft.tokens[:, :width], q=q, onehot=draft.onehot[:, :width], useful=None)
+class VerifyStep:
+    """The drafts of a window of L -> one target forward -> p -> verdict -> commit: (verdict, logp [B, W, V], k [B]).
+
+    It reads nothing from the device, so `compile` can trace it whole: torch.compile with `fullgraph=True` (a
+    graph break is an error, not a silent slowdown) and one graph per window width (`dynamic=False`: the
+    window's L is a Python int, every tensor shape follows from it); on CUDA in mode "reduce-overhead" (CUDA
+    graphs). A dict is passed to torch.compile as keyword arguments (e.g. {"backend": "eager"} to check the
+    trace only). The target session's cache attends over all its slots inside a compiled step (see
+    mmspec.cache: a static view), which is what an accelerator does anyway.
+    """
+
+    def __init__(self, session: Session, verifier: Verifier, sampling: Sampling, stats: Stats,
+                 commit_step: torch.Tensor, stop_tokens: torch.Tensor | None, compile: "bool | dict" = False):
+        self.session, self.verifier, self.sampling, self.stats = session, verifier, sampling, stats
+        self.commit_step, self.stop_tokens = commit_step, stop_tokens  # [B, N + max_window] forward of each commit
+        self.run = self._run
+        if compile:
+            options = dict(compile) if isinstance(compile, dict) else {}
+            if session.device.type == "cuda":
+                options.setdefault("mode", "reduce-overhead")
+            # one graph per window width and kind of draft (with or without q, a tree), for every method and
+            # generation of the process: dynamo's default of 8 graphs per function would end a run mid-generation
+            torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT)
+            torch._dynamo.config.accumulated_recompile_limit = max(
+                torch._dynamo.config.accumulated_recompile_limit, RECOMPILE_LIMIT)
+            self.run = torch.compile(self._run, fullgraph=True, dynamic=False, **options)
+
+    def __call__(self, state: DecodeState, draft: "Draft | TreeDraft", L: int):
+        return self.run(state, draft, L)
+
+    @torch.no_grad()
+    def _run(self, state: DecodeState, draft: "Draft | TreeDraft", L: int):
+        draft = _force_draft(state, draft, L)
+        inputs = torch.cat([state.pending[:, None], draft.nodes()], 1)  # [B, W]: last committed, then drafts
+        logits = self.session.forward(inputs, state.n - 1, draft.tree)
+        logp = _force_p(state, self.sampling.logp(*logits), L, draft.tree)  # [B, W, V]
+        verdict = self.verifier(state, draft, logp, L)
+        k = _commit(state, verdict, L, self.stats, self.commit_step, self.stop_tokens)
+        if verdict.path is not None:  # the tree's path taken now stands for the indices after n
+            self.session.adopt(verdict.path)
+        return verdict, logp, k
 
 
-def _force_draft(state: DecodeState, draft: Draft) -> Draft:
+def _force_draft(state: DecodeState, draft: "Draft | TreeDraft", L: int) -> "Draft | TreeDraft":
     """Structural tokens are drafted as what they must be (one-hot q), on the chain and on its branches."""
     if not state.any_forced:
         return draft
-    forced = state.structural(state.index(state.window - 1))  # [B, L-1]
+    forced = state.structural(state.index(L - 1))  # [B, L-1]
     is_forced = forced >= 0
-    branches = draft.branches
-    if branches is not None:  # branch node t drafts index n + t
-        depth = branches.shape[2]
-        branches = torch.where(is_forced[:, None, :depth], forced[:, None, :depth], branches)
-    return dataclasses.replace(draft, tokens=torch.where(is_forced, forced, draft.tokens),
-                               onehot=draft.onehot | is_forced, branches=branches)
+    chain = draft.chain if isinstance(draft, TreeDraft) else draft
+    chain = Draft(torch.where(is_forced, forced, chain.tokens), chain.q, chain.onehot | is_forced)
+    if not isinstance(draft, TreeDraft):
+        return chain
+    depth = draft.branches.shape[2]  # branch node t drafts index n + t
+    branches = torch.where(is_forced[:, None, :depth], forced[:, None, :depth], draft.branches)
+    return TreeDraft(chain, branches, draft.branch_q, draft.tree)
 
 
-def _force_p(state: DecodeState, logp: torch.Tensor, tree: Tree | None) -> torch.Tensor:
+def _force_p(state: DecodeState, logp: torch.Tensor, L: int, tree: Tree | None) -> torch.Tensor:
     """At structural positions p is one-hot on the forced token (node w's p is for index n + offset[w])."""
     if not state.any_forced:
         return logp
-    index = state.index() if tree is None else state.n[:, None] + tree.offset  # [B, W]
+    index = state.index(L) if tree is None else state.n[:, None] + tree.offset  # [B, W]
     forced = state.structural(index)
     is_forced = (forced >= 0)[..., None]
     token = forced.clamp(min=0)[..., None]
@@ -105,10 +142,10 @@ def _force_p(state: DecodeState, logp: torch.Tensor, tree: Tree | None) -> torch
     return logp.scatter_(-1, token, logp.gather(-1, token).masked_fill(is_forced, 0.0))
 
 
-def _commit(state: DecodeState, verdict: Verdict, stats: Stats, commit_step: torch.Tensor,
+def _commit(state: DecodeState, verdict: Verdict, L: int, stats: Stats, commit_step: torch.Tensor,
             stop_tokens: torch.Tensor | None) -> torch.Tensor:
     """Write the committed prefix of every active row; return k [B] (0 for rows already done)."""
-    L, N = state.window, state.length
+    N = state.length
     index = verdict.index  # [B, L]
     slots = torch.arange(L, device=index.device)
     lead = verdict.accepted.long().cumprod(1).sum(1)  # drafts accepted before the first rejection
@@ -120,7 +157,9 @@ def _commit(state: DecodeState, verdict: Verdict, stats: Stats, commit_step: tor
         k = torch.where(stopped, hit.long().argmax(1) + 1, k)
     keep = slots < k[:, None]  # [B, L]
     state.seq.scatter_(1, index, torch.where(keep, verdict.y, state.seq.gather(1, index)))
-    commit_step.scatter_(1, index, torch.where(keep, state.step, commit_step.gather(1, index)))
+    # an active row has run every forward so far, so its forward count is the step's number (a tensor: a compiled
+    # step must not see a Python int that changes every step)
+    commit_step.scatter_(1, index, torch.where(keep, stats.nfe[:, None], commit_step.gather(1, index)))
 
     stats.nfe += state.active
     if L > 1:  # a window of one has no drafts to count

@@ -21,9 +21,9 @@ from typing import Any, Callable
 
 from mmspec.drafters import (CoupledRedraw, DraftModelDrafter, Drafter, GumbelRedraw, IndependentRedraw,
                              JacobiDrafter, LookupDrafter, NoDraft, make_fill)
-from mmspec.drafters.proactive import Branches, FreshBranches, NoiseBranches
+from mmspec.drafters.proactive import Branches, FreshBranches, ModelBranches, NoiseBranches, ProactiveDrafter
 from mmspec.layouts import Layout
-from mmspec.verify import GumbelMatchVerifier, RejectionVerifier, Verifier
+from mmspec.verify import BranchVerifier, ChainVerifier, GumbelMatchVerifier, RejectionVerifier, Verifier
 
 
 @dataclass(frozen=True)
@@ -48,14 +48,24 @@ def _branches(proactive, kind: type[Branches]) -> "Branches | None":
     return kind(*proactive)
 
 
+def _with_branches(name: str, make_chain: Callable[[Layout], Drafter], verifier: ChainVerifier, proactive,
+                   kind: type[Branches]) -> Method:
+    """A chain method, or with proactive=(width, depth) the same around a tree: branches beside the chain's drafts
+    and the branch verifier around its verifier."""
+    branches = _branches(proactive, kind)
+    if branches is None:
+        return Method(name, make_chain, verifier)
+    return Method(name, lambda layout: ProactiveDrafter(make_chain(layout), branches), BranchVerifier(verifier),
+                  tree_nodes=branches.nodes)
+
+
 def _jacobi(name: str, redraw, verifier, init: "str | None", proactive=None,
             kind: type[Branches] = FreshBranches) -> Method:
     """init None: the layout's default_init (random, or the previous frame on video)."""
     if init is not None:
         make_fill(init)  # reject unknown policies now, not mid-generation
-    branches = _branches(proactive, kind)
-    return Method(name, lambda layout: JacobiDrafter(redraw, make_fill(init or layout.default_init), branches), verifier,
-                  tree_nodes=0 if branches is None else branches.nodes)
+    return _with_branches(name, lambda layout: JacobiDrafter(redraw, make_fill(init or layout.default_init)),
+                          verifier, proactive, kind)
 
 
 def jacobi(init: "str | None" = None, proactive=None) -> Method:
@@ -91,9 +101,9 @@ def lookup(fill: str | None = None) -> Method:
 def draft_model(model=None, sampling=None, proactive=None) -> Method:
     if model is None:
         raise ValueError("method 'draft-model' needs a draft model: {'name': 'draft-model', 'model': ...}")
-    branches = _branches(proactive, FreshBranches)
-    return Method("draft-model", lambda layout: DraftModelDrafter(model, sampling, branches), RejectionVerifier(),
-                  tree_nodes=0 if branches is None else branches.nodes)
+    nodes = 0 if proactive is None else _branches(proactive, ModelBranches).nodes
+    return _with_branches("draft-model", lambda layout: DraftModelDrafter(model, sampling, nodes), RejectionVerifier(),
+                          proactive, ModelBranches)
 
 
 METHODS: dict[str, Callable[..., Method]] = {

@@ -88,7 +88,9 @@ def _finite_number(x) -> bool:
 
 
 def _finite(logits: torch.Tensor, what: str) -> torch.Tensor:
-    if torch.isnan(logits).any():
+    if torch.compiler.is_compiling():  # checked on the device: a compiled step reads nothing back
+        torch._assert_async(~torch.isnan(logits).any(), f"the target produced NaN {what} logits")
+    elif torch.isnan(logits).any():
         raise FloatingPointError(f"the target produced NaN {what} logits; check the model weights and dtype")
     return logits
 
@@ -104,6 +106,8 @@ def _top_p(z: torch.Tensor, top_p: float, head: int = 256) -> torch.Tensor:
     flat = z.reshape(-1, z.shape[-1])  # [M, V]
     lse = flat.logsumexp(-1, keepdim=True)  # [M, 1]
     if 2 * head >= flat.shape[-1]:
+        return _keep_ranked(flat, lse, top_p, *flat.sort(-1, descending=True))[0].view_as(z)
+    if torch.compiler.is_compiling():  # which rows need the full sort is a read of the device: sort them all
         return _keep_ranked(flat, lse, top_p, *flat.sort(-1, descending=True))[0].view_as(z)
     out, mass = _keep_ranked(flat, lse, top_p, *flat.topk(head, dim=-1))
     full = mass < top_p  # [M] the head holds too little: rank the whole vocabulary

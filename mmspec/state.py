@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
-
 import torch
 
 from mmspec.layouts import Layout
@@ -20,11 +18,6 @@ class DecodeState:
     streams: Streams
     seq: torch.Tensor  # [B, N + max_window] committed tokens, then the current drafts (-1 = nothing yet)
     forced: torch.Tensor  # [B, N + max_window] token each row must have at each index (structural or given), or FREE
-    condition: Any = None  # as given to the target, for a draft model
-    num_samples: int = 1
-    prompt: list[torch.Tensor] | None = None  # per row: target-vocabulary ids before generation (n-gram lookup)
-    draft_vocab: torch.Tensor | None = None  # ids random drafts are drawn from (e.g. only visual tokens)
-    window: int = field(init=False)  # L of the current step: positions verified per forward (L-1 drafts + 1)
     n: torch.Tensor = field(init=False)  # [B] committed tokens per row
     pending: torch.Tensor = field(init=False)  # [B] last committed token, fed first in the next window
     active: torch.Tensor = field(init=False)  # [B] rows still generating
@@ -39,7 +32,6 @@ class DecodeState:
         forced_at = (self.forced >= 0).any(0).nonzero()
         self.forced_until = int(forced_at[-1]) + 1 if len(forced_at) else 0
         self.any_forced = self.forced_until > 0
-        self.window = self.max_window
         self.n = torch.zeros(B, dtype=torch.long, device=device)
         self.pending = torch.full((B,), -1, dtype=torch.long, device=device)
         self.active = torch.ones(B, dtype=torch.bool, device=device)
@@ -52,14 +44,13 @@ class DecodeState:
     def length(self) -> int:
         return self.layout.length
 
-    def index(self, width: int | None = None, offset: int = 0) -> torch.Tensor:
-        """[B, width] generated indices n+offset .. of the current window (width defaults to L)."""
-        width = self.window if width is None else width
+    def index(self, width: int, offset: int = 0) -> torch.Tensor:
+        """[B, width] generated indices n+offset .. n+offset+width-1."""
         return self.n[:, None] + offset + torch.arange(width, device=self.n.device)
 
-    def draft_tokens(self) -> torch.Tensor:
-        """[B, L-1] tokens in the draft slots of the current window (indices n .. n+L-2)."""
-        return self.seq.gather(1, self.index(self.window - 1))
+    def draft_tokens(self, L: int) -> torch.Tensor:
+        """[B, L-1] tokens in the draft slots of a window of L (indices n .. n+L-2)."""
+        return self.seq.gather(1, self.index(L - 1))
 
     def finish(self, row: int, length: int) -> None:
         """End `row` with its first `length` committed tokens (a stop string was found, say)."""

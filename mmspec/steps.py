@@ -1,12 +1,15 @@
-"""What one decode step passes between drafter, verifier and loop: plain records, no behaviour."""
+"""What one decode step passes between drafter, verifier and loop: plain, frozen records, no behaviour."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
+from mmspec.tree import Tree
 
-@dataclass
+
+@dataclass(frozen=True)
 class Draft:
     """L-1 draft tokens for the window, each with the law q it was drawn from given everything before it.
 
@@ -18,27 +21,68 @@ class Draft:
     tokens: torch.Tensor  # [B, W] drafts for indices n .. n+W-1 (W = L-1)
     q: torch.Tensor | None  # [B, W, V] fp32, read only where `onehot` is False; None when every slot is one-hot
     onehot: torch.Tensor  # [B, W] bool: q is one-hot on the token
-    # [B, S, D] proactive branches (mmspec.tree): branch i is a sibling of the draft at slot 0 (drawn without
-    # replacement from its q, the slot-0 draft excluded), then children for slots 1..D-1, each drawn from that
-    # slot's q (or the slot's own token where q is one-hot); None: the chain alone
-    branches: torch.Tensor | None = None
-    # [B, S, D-1, V] fp32: the law each branch's children were drawn from, when a drafter continues every sibling
-    # itself (a draft model); None: the chain's q of the same slot
-    branch_q: torch.Tensor | None = None
-    # [B] how many drafts of each row, from slot 0, carry evidence (a matched n-gram) rather than guesses; the loop
-    # then verifies only as many slots as the best row needs; None: every slot is worth its place in the forward
-    useful: torch.Tensor | None = None
 
     @classmethod
     def copied(cls, tokens: torch.Tensor) -> "Draft":
         """Drafts whose q is one-hot everywhere (lookup, fill policies, no drafts at all)."""
         return cls(tokens, None, torch.ones_like(tokens, dtype=torch.bool))
 
+    @property
+    def tree(self) -> Tree | None:
+        """The forward's nodes beyond the chain: none for a chain."""
+        return None
 
-@dataclass
+    @property
+    def width(self) -> int:
+        """W = L-1: the window's draft slots."""
+        return self.tokens.shape[1]
+
+    def nodes(self) -> torch.Tensor:
+        """[B, L-1] the draft tokens the target forward sees after the last committed token."""
+        return self.tokens
+
+
+@dataclass(frozen=True)
+class TreeDraft:
+    """A chain draft with proactive branches beside it (mmspec.drafters.proactive, mmspec.tree).
+
+    Branch i is a sibling of the chain's draft at slot 0 (another candidate for the same index), then children
+    for slots 1..D-1. How the candidates were drawn is the branch kind's business; the verifier needs only
+    their laws: siblings without replacement from slot 0's q (rejection verifiers), children from `branch_q`
+    or, where it is None, the chain's q of the same slot (its own token where that is one-hot).
+    """
+
+    chain: Draft
+    branches: torch.Tensor  # [B, S, D]
+    branch_q: torch.Tensor | None  # [B, S, D-1, V] fp32: each branch's children's own laws (a draft model), or None
+    tree: Tree  # the forward's nodes: the chain's L, then S * D branch nodes
+
+    @property
+    def width(self) -> int:
+        return self.chain.width
+
+    def nodes(self) -> torch.Tensor:
+        """[B, L-1 + S * D] the chain's drafts, then every branch's nodes."""
+        return torch.cat([self.chain.tokens, self.branches.flatten(1)], 1)
+
+
+@dataclass(frozen=True)
 class Verdict:
     y: torch.Tensor  # [B, L] output at every slot: accepted draft, correction, or bonus
     accepted: torch.Tensor  # [B, L-1] bool: draft j passed its own test
     index: torch.Tensor  # [B, L] the generated position of each slot (what its noise row belongs to)
     gumbel_max: torch.Tensor | None = None  # [B, L] argmax(log p + g) at every slot, if the verifier drew it
-    branch: torch.Tensor | None = None  # [B] with proactive branches: the path committed (0 chain, i branch i-1)
+    branch: torch.Tensor | None = None  # [B] with a tree draft: the path committed (0 chain, i branch i-1)
+    path: torch.Tensor | None = None  # [B, D] with a tree draft: the forward's nodes that hold indices n+1..n+D
+
+
+@dataclass(frozen=True)
+class Context:
+    """What drafters may need beyond the decode state, given once at `start`: the target's condition and the
+    rows per condition (a draft model conditions on them), the prompt's ids in the target vocabulary (n-gram
+    lookup) and the ids random drafts come from (e.g. only visual tokens; None: all)."""
+
+    condition: Any = None
+    num_samples: int = 1
+    prompt: list[torch.Tensor] | None = None
+    draft_vocab: torch.Tensor | None = None

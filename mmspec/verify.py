@@ -2,10 +2,12 @@
 
 Slot j < L-1 holds a draft d_j with its law q_j; slot L-1 has no draft (bonus). The loop commits
 slots up to and including the first rejected one; later slots feed the drafter (coupled drafting).
-With proactive branches (mmspec.tree), slot 0 has alternatives: when d_0 fails, its siblings are
-tried in turn, and the first one accepted continues along its own branch of children, whose p the
-same forward computed; the verdict then carries that path's tokens at the slots it committed and
-the chain's everywhere else (what the drafter carries on was drawn under the chain's p).
+The chain verifiers (`RejectionVerifier`, `GumbelMatchVerifier`) are the plain accept/reject step.
+`BranchVerifier` wraps one of them for tree drafts (proactive branches, mmspec.tree): slot 0 has
+alternatives; when d_0 fails, the chain verifier's own sibling test picks one of them, which continues
+along its own branch of children, whose p the same forward computed and which the chain verifier tests
+as a chain of its own. The verdict carries that path's tokens at the slots it committed and the chain's
+everywhere else (what the drafter carries on was drawn under the chain's p).
 """
 from __future__ import annotations
 
@@ -15,11 +17,28 @@ import torch
 
 from mmspec.sampling import sample_from
 from mmspec.state import DecodeState
-from mmspec.steps import Draft, Verdict
+from mmspec.steps import Draft, TreeDraft, Verdict
 
 
 class Verifier(Protocol):
-    def __call__(self, state: DecodeState, draft: Draft, logp: torch.Tensor) -> Verdict:
+    def __call__(self, state: DecodeState, draft: "Draft | TreeDraft", logp: torch.Tensor, L: int) -> Verdict:
+        """p over the forward's nodes (logp [B, W, V]: the window's L slots, then any tree nodes) -> the verdict
+        on the window of L slots at indices n .. n+L-1."""
+        ...
+
+
+class ChainVerifier(Protocol):
+    def __call__(self, state: DecodeState, draft: Draft, logp: torch.Tensor, L: int) -> Verdict:
+        ...
+
+    def chain(self, state: DecodeState, draft: Draft, logp: torch.Tensor, index: torch.Tensor) -> Verdict:
+        """Drafts [B, W] at indices index[:, :W] and p at every index (logp [B, W+1, V]) -> outputs [B, W+1]."""
+        ...
+
+    def siblings(self, state: DecodeState, draft: Draft, logp0: torch.Tensor, verdict: Verdict,
+                 siblings: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Slot 0 had candidates siblings [B, S] beside d_0 (p there: logp0 [B, V]) -> (slot 0's output [B],
+        chosen [B]: 1 + the sibling accepted, 0 where d_0 itself was or none was)."""
         ...
 
 
@@ -112,55 +131,78 @@ class RejectionVerifier:
     """Lossless for any drafter that stores the true law q of its drafts. The bonus slot is drawn by
     Gumbel-max on the noise row of its position, so with no drafts this is plain AR sampling."""
 
-    def __call__(self, state: DecodeState, draft: Draft, logp: torch.Tensor) -> Verdict:
-        L = state.window
-        index = state.index()  # [B, L]
-        bonus = state.gumbel_max(logp[:, L - 1:L], index[:, -1:])  # [B, 1]
-        if L == 1 and draft.branches is None:  # plain AR: nothing to test
+    def __call__(self, state: DecodeState, draft: Draft, logp: torch.Tensor, L: int) -> Verdict:
+        return self.chain(state, draft, logp[:, :L], state.index(L))
+
+    def chain(self, state: DecodeState, draft: Draft, logp: torch.Tensor, index: torch.Tensor) -> Verdict:
+        L = index.shape[1]
+        bonus = state.gumbel_max(logp[:, L - 1:], index[:, L - 1:])  # [B, 1]
+        if L == 1:  # plain AR: nothing to test
             return Verdict(bonus, draft.tokens.new_zeros(bonus.shape[0], 0, dtype=torch.bool), index)
-        p = logp[:, :L].exp()  # [B, L, V]
-        u = state.streams.uniform(2, L - 1).to(p.device)  # [B, 2, L-1]
-        y, accepted = rejection_sample(draft.tokens, draft.q, p[:, :-1], u[:, 0], u[:, 1], draft.onehot)
-        y = torch.cat([y, bonus], 1)
-        if draft.branches is None:
-            return Verdict(y, accepted, index)
-        S, D = draft.branches.shape[1:]
-        u = state.streams.uniform(S + 2 * D).to(p.device)  # [B, S + 2D]
-        live = ~accepted[:, 0] & ~draft.onehot[:, 0]  # siblings need slot 0's q: none for a one-hot draft
-        y0, chosen = recursive_rejection(draft.tokens[:, 0], draft.branches[:, :, 0], draft.q[:, 0], p[:, 0],
-                                         u[:, :S], u[:, S], live)
-        y[:, 0] = torch.where(live, y0, y[:, 0])
-        p_branch = branch_logp(logp, chosen, L, D).exp()  # [B, D, V]: p of slots 1..D on the branch
-        children = draft.branches.gather(1, (chosen - 1).clamp(min=0)[:, None, None].expand(-1, 1, D))[:, 0, 1:]
-        u = u[:, S + 1:]
-        q, onehot = draft.q[:, 1:D], draft.onehot[:, 1:D]
-        if draft.branch_q is not None:  # the chosen branch's own laws
-            V = draft.branch_q.shape[-1]
-            q = draft.branch_q.gather(1, (chosen - 1).clamp(min=0)[:, None, None, None].expand(-1, 1, D - 1, V))[:, 0]
-            onehot = torch.zeros_like(onehot)
-        yc, ac = rejection_sample(children, q, p_branch[:, :-1], u[:, : D - 1], u[:, D - 1: 2 * D - 2], onehot)
-        y_branch = torch.cat([yc, sample_from(p_branch[:, -1], u[:, -1])[:, None]], 1)
-        y, accepted = take_branch(y, accepted, chosen, y_branch, ac)
-        return Verdict(y, accepted, index, branch=chosen)
+        u = state.streams.uniform(2, L - 1).to(logp.device)  # [B, 2, L-1]
+        y, accepted = rejection_sample(draft.tokens, draft.q, logp[:, :-1].exp(), u[:, 0], u[:, 1], draft.onehot)
+        return Verdict(torch.cat([y, bonus], 1), accepted, index)
+
+    def siblings(self, state, draft, logp0, verdict, siblings):
+        """Siblings were drawn without replacement from slot 0's q after d_0: recursive rejection sampling. A one-hot
+        d_0 has no q to draw siblings from: its verdict stands."""
+        S = siblings.shape[1]
+        u = state.streams.uniform(S + 1).to(logp0.device)  # [B, S + 1]
+        live = ~verdict.accepted[:, 0] & ~draft.onehot[:, 0]
+        y0, chosen = recursive_rejection(draft.tokens[:, 0], siblings, draft.q[:, 0], logp0.exp(), u[:, :S], u[:, S],
+                                         live)
+        return torch.where(live, y0, verdict.y[:, 0]), chosen
 
 
 class GumbelMatchVerifier:
     """Seed-exact: each slot's output is argmax(log p + g) with the same noise plain AR sampling uses;
-    a draft is accepted when it equals that output, so the result is AR's, token for token. Proactive
-    branches keep that: slot 0's output is the same whichever sibling matches it, and a branch's slots
-    take argmax(log p + g) under the branch's own p, which is AR's p once the sibling is committed."""
+    a draft is accepted when it equals that output, so the result is AR's, token for token."""
 
-    def __call__(self, state: DecodeState, draft: Draft, logp: torch.Tensor) -> Verdict:
-        L = state.window
-        index = state.index()  # [B, L]
-        y = state.gumbel_max(logp[:, :L], index)  # [B, L]
-        accepted = y[:, :-1] == draft.tokens
-        if draft.branches is None:
-            return Verdict(y, accepted, index, gumbel_max=y)
+    def __call__(self, state: DecodeState, draft: Draft, logp: torch.Tensor, L: int) -> Verdict:
+        return self.chain(state, draft, logp[:, :L], state.index(L))
+
+    def chain(self, state: DecodeState, draft: Draft, logp: torch.Tensor, index: torch.Tensor) -> Verdict:
+        y = state.gumbel_max(logp, index)  # [B, L]
+        return Verdict(y, y[:, :-1] == draft.tokens, index, gumbel_max=y)
+
+    def siblings(self, state, draft, logp0, verdict, siblings):
+        """Slot 0's output is AR's whichever candidate equals it: the first sibling that does is chosen."""
+        match = siblings == verdict.y[:, :1]  # [B, S]
+        chosen = torch.where(verdict.accepted[:, 0] | ~match.any(1), 0, match.long().argmax(1) + 1)
+        return verdict.y[:, 0], chosen
+
+
+class BranchVerifier:
+    """A chain verifier with proactive branches at slot 0 (a `TreeDraft`); chain drafts pass straight through.
+
+    When d_0 fails, the chain verifier's sibling test picks a sibling (or none); the chosen branch's children
+    are then a chain of their own at indices n+1..n+D, tested by the same chain verifier under the branch's p
+    (its nodes' logp, which the same forward computed) and its own laws. `exact` stays exact: slot 0's output
+    is AR's whichever candidate matched, and the branch's slots take argmax(log p + g) under the branch's p,
+    which is AR's p once the sibling is committed."""
+
+    def __init__(self, chain: ChainVerifier):
+        self.chain = chain
+
+    def __call__(self, state: DecodeState, draft: "Draft | TreeDraft", logp: torch.Tensor, L: int) -> Verdict:
+        if not isinstance(draft, TreeDraft):
+            return self.chain(state, draft, logp, L)
+        chain = draft.chain
+        verdict = self.chain(state, chain, logp, L)
+        y0, chosen = self.chain.siblings(state, chain, logp[:, 0], verdict, draft.branches[:, :, 0])
         D = draft.branches.shape[2]
-        match = draft.branches[:, :, 0] == y[:, :1]  # [B, S]
-        chosen = torch.where(accepted[:, 0] | ~match.any(1), 0, match.long().argmax(1) + 1)
-        y_branch = state.gumbel_max(branch_logp(logp, chosen, L, D), index[:, 1:D + 1])  # [B, D]
-        children = draft.branches.gather(1, (chosen - 1).clamp(min=0)[:, None, None].expand(-1, 1, D))[:, 0, 1:]
-        y, accepted = take_branch(y, accepted, chosen, y_branch, children == y_branch[:, :-1])
-        return Verdict(y, accepted, index, gumbel_max=y, branch=chosen)
+        pick = (chosen - 1).clamp(min=0)  # [B] the chosen branch (branch 0 where none was: masked by take_branch)
+        children = draft.branches.gather(1, pick[:, None, None].expand(-1, 1, D))[:, 0, 1:]  # [B, D-1]
+        if draft.branch_q is None:  # children drawn from the chain's q of their slot (its token where one-hot)
+            q, onehot = None if chain.q is None else chain.q[:, 1:D], chain.onehot[:, 1:D]
+        else:  # the chosen branch's own laws
+            V = draft.branch_q.shape[-1]
+            q = draft.branch_q.gather(1, pick[:, None, None, None].expand(-1, 1, D - 1, V))[:, 0]
+            onehot = torch.zeros_like(children, dtype=torch.bool)
+        sub = self.chain.chain(state, Draft(children, q, onehot), branch_logp(logp, chosen, L, D),
+                               verdict.index[:, 1:D + 1])
+        y = verdict.y.clone()
+        y[:, 0] = y0
+        y, accepted = take_branch(y, verdict.accepted, chosen, sub.y, sub.accepted)
+        return Verdict(y, accepted, verdict.index, gumbel_max=None if verdict.gumbel_max is None else y,
+                       branch=chosen, path=draft.tree.path(chosen))

@@ -6,7 +6,8 @@ import torch
 
 import mmspec
 from mmspec.drafters import CoupledRedraw, JacobiDrafter, make_fill
-from mmspec.verify import RejectionVerifier
+from mmspec.steps import TreeDraft
+from mmspec.verify import BranchVerifier, RejectionVerifier
 from tiny import CycleWindow, TabularTarget, chi_square_pvalue, gpt_law, sequence_id, tabular_law, tiny_gpt
 
 SAMPLES = 20_000
@@ -152,12 +153,13 @@ def test_the_test_has_power_against_wrong_recursive_rejection(wrong, monkeypatch
     assert chi_square_pvalue(_sample(target, mmspec.Sequence1D(3), sampling, "pac"), law) < ALPHA
 
 
-class IgnoresBranchQ(RejectionVerifier):
+class IgnoresBranchQ(BranchVerifier):
     """Wrong: a draft model's branch children are tested against the chain's q of their slot, not their own."""
 
-    def __call__(self, state, draft, logp):
-        draft.branch_q = None
-        return super().__call__(state, draft, logp)
+    def __call__(self, state, draft, logp, L):
+        if isinstance(draft, TreeDraft):
+            draft = dataclasses.replace(draft, branch_q=None)
+        return super().__call__(state, draft, logp, L)
 
 
 def test_the_test_has_power_against_testing_branch_children_under_the_chains_q():
@@ -165,6 +167,6 @@ def test_the_test_has_power_against_testing_branch_children_under_the_chains_q()
     sampling = mmspec.Sampling(cfg_scale=1.5)
     law = tabular_law(target, 0, sampling)
     right = mmspec.methods.draft_model(draft_target, proactive=[4, 2])
-    wrong = dataclasses.replace(right, verifier=IgnoresBranchQ())
+    wrong = dataclasses.replace(right, verifier=IgnoresBranchQ(RejectionVerifier()))
     assert chi_square_pvalue(_sample(target, mmspec.Sequence1D(3), sampling, right), law) > ALPHA
     assert chi_square_pvalue(_sample(target, mmspec.Sequence1D(3), sampling, wrong), law) < ALPHA

@@ -10,9 +10,9 @@ from mmspec.steps import Verdict
 from mmspec.verify import RejectionVerifier
 
 
-def _accept_every_draft(state, draft, logp):
+def _accept_every_draft(state, draft, logp, L):
     """A broken verifier: keeps every draft, whatever p says."""
-    verdict = RejectionVerifier()(state, draft, logp)
+    verdict = RejectionVerifier()(state, draft, logp, L)
     return Verdict(torch.cat([draft.tokens, verdict.y[:, -1:]], 1), torch.ones_like(verdict.accepted), verdict.index)
 
 

@@ -62,7 +62,7 @@ def test_greedy_gumbel_max_skips_the_noise_and_draws_what_the_noise_would():
     logp = greedy.logp(torch.randn(3, 5, 11, generator=G))  # [B, W, V] one-hot
     state = DecodeState(layout=mmspec.Sequence1D(8), max_window=5, vocab_size=11, sampling=greedy,
                         streams=Streams([0, 1, 2], 11), seq=torch.full((3, 13), -1), forced=torch.full((3, 13), -1))
-    index = state.index()
+    index = state.index(5)
     assert torch.equal(state.gumbel_max(logp, index), (logp + state.streams.gumbel(index)).argmax(-1))
     sampled = DecodeState(layout=mmspec.Sequence1D(8), max_window=5, vocab_size=11, sampling=mmspec.Sampling(),
                           streams=Streams([0, 1, 2], 11), seq=torch.full((3, 13), -1), forced=torch.full((3, 13), -1))

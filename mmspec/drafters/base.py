@@ -5,18 +5,20 @@ from typing import TYPE_CHECKING, Protocol
 
 import torch
 
-from mmspec.steps import Draft, Verdict
+from mmspec.steps import Context, Draft, Verdict
 
 if TYPE_CHECKING:
     from mmspec.state import DecodeState
 
 
 class Drafter(Protocol):
-    def start(self, state: "DecodeState") -> None:
-        """Called once, after the target session is open and before the first propose."""
+    def start(self, state: "DecodeState", context: Context) -> None:
+        """Called once, after the target session is open and before the first propose, with what the drafter may
+        need beyond the decode state (the condition, the prompt's ids, the draft vocabulary)."""
 
-    def propose(self, state: "DecodeState") -> Draft:
-        """L-1 drafts for indices n .. n+L-2, where L = state.window may change from step to step."""
+    def propose(self, state: "DecodeState", L: int) -> Draft:
+        """Drafts for indices n .. n+L-2 of a window of L (L may change from step to step). A drafter may return
+        fewer (a lookup with nothing to look up): the step then verifies a window of as many drafts plus one."""
         ...
 
     def update(self, state: "DecodeState", draft: Draft, verdict: Verdict, logp: torch.Tensor,
@@ -28,12 +30,12 @@ class Drafter(Protocol):
 class NoDraft:
     """Plain AR decoding: nothing to draft, the window is the single next position (or a run of forced ones)."""
 
-    def start(self, state):
+    def start(self, state, context):
         pass
 
-    def propose(self, state):
+    def propose(self, state, L):
         # L > 1 only over forced tokens, which replace these placeholders
-        return Draft.copied(state.seq.new_zeros(state.batch_size, state.window - 1))
+        return Draft.copied(state.seq.new_zeros(state.batch_size, L - 1))
 
     def update(self, state, draft, verdict, logp, k):
         pass

@@ -10,31 +10,31 @@ from __future__ import annotations
 import torch
 
 from mmspec.adapters.base import Target, window_index
-from mmspec.drafters.proactive import Branches
 from mmspec.tree import forest
 from mmspec.sampling import Sampling, sample_from
 from mmspec.state import DecodeState
-from mmspec.steps import Draft
+from mmspec.steps import Context, Draft
 
 
 class DraftModelDrafter:
-    def __init__(self, model: Target, sampling: Sampling | dict | None = None, branches: "Branches | None" = None):
-        self.model, self.branches = model, branches
+    def __init__(self, model: Target, sampling: Sampling | dict | None = None, tree_nodes: int = 0):
+        """tree_nodes: nodes proactive branches add to a window at most (the draft cache has room for them)."""
+        self.model, self.tree_nodes = model, tree_nodes
         self.sampling = None if sampling is None else Sampling.coerce(sampling)
         self.session = None
 
-    def start(self, state: DecodeState):
+    def start(self, state: DecodeState, context: Context):
         if self.model.vocab_size != state.vocab_size:
             raise ValueError(f"draft model vocabulary {self.model.vocab_size} != target vocabulary {state.vocab_size}")
         self._sampling = self.sampling or state.sampling
-        self.session = self.model.session(state.condition, state.layout, cfg=self._sampling.cfg,
-                                          num_samples=state.num_samples,
-                                          max_window=state.max_window + 1 + (self.branches.nodes if self.branches else 0))
+        self.session = self.model.session(context.condition, state.layout, cfg=self._sampling.cfg,
+                                          num_samples=context.num_samples,
+                                          max_window=state.max_window + 1 + self.tree_nodes)
         self.synced = torch.full_like(state.n, -1)  # [B] the draft cache holds committed indices < synced
         self.fed = None  # [B] indices < fed were fed by the last propose (None: it drafted nothing)
 
-    def propose(self, state: DecodeState) -> Draft:
-        B, L = state.batch_size, state.window
+    def propose(self, state: DecodeState, L: int) -> Draft:
+        B = state.batch_size
         self.fed = None
         if L == 1:
             return Draft.copied(state.seq.new_zeros(B, 0))
@@ -57,17 +57,13 @@ class DraftModelDrafter:
             start, tokens, column = state.n + j, d[:, None], torch.zeros_like(column)
         self.fed = state.n + L - 2  # drafts d_0 .. d_{L-3} went through the draft model, d_{L-2} did not
         tokens = torch.stack(drafts, 1)
-        draft = Draft(tokens, torch.stack(qs, 1), torch.zeros_like(tokens, dtype=torch.bool))
-        if self.branches is not None:
-            draft.branches, draft.branch_q = self._branches(state, draft)
-        return draft
+        return Draft(tokens, torch.stack(qs, 1), torch.zeros_like(tokens, dtype=torch.bool))
 
-    def _branches(self, state: DecodeState, draft: Draft) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Siblings of d_0 from its q, each continued by the draft model itself: D-1 forwards over all branches at
+    def continue_branches(self, state: DecodeState, siblings: torch.Tensor, D: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Siblings [B, S] of d_0, each continued by the draft model itself: D-1 forwards over all branches at
         once (a forest from index n) -> branches [B, S, D], their children's laws [B, S, D-1, V] (None if D == 1)."""
-        B, S = state.batch_size, self.branches.siblings
-        D = min(self.branches.depth, draft.tokens.shape[1])
-        nodes = self.branches.siblings_of(state, draft)[..., None]  # [B, S, 1]
+        B, S = siblings.shape
+        nodes = siblings[..., None]  # [B, S, 1]
         u = state.streams.uniform(S, D - 1).to(nodes.device)
         qs = []
         for t in range(1, D):

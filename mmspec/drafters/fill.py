@@ -12,18 +12,22 @@ from typing import Protocol
 import torch
 
 from mmspec.state import DecodeState
+from mmspec.steps import Context
 
 
 class Fill(Protocol):
     """A fill may also set `evidence` after each call: [B] how many fresh slots of each row, from the first one,
     came from evidence (a match) rather than guesses; fills without it guess everywhere they write."""
 
-    def __call__(self, state: DecodeState, first: torch.Tensor) -> None:
-        """Write state.seq at indices first[b] .. n[b]+L-2 of each row (the fresh draft slots)."""
+    def start(self, state: DecodeState, context: Context) -> None:
+        """Called once per generation, before the first fill."""
+
+    def __call__(self, state: DecodeState, first: torch.Tensor, L: int) -> None:
+        """Write state.seq at indices first[b] .. n[b]+L-2 of each row (the fresh draft slots of a window of L)."""
 
 
-def _fresh_index(state: DecodeState, first: torch.Tensor):
-    index = state.index(state.window - 1)  # [B, L-1]
+def _fresh_index(state: DecodeState, first: torch.Tensor, L: int):
+    index = state.index(L - 1)  # [B, L-1]
     return index, index >= first[:, None]
 
 
@@ -32,20 +36,24 @@ def _write(state: DecodeState, index: torch.Tensor, fresh: torch.Tensor, tokens:
     state.seq.scatter_(1, index, torch.where(fresh, tokens, old))
 
 
-def random_tokens(state: DecodeState, count: int) -> torch.Tensor:
-    """[B, count] uniform draws over the target's draft vocabulary (all tokens, or e.g. visual ones)."""
-    vocab = state.draft_vocab
-    high = state.vocab_size if vocab is None else len(vocab)
-    draws = state.streams.randint(high, count).to(state.seq.device)
-    return draws if vocab is None else vocab[draws]
-
-
 class RandomFill:
-    """Uniform random tokens (SJD / SCD default)."""
+    """Uniform random tokens (SJD / SCD default) over the target's draft vocabulary (all tokens, or e.g. visual
+    ones); other fills guess with it where they have nothing to copy."""
 
-    def __call__(self, state: DecodeState, first: torch.Tensor) -> None:
-        index, fresh = _fresh_index(state, first)
-        _write(state, index, fresh, random_tokens(state, state.window - 1))
+    vocab: torch.Tensor | None = None  # [V'] the ids drawn from; None: all of the target's
+
+    def start(self, state: DecodeState, context: Context) -> None:
+        self.vocab = context.draft_vocab
+
+    def tokens(self, state: DecodeState, count: int) -> torch.Tensor:
+        """[B, count] uniform draws."""
+        high = state.vocab_size if self.vocab is None else len(self.vocab)
+        draws = state.streams.randint(high, count).to(state.seq.device)
+        return draws if self.vocab is None else self.vocab[draws]
+
+    def __call__(self, state: DecodeState, first: torch.Tensor, L: int) -> None:
+        index, fresh = _fresh_index(state, first, L)
+        _write(state, index, fresh, self.tokens(state, L - 1))
 
 
 class CopyFill:
@@ -58,6 +66,10 @@ class CopyFill:
     def __init__(self, kind: str):
         self.kind = kind
         self._ref: torch.Tensor | None = None
+        self._random = RandomFill()
+
+    def start(self, state: DecodeState, context: Context) -> None:
+        self._random.start(state, context)
 
     def _table(self, state: DecodeState) -> torch.Tensor:
         if self._ref is None:
@@ -71,17 +83,17 @@ class CopyFill:
             self._ref = torch.cat([ref, overhang]).to(state.seq.device)
         return self._ref
 
-    def __call__(self, state: DecodeState, first: torch.Tensor) -> None:
-        index, fresh = _fresh_index(state, first)
-        ref_table = self._table(state)
-        ref = ref_table[index]
-        while True:  # follow references that land on other fresh slots back to known tokens
+    def __call__(self, state: DecodeState, first: torch.Tensor, L: int) -> None:
+        index, fresh = _fresh_index(state, first, L)  # [B, W]
+        ref = self._table(state)[index]  # [B, W] each slot's reference, always an earlier index
+        # follow references that land on other fresh slots back to known tokens by pointer jumping: a slot that
+        # points at a fresh slot takes that slot's reference, so the path covered doubles each round and log2(W)
+        # rounds reach the end of any chain inside the window, with no read of the device to decide when to stop
+        for _ in range(max(L - 1, 1).bit_length()):
             again = fresh & (ref >= first[:, None])
-            if not again.any():
-                break
-            ref = torch.where(again, ref_table[ref.clamp(min=0)], ref)
+            ref = torch.where(again, ref.gather(1, (ref - state.n[:, None]).clamp(0, L - 2)), ref)
         tokens = state.seq.gather(1, ref.clamp(min=0))
-        _write(state, index, fresh, torch.where(ref >= 0, tokens, random_tokens(state, state.window - 1)))
+        _write(state, index, fresh, torch.where(ref >= 0, tokens, self._random.tokens(state, L - 1)))
 
 
 class NGramFill:
@@ -92,23 +104,28 @@ class NGramFill:
         self.max_ngram = max_ngram
         self._left = CopyFill("left")
         self.evidence: torch.Tensor | None = None
+        self.prompt: list[torch.Tensor] | None = None  # per row: the prompt's ids, looked up too
 
-    def __call__(self, state: DecodeState, first: torch.Tensor) -> None:
-        index, fresh = _fresh_index(state, first)
+    def start(self, state: DecodeState, context: Context) -> None:
+        self.prompt = context.prompt
+        self._left.start(state, context)
+
+    def __call__(self, state: DecodeState, first: torch.Tensor, L: int) -> None:
+        index, fresh = _fresh_index(state, first, L)
         proposal = torch.full_like(index, -1)
         matched = []
         for b in range(state.batch_size):
             f = int(first[b])
             history = state.seq[b, :f]
-            if state.prompt is not None:
-                history = torch.cat([state.prompt[b], history])
+            if self.prompt is not None:
+                history = torch.cat([self.prompt[b], history])
             cont = _continuation(history, self.max_ngram, int(fresh[b].sum()))
             proposal[b, fresh[b].nonzero().squeeze(-1)[: len(cont)]] = cont
             matched.append(len(cont))
         self.evidence = torch.tensor(matched, device=index.device)
         _write(state, index, fresh & (proposal >= 0), proposal)
         unmatched = torch.where(fresh & (proposal < 0), index, torch.full_like(index, 1 << 62))
-        self._left(state, unmatched.min(1).values)
+        self._left(state, unmatched.min(1).values, L)
 
 
 def _continuation(history: torch.Tensor, max_ngram: int, count: int) -> torch.Tensor:
@@ -132,21 +149,24 @@ class PoolFill:
 
     def __init__(self):
         self.table: torch.Tensor | None = None  # [B, V] successor token, -1 = none seen yet
+        self._random = RandomFill()
 
-    def __call__(self, state: DecodeState, first: torch.Tensor) -> None:
-        if self.table is None:
-            self.table = torch.full((state.batch_size, state.vocab_size), -1, dtype=torch.long, device=state.seq.device)
-        seen_index = state.index(state.window, offset=-1)  # [B, L]: the last committed token, then the drafts
+    def start(self, state: DecodeState, context: Context) -> None:
+        self.table = torch.full((state.batch_size, state.vocab_size), -1, dtype=torch.long, device=state.seq.device)
+        self._random.start(state, context)
+
+    def __call__(self, state: DecodeState, first: torch.Tensor, L: int) -> None:
+        seen_index = state.index(L, offset=-1)  # [B, L]: the last committed token, then the drafts
         seen = state.seq.gather(1, seen_index.clamp(min=0))
-        for j in range(state.window - 1):  # learn pairs (x_j, x_j+1) that lie before the fresh slots
+        for j in range(L - 1):  # learn pairs (x_j, x_j+1) that lie before the fresh slots
             a, b = seen[:, j], seen[:, j + 1]
             ok = (seen_index[:, j] >= 0) & (a >= 0) & (b >= 0) & (seen_index[:, j + 1] < first)
             at = a.clamp(min=0)[:, None]
             self.table.scatter_(1, at, torch.where(ok[:, None], b[:, None], self.table.gather(1, at)))
-        index, fresh = _fresh_index(state, first)
-        tokens, guesses = state.seq.gather(1, index), random_tokens(state, state.window - 1)
+        index, fresh = _fresh_index(state, first, L)
+        tokens, guesses = state.seq.gather(1, index), self._random.tokens(state, L - 1)
         prev, out = state.pending, []
-        for j in range(state.window - 1):  # fresh slots chain: each follows the one before it
+        for j in range(L - 1):  # fresh slots chain: each follows the one before it
             known = self.table.gather(1, prev.clamp(min=0)[:, None])[:, 0]
             token = torch.where(fresh[:, j], torch.where(known >= 0, known, guesses[:, j]), tokens[:, j])
             out.append(token)

@@ -14,7 +14,6 @@ from typing import Protocol
 import torch
 
 from mmspec.drafters.fill import Fill
-from mmspec.drafters.proactive import Branches
 from mmspec.sampling import sample_from
 from mmspec.state import DecodeState
 from mmspec.steps import Draft, Verdict
@@ -51,26 +50,24 @@ class GumbelRedraw:
 
 
 class JacobiDrafter:
-    def __init__(self, redraw: Redraw, fill: Fill, branches: "Branches | None" = None):
-        self.redraw, self.fill, self.branches = redraw, fill, branches
+    def __init__(self, redraw: Redraw, fill: Fill):
+        self.redraw, self.fill = redraw, fill
         self.q: torch.Tensor | None = None  # [B, W, V] law of the carried slots (None: none carried yet)
         self.onehot: torch.Tensor | None = None  # [B, W] slots whose q is one-hot (fresh)
 
-    def start(self, state):
+    def start(self, state, context):
+        self.fill.start(state, context)
         self.q, self.onehot = None, state.seq.new_ones(state.batch_size, 0, dtype=torch.bool)
 
-    def propose(self, state):
-        W, have = state.window - 1, self.onehot.shape[1]
+    def propose(self, state, L):
+        W, have = L - 1, self.onehot.shape[1]
         if W > have:  # a wider window than the last: fill the new slots
-            self.fill(state, state.n + have)
+            self.fill(state, state.n + have, L)
             self.onehot = torch.cat([self.onehot, self.onehot.new_ones(state.batch_size, W - have)], 1)
             if self.q is not None:
                 self.q = torch.cat([self.q, self.q.new_zeros(state.batch_size, W - have, self.q.shape[2])], 1)
         self.onehot, self.q = self.onehot[:, :W], None if self.q is None else self.q[:, :W]
-        draft = Draft(state.draft_tokens(), self.q, self.onehot)
-        if self.branches is not None:
-            draft.branches = self.branches(state, draft)
-        return draft
+        return Draft(state.draft_tokens(L), self.q, self.onehot)
 
     def update(self, state, draft, verdict, logp, k):
         z = self.redraw(state, draft, verdict, logp)  # [B, L]
@@ -81,6 +78,6 @@ class JacobiDrafter:
         index = state.index(L - 1)
         state.seq.scatter_(1, index, torch.where(carried, z.gather(1, src), state.seq.gather(1, index)))
         if L > 1:
-            self.fill(state, state.n + L - k)
+            self.fill(state, state.n + L - k, L)
         self.q = logp.gather(1, src[..., None].expand(-1, -1, V)).exp()  # [B, L-1, V]: the new p of each carried slot
         self.onehot = ~carried

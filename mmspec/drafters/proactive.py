@@ -10,15 +10,21 @@ What a sibling may be depends on the verifier:
   slot 0's q after its draft, and children drawn afresh from their slot's q, independently of
   anything the verifier decides: `FreshBranches`;
 - `exact` accepts a token only when it equals AR's, so any alternative keeps it exact; the best bets
-  are the runners-up of slot 0's own Gumbel-max draw, and the chain's drafts as children: `NoiseBranches`.
+  are the runners-up of slot 0's own Gumbel-max draw, and the chain's drafts as children: `NoiseBranches`;
+- a draft model continues every sibling itself, and each child is tested under its own q: `ModelBranches`.
+
+`ProactiveDrafter` wraps any chain drafter with a kind of branches and returns a `TreeDraft`; the
+verifier that reads it is `mmspec.verify.BranchVerifier` around the method's chain verifier.
 """
 from __future__ import annotations
 
 import torch
 
+from mmspec.drafters.base import Drafter
 from mmspec.sampling import sample_from
 from mmspec.state import DecodeState
-from mmspec.steps import Draft
+from mmspec.steps import Draft, TreeDraft
+from mmspec.tree import proactive_tree
 
 
 class Branches:
@@ -33,46 +39,69 @@ class Branches:
         """Window nodes the branches add at most: (width - 1) * depth."""
         return self.siblings * self.depth
 
-    def __call__(self, state: DecodeState, draft: Draft) -> torch.Tensor | None:
-        """-> [B, S, D] branches for this window (D capped by its drafts), or None when slot 0 has no q."""
-        D = min(self.depth, draft.tokens.shape[1])
+    def grow(self, state: DecodeState, draft: Draft, chain: Drafter) -> "Draft | TreeDraft":
+        """The chain's draft with branches at slot 0 (D capped by its drafts), or the chain alone when slot 0 has
+        no q to branch from."""
+        L, D = draft.tokens.shape[1] + 1, min(self.depth, draft.tokens.shape[1])
         if draft.q is None or D < 1:
-            return None
-        siblings = self.siblings_of(state, draft)  # [B, S]
-        return torch.cat([siblings[..., None], self._children(state, draft, D)], 2)
+            return draft
+        branches, branch_q = self.branches(state, draft, chain, D)  # [B, S, D], [B, S, D-1, V] or None
+        return TreeDraft(draft, branches, branch_q, proactive_tree(L, self.siblings, D, branches.device))
 
-    def siblings_of(self, state: DecodeState, draft: Draft) -> torch.Tensor:
-        raise NotImplementedError
-
-    def _children(self, state: DecodeState, draft: Draft, depth: int) -> torch.Tensor:
+    def branches(self, state: DecodeState, draft: Draft, chain: Drafter, D: int):
         raise NotImplementedError
 
 
 class FreshBranches(Branches):
-    def siblings_of(self, state, draft):
+    def siblings_of(self, state: DecodeState, draft: Draft) -> torch.Tensor:
+        """[B, S] siblings drawn one at a time without replacement from slot 0's q, d_0 excluded (a q out of mass
+        gives a token it cannot have drawn: the verifier skips it)."""
         q = draft.q[:, 0].scatter(-1, draft.tokens[:, :1], 0.0)  # [B, V]
         u = state.streams.uniform(self.siblings).to(q.device)
         out = []
-        # one at a time, without replacement (a q out of mass gives a token it cannot have drawn: the verifier skips it)
         for i in range(self.siblings):
             s = sample_from(q, u[:, i])
             out.append(s)
             q = q.scatter(-1, s[:, None], 0.0)
         return torch.stack(out, 1)
 
-    def _children(self, state, draft, depth):
+    def branches(self, state, draft, chain, D):
         B, S = draft.tokens.shape[0], self.siblings
-        q = draft.q[:, None, 1:depth].expand(-1, S, -1, -1)  # [B, S, D-1, V]
-        drawn = sample_from(q, state.streams.uniform(S, depth - 1).to(q.device))
-        own = draft.tokens[:, None, 1:depth].expand(B, S, -1)  # a one-hot slot's token is its only draw
-        return torch.where(draft.onehot[:, None, 1:depth], own, drawn)
+        siblings = self.siblings_of(state, draft)
+        q = draft.q[:, None, 1:D].expand(-1, S, -1, -1)  # [B, S, D-1, V]
+        drawn = sample_from(q, state.streams.uniform(S, D - 1).to(q.device))
+        own = draft.tokens[:, None, 1:D].expand(B, S, -1)  # a one-hot slot's token is its only draw
+        children = torch.where(draft.onehot[:, None, 1:D], own, drawn)
+        return torch.cat([siblings[..., None], children], 2), None
+
+
+class ModelBranches(FreshBranches):
+    """Siblings as FreshBranches; the chain's drafter (a draft model) continues each one itself."""
+
+    def branches(self, state, draft, chain, D):
+        return chain.continue_branches(state, self.siblings_of(state, draft), D)
 
 
 class NoiseBranches(Branches):
-    def siblings_of(self, state, draft):
+    def branches(self, state, draft, chain, D):
         scores = draft.q[:, 0].log() + state.streams.gumbel(state.index(1))[:, 0].to(draft.q.device)  # [B, V]
         scores.scatter_(-1, draft.tokens[:, :1], -torch.inf)
-        return scores.topk(self.siblings, -1).indices
+        siblings = scores.topk(self.siblings, -1).indices  # [B, S]
+        children = draft.tokens[:, None, 1:D].expand(-1, self.siblings, -1)
+        return torch.cat([siblings[..., None], children], 2), None
 
-    def _children(self, state, draft, depth):
-        return draft.tokens[:, None, 1:depth].expand(-1, self.siblings, -1)
+
+class ProactiveDrafter:
+    """A chain drafter with proactive branches at the first slot of every window it drafts."""
+
+    def __init__(self, chain: Drafter, branches: Branches):
+        self.chain, self.branches = chain, branches
+
+    def start(self, state, context):
+        self.chain.start(state, context)
+
+    def propose(self, state, L):
+        return self.branches.grow(state, self.chain.propose(state, L), self.chain)
+
+    def update(self, state, draft, verdict, logp, k):
+        self.chain.update(state, draft.chain if isinstance(draft, TreeDraft) else draft, verdict, logp, k)

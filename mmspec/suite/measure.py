@@ -15,7 +15,7 @@ import torch
 
 from mmspec.methods import Method
 from mmspec.state import DecodeState
-from mmspec.steps import Draft, Verdict
+from mmspec.steps import Draft, TreeDraft, Verdict
 from mmspec.verify import Verifier
 
 
@@ -38,10 +38,10 @@ class MeasuringVerifier:
         self.sums: dict[str, torch.Tensor] = {}  # name -> [max window] float64, per slot
         self.free: list[torch.Tensor] = []  # per generation seen: [B, N] where the model chooses (not given)
 
-    def __call__(self, state: DecodeState, draft: Draft, logp: torch.Tensor) -> Verdict:
-        verdict = self.verifier(state, draft, logp)
+    def __call__(self, state: DecodeState, draft: "Draft | TreeDraft", logp: torch.Tensor, L: int) -> Verdict:
+        verdict = self.verifier(state, draft, logp, L)
         with torch.no_grad():
-            self._record(state, draft, logp, verdict)
+            self._record(state, draft.chain if isinstance(draft, TreeDraft) else draft, logp, verdict)
         return verdict
 
     def _add(self, name: str, per_slot: torch.Tensor) -> None:

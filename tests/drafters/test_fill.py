@@ -5,66 +5,83 @@ from mmspec.layouts import Grid2D, Sequence1D
 from mmspec.rng import Streams
 from mmspec.sampling import Sampling
 from mmspec.state import DecodeState
+from mmspec.steps import Context
 
 
-def _state(layout, window, seq, n, prompt=None):
+def _state(layout, window, seq, n):
     B = seq.shape[0]
     full = torch.full((B, layout.length + window), -1)
     full[:, : seq.shape[1]] = seq
     state = DecodeState(layout=layout, max_window=window, vocab_size=10, sampling=Sampling(),
                         streams=Streams(list(range(B)), 10), seq=full,
-                        forced=torch.full((B, layout.length + window), -1), prompt=prompt)
+                        forced=torch.full((B, layout.length + window), -1))
     state.n = torch.tensor(n)
     return state
+
+
+def _started(fill, state, prompt=None):
+    fill.start(state, Context(prompt=prompt))
+    return fill
 
 
 def test_copy_above_follows_chains_through_fresh_slots():
     layout = Grid2D(4, 2)
     state = _state(layout, 5, torch.tensor([[1, 2, 3]]), [3])  # drafts at indices 3..6
-    CopyFill("above")(state, state.n)
+    _started(CopyFill("above"), state)(state, state.n, 5)
     # index 3 <- above 1 (=2); 4 <- 2 (=3); 5 <- 3 (fresh, =2); 6 <- 4 (fresh, =3)
     assert state.seq[0, :7].tolist() == [1, 2, 3, 2, 3, 2, 3]
 
 
 def test_copy_left_repeats_the_last_known_token_and_keeps_carried_slots():
     state = _state(Sequence1D(8), 4, torch.tensor([[4, 5, 6, 7]]), [2])  # 6, 7 at indices 2, 3 are carried
-    CopyFill("left")(state, torch.tensor([4]))
+    _started(CopyFill("left"), state)(state, torch.tensor([4]), 4)
     assert state.seq[0, :5].tolist() == [4, 5, 6, 7, 7]
+
+
+def test_copy_left_follows_a_chain_as_long_as_the_window():
+    # every one of 15 fresh slots refers to the one before it: the chain ends at the last committed token, 6
+    state = _state(Sequence1D(24), 16, torch.tensor([[4, 5, 6], [1, 2, 3]]), [3, 2])
+    _started(CopyFill("left"), state)(state, state.n, 16)
+    assert state.seq[0, :18].tolist() == [4, 5, 6] + [6] * 15
+    assert state.seq[1, :17].tolist() == [1, 2] + [2] * 15
 
 
 def test_ngram_lookup_proposes_the_continuation_of_the_latest_match():
     history = torch.tensor([1, 2, 3, 9, 1, 2, 3, 8, 5, 1, 2])
     assert _continuation(history, 3, 3).tolist() == [3, 8, 5]
-    state = _state(Sequence1D(12), 4, history[None, 4:], [7], prompt=[history[:4]])
-    NGramFill()(state, state.n)
+    state = _state(Sequence1D(12), 4, history[None, 4:], [7])
+    _started(NGramFill(), state, prompt=[history[:4]])(state, state.n, 4)
     assert state.seq[0, 7:10].tolist() == [3, 8, 5]  # the prompt plus the tokens so far form the history
 
 
 def test_the_pool_proposes_what_followed_a_token_in_earlier_windows():
     state = _state(Sequence1D(12), 5, torch.tensor([[4, 5, 6, 5]]), [2])  # pending 5 at index 1, drafts 6 5 at 2, 3
     state.pending = torch.tensor([5])
-    pool = PoolFill()
-    pool(state, torch.tensor([4]))  # learns 5 -> 6 and 6 -> 5; fresh 4 follows 5, fresh 5 follows the new 6
+    pool = _started(PoolFill(), state)
+    pool(state, torch.tensor([4]), 5)  # learns 5 -> 6 and 6 -> 5; fresh 4 follows 5, fresh 5 follows the new 6
     assert state.seq[0, :6].tolist() == [4, 5, 6, 5, 6, 5]
     state.seq[0, 3] = 9  # a later iterate: 6 -> 9 replaces 6 -> 5, and 9 is followed by nothing seen yet
     state.n, state.pending = torch.tensor([3]), torch.tensor([6])
-    pool(state, torch.tensor([5]))  # learns 6 -> 9 (indices 2, 3) and 9 -> 6 (3, 4); slots 5, 6 fresh
+    pool(state, torch.tensor([5]), 5)  # learns 6 -> 9 (indices 2, 3) and 9 -> 6 (3, 4); slots 5, 6 fresh
     assert state.seq[0, 3:7].tolist() == [9, 6, 9, 6]
 
 
 def test_ngram_lookup_says_how_many_slots_a_match_filled():
-    fill = NGramFill()
     state = _state(Sequence1D(12), 6, torch.tensor([[1, 2, 3, 1, 2], [4, 5, 6, 7, 8]]), [5, 5])
-    fill(state, state.n)
+    fill = _started(NGramFill(), state)
+    fill(state, state.n, 6)
     assert fill.evidence.tolist() == [3, 0]  # row 0: "1 2" was followed by "3 1 2", where the history ends
 
 
-def test_lookup_verifies_only_the_matched_slots_and_steps_as_ar_where_nothing_matched():
+def test_lookup_verifies_only_the_matched_slots_and_steps_as_ar_where_nothing_matched(monkeypatch):
     import mmspec
+    from mmspec.loop import VerifyStep
     from tiny import tiny_gpt
 
     target, windows = mmspec.ReferenceTarget(tiny_gpt(vocab_size=4, rope_axes=1)), []
+    step = VerifyStep.__call__
+    monkeypatch.setattr(VerifyStep, "__call__", lambda self, state, draft, L: windows.append(L) or step(self, state, draft, L))
     out = mmspec.generate(target, torch.tensor([0]), Sequence1D(14), method="lookup", window=6, seed=0,
-                          num_samples=4, on_commit=lambda state, k: windows.append(state.window))
+                          num_samples=4)
     assert len(windows) == int(out.stats.nfe.max()) and min(windows) == 1 and max(windows) <= 6
     assert windows[0] == 1  # nothing generated yet, no prompt in the target's vocabulary: nothing to match

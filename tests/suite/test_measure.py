@@ -33,8 +33,8 @@ def _step(q, p, onehot, accepted, forced=(-1, -1, -1, -1)):
     V = p.shape[-1]
     draft = Draft(torch.zeros(1, 3, dtype=torch.long), q[None], torch.tensor([onehot]))
     verdict = Verdict(torch.zeros(1, 4, dtype=torch.long), torch.tensor([accepted]), torch.arange(4)[None])
-    wrapper = MeasuringVerifier(lambda state, d, logp: verdict)
-    assert wrapper(_state(forced), draft, p.log()[None].expand(1, 4, V).clone()) is verdict
+    wrapper = MeasuringVerifier(lambda state, d, logp, L: verdict)
+    assert wrapper(_state(forced), draft, p.log()[None].expand(1, 4, V).clone(), 4) is verdict
     return wrapper.summary(), wrapper
 
 
