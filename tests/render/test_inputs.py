@@ -11,7 +11,8 @@ from mmspec.cli import main
 from mmspec.pipelines import ImagePipeline, VideoPipeline
 from mmspec.render import JobError, load_job, render_job
 from mmspec.render.naming import output_id
-from mmspec.render.worker import load_pipeline, render_batch
+from mmspec.pipelines import load_pipeline
+from mmspec.render.worker import render_batch
 
 
 @pytest.fixture
