@@ -159,3 +159,12 @@ def test_a_video_model_without_staging_starts_from_the_image_models_picture_as_i
     picture = video.image_model("red heart", seed=3, method="ar")  # the whole prompt, not a parsed subject
     assert video.staging is None
     assert torch.equal(out.tokens[0, : video.layout.h * video.layout.w], video._image_frame(picture.images[0]))
+
+
+def test_the_summary_reports_the_window_that_ran(tiny_models):
+    pipe = ImagePipeline.from_pretrained(tiny_models / "image")
+    auto = pipe("red heart", num_outputs=2)  # exact with auto by default
+    mean = 1 + auto.stats.forwards_at.sum().item() / auto.stats.nfe.sum().item()
+    assert auto.summary["window"] == f"auto, mean {mean:.1f}" and auto.stats.window == pipe.default_window
+    assert pipe("red heart", window=4).summary["window"] == 4
+    assert pipe("red heart", method="ar").summary["window"] == 1
