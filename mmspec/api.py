@@ -25,7 +25,8 @@ class Generation:
 
 
 def generate(target: Target, condition: Any, layout: Layout, *, method: "str | dict | Method" = DEFAULT_METHOD,
-             window: "int | str | WindowPolicy" = DEFAULT_WINDOW, sampling: "Sampling | dict | None" = None, seed: "int | Sequence[int]" = 0,
+             window: "int | str | WindowPolicy" = DEFAULT_WINDOW, sampling: "Sampling | dict | None" = None,
+             seed: "int | Sequence[int]" = 0,
              num_samples: int = 1, stop_tokens: "Sequence[int] | None" = None,
              on_commit: "Callable[[DecodeState, torch.Tensor], None] | None" = None,
              given: "torch.Tensor | None" = None) -> Generation:

@@ -105,7 +105,7 @@ def _check_writable(folder: "str | Path") -> Path:
 def _common(p: argparse.ArgumentParser, kind_nargs: str | None = None, window=DEFAULT_WINDOW):
     p.add_argument("kind", choices=KINDS, nargs=kind_nargs)
     p.add_argument("--model", help="model folder (default: the bundled model for the kind)")
-    p.add_argument("--draft", help="draft model folder for --method draft-model (text)")
+    p.add_argument("--draft", help="text: a draft model folder, for the methods that draft with one")
     p.add_argument("--method", default=DEFAULT_METHOD, choices=sorted(METHODS),
                    help=f"default {DEFAULT_METHOD}: the same tokens as --method ar with the same seed")
     p.add_argument("--init", help="fill policy for fresh window slots: random, left, above, prev-frame, ngram, pool "
@@ -361,8 +361,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="also run plain AR (--method ar) with the same prompt, seed and sampling: forwards, "
                           "seconds and the speed-up, and for --method exact whether the tokens are identical")
     gen.set_defaults(func=cmd_generate)
-    bench = sub.add_parser("bench", parents=[debug], help="NFE, acceptance and wall-clock of methods against AR, same run, and "
-                           "the lossless check (exact == ar, greedy agreement) on the model")
+    bench = sub.add_parser("bench", parents=[debug], help="NFE, acceptance and wall-clock of methods against AR, "
+                           "same run, and the lossless check (exact == ar, greedy agreement) on the model")
     _common(bench, kind_nargs="?", window=None)
     bench.add_argument("--methods", help=f"comma-separated (default {DEFAULT_BENCH_METHODS})")
     bench.add_argument("--prompt", action="append", help="a prompt (repeatable); default: a fixed set")
@@ -380,14 +380,16 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--out", help="write the JSON results here; with --suite, a folder for JSON, markdown and "
                        "plots (default benchmarks/results/SUITE)")
     bench.set_defaults(func=cmd_bench)
-    render = sub.add_parser("render", parents=[debug], help="render a job file into a folder: resumable, exactly once per output")
+    render = sub.add_parser("render", parents=[debug],
+                            help="render a job file into a folder: resumable, exactly once per output")
     render.add_argument("job", help="job file (YAML; see configs/)")
     render.add_argument("--out", required=True, help="output folder (files + manifest.jsonl)")
     render.add_argument("--backend", default="local", choices=["local", "ray"])
     render.add_argument("--ray-address", help="an existing Ray cluster (default: start a local one)")
     render.add_argument("--batch-size", type=int, help="rows per engine call (default: the job's)")
     render.set_defaults(func=cmd_render, json=False)
-    conv = sub.add_parser("convert", parents=[debug], help="convert a LlamaGen GPT checkpoint to a reference GPT folder")
+    conv = sub.add_parser("convert", parents=[debug],
+                          help="convert a LlamaGen GPT checkpoint to a reference GPT folder")
     conv.add_argument("family", choices=["llamagen"])
     conv.add_argument("checkpoint")
     conv.add_argument("out")
@@ -404,7 +406,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--port", type=int, help="port (default: the first free one from 7860)")
     for kind in KINDS:
         demo.add_argument(f"--{kind}-model", help=f"{kind} model folder (default: the bundled one)")
-    demo.add_argument("--text-draft", help="draft model folder for --text-model (draft-model method)")
+    demo.add_argument("--text-draft", help="a draft model folder for --text-model, for the methods that draft "
+                      "with one")
     demo.add_argument("--concurrency", type=int, default=1, help="generations at a time per model")
     demo.set_defaults(func=cmd_demo, json=False)
     return parser

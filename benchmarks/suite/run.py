@@ -105,8 +105,8 @@ def run_suite(cases: list, *, device: str = "cpu", models: dict | None = None, d
     result = {"environment": environment(device), "cases": results}
     for i, case in enumerate(cases):
         if case.kind not in pipelines:
-            pipelines[case.kind] = load_pipeline(case.kind, models.get(case.kind), draft if case.kind == "text" else None,
-                                                 device, window_cache="off")  # measure what a first call gets
+            pipelines[case.kind] = load_pipeline(  # window_cache off: measure what a first call gets
+                case.kind, models.get(case.kind), draft if case.kind == "text" else None, device, window_cache="off")
         pipeline = pipelines[case.kind]
         t_case, cpu_case = time.perf_counter(), time.process_time()
         figures = RUNNERS[type(case)](pipeline, case, seed=seed, max_new_tokens=max_new_tokens)

@@ -118,7 +118,7 @@ def as_list(prompt) -> list:
 class Pipeline:
     """The call sequence the image, video and text pipelines share. A subclass sets `default_model` (a bundled
     model folder's name) and `default_window` (auto windows' widest), holds `target` and `default_sampling`, and
-    may hold a `draft_model`: the model of a draft-model method that names none."""
+    may hold a `draft_model`: the model of a method that drafts with one and names none."""
 
     default_model: str
     default_window: int
