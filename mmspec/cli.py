@@ -147,7 +147,7 @@ def cmd_generate(args) -> dict:
     else:
         out = pipe(args.prompt, method=_method(args), **call)
     paths = [str(p) for p in out.save(out_dir)]
-    result = {"kind": args.kind, "prompt": args.prompt, "method": args.method, "window": out.summary["window"],
+    result = {"kind": args.kind, "prompt": args.prompt, "method": args.method, "window": args.window,
               "outputs": paths, "stats": out.summary}
     if args.compare:
         result["compare"] = comparison

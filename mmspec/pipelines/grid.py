@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import io
+import json
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -109,12 +110,13 @@ class _GridPipeline(Pipeline):
         return self._output(out, rows, {**summary, **extra})
 
     def condition(self, prompts: list[str]) -> torch.Tensor:
-        """[C, cond_len] prompt word ids; words the model does not know are left out, with a warning naming them."""
+        """[C, cond_len] prompt word ids; words the model does not know get the unknown word's id, and a warning
+        naming them (the model learnt nothing from them)."""
         unknown = sorted({w for p in prompts for w in unknown_words(p, self.vocab)} - self._warned)
         if unknown:  # once per word: a render job repeats its prompts batch after batch
             self._warned.update(unknown)
             warnings.warn(f"{type(self).__name__}: the model does not know {', '.join(map(repr, unknown))}; "
-                          "left out of the prompt", stacklevel=3)
+                          "it reads them as an unknown word", stacklevel=3)
         return torch.tensor([encode_prompt(p, self.vocab, self.cond_len) for p in prompts])
 
     def _image_frame(self, image) -> torch.Tensor:
@@ -149,8 +151,6 @@ def open_picture(picture, what: str = "image", source: "str | None" = None):
 
 def read_json(path: Path, what: str):
     """A JSON file of a model folder, with an error naming the file when it is missing or not JSON."""
-    import json
-
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file ({what}); the model folder is incomplete")
     try:
