@@ -13,18 +13,17 @@ import sys
 
 import torch
 
-from mmspec.bench import PROMPTS, load_pipeline
+from mmspec.bench import PROMPTS
+from mmspec.pipelines import load_pipeline
 
 GRID_PROMPTS = {"image": ["red heart", "yellow star", "green tree", "blue fish"],
                 "video": ["bounce red apple", "slide yellow star right", "zoom green tree", "rotate blue fish"]}
 TEXT_PROMPTS = PROMPTS["text"] + ["def is_prime(n):\n    if n < 2:\n        return False\n", "for i in range("]
 
 
-def method(spec: str, pipe) -> tuple[dict, int]:
+def method(spec: str) -> tuple[dict, int]:
     name, window, *rest = spec.split(":")
     m = {"name": name}
-    if name == "draft-model":
-        m["model"] = pipe.draft
     if rest and rest[0]:
         m["proactive"] = [int(x) for x in rest[0].split("x")]
     if len(rest) > 1:
@@ -34,9 +33,9 @@ def method(spec: str, pipe) -> tuple[dict, int]:
 
 def main(kind: str, specs: list[str]) -> None:
     torch.set_num_threads(1)
-    pipe = load_pipeline(kind, None, None, "cpu")
+    pipe = load_pipeline(kind, None, None, "cpu", window_cache="off")
     for spec in specs:
-        m, window = method(spec, pipe)
+        m, window = method(spec)
         if kind == "text":
             out = pipe(TEXT_PROMPTS, num_outputs=2, seed=0, method=m, window=window,
                        sampling={"temperature": 0.8, "top_p": 0.95}, max_new_tokens=64)

@@ -9,7 +9,7 @@ import torch
 from mmspec.adapters.base import Target
 from mmspec.layouts import FREE, Layout
 from mmspec.loop import decode
-from mmspec.methods import Method, resolve_method
+from mmspec.methods import DEFAULT_METHOD, DEFAULT_WINDOW, Method, resolve_method
 from mmspec.rng import Streams
 from mmspec.sampling import Sampling
 from mmspec.state import DecodeState, forced_runs
@@ -25,8 +25,9 @@ class Generation:
     stats: Stats
 
 
-def generate(target: Target, condition: Any, layout: Layout, *, method: "str | dict | Method" = "coupled",
-             window: "int | WindowPolicy" = 16, sampling: "Sampling | dict | None" = None, seed: "int | Sequence[int]" = 0,
+def generate(target: Target, condition: Any, layout: Layout, *, method: "str | dict | Method" = DEFAULT_METHOD,
+             window: "int | str | WindowPolicy" = DEFAULT_WINDOW, sampling: "Sampling | dict | None" = None,
+             seed: "int | Sequence[int]" = 0,
              num_samples: int = 1, stop_tokens: "Sequence[int] | None" = None,
              on_commit: "Callable[[DecodeState, torch.Tensor], None] | None" = None,
              given: "torch.Tensor | None" = None, compile: "bool | dict" = False) -> Generation:

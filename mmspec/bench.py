@@ -3,7 +3,9 @@
 Reports per method: NFE per row and its ratio to AR, mean acceptance length, acceptance rate, seconds
 (wall-clock and this process's CPU time) and their ratios to AR. Runs alternate round-robin after an
 untimed AR run, and the best of the repeats is kept. Timings come from this machine and this run only.
-The lossless check printed beside these figures is in mmspec.lossless; whole suites in mmspec.suite.
+The lossless check printed beside these figures is in mmspec.lossless; whole suites in benchmarks/suite (a clone's).
+Pipelines for a benchmark come from mmspec.pipelines.load_pipeline(..., window_cache="off"): auto windows learn
+within the process only, so a benchmark measures what a first call gets, whatever earlier processes measured.
 """
 from __future__ import annotations
 
@@ -24,20 +26,6 @@ from mmspec.methods import Method
 PROMPTS = {"image": ["red heart", "pizza", "rocket", "dog face"],
            "video": ["bounce red apple", "slide right car", "zoom in red heart", "rotate sun"],
            "text": ["def fibonacci(n):\n", "import os\n\n\ndef ", "class Stack:\n    def "]}
-
-
-def load_pipeline(kind: str, model=None, draft=None, device="cpu", remember: bool = False):
-    """The pipeline for a kind on a model folder (default: the bundled model); text takes a draft model folder.
-    Unless `remember`, its auto windows learn within this process only: a benchmark measures what a first call
-    gets, whatever earlier processes on this machine measured (see mmspec.pipelines.base.window_folder)."""
-    from unittest import mock
-
-    from mmspec.pipelines import ImagePipeline, TextPipeline, VideoPipeline
-
-    with mock.patch.dict(os.environ, {} if remember else {"MMSPEC_WINDOW_CACHE": "off"}):
-        if kind == "text":
-            return TextPipeline.from_pretrained(model, draft=draft, device=device)
-        return {"image": ImagePipeline, "video": VideoPipeline}[kind].from_pretrained(model, device=device)
 
 
 @dataclass(frozen=True)
@@ -114,8 +102,7 @@ def run_figures(timed: Timed) -> dict:
     """NFE, acceptance and speed of one timed pipeline output."""
     s = timed.result.stats
     return {"nfe_per_row": s.nfe.float().mean().item(), "tokens_per_row": s.committed.float().mean().item(),
-            # a forward at window L has L - 1 draft slots: forwards_at counts them, so this is the mean L
-            "mean_window": 1 + s.forwards_at.sum().item() / max(s.nfe.sum().item(), 1),
+            "mean_window": s.mean_window,
             "mean_acceptance_length": s.mean_acceptance_length, "acceptance_rate": s.acceptance_rate,
             "seconds": timed.seconds, "cpu_seconds": timed.cpu_seconds,
             "tokens_per_second": s.committed.sum().item() / timed.seconds}
@@ -146,15 +133,16 @@ def run_benchmark(pipeline, prompts: list, methods: list, *, repeats: int = 1, w
     return rows
 
 
-def compare(pipeline, prompt, method, **call) -> dict:
-    """Run `method`, then plain AR with the same prompt, seed and sampling (the first run pays any warm-up,
-    so the speed-up is not flattered). -> {"output": the method's output, its and AR's forwards per row and
-    seconds, "speedup", "nfe_ratio", "identical": whether the two produced the same tokens}."""
-    out = pipeline(prompt, method=method, **call)
-    ar = pipeline(prompt, method="ar", **call)
+def compare(run: Callable[[Any], Any], method) -> dict:
+    """run(method) -> a pipeline output: runs `method`, then plain AR (the caller's run keeps the prompt, seed and
+    sampling; the first run pays any warm-up, so the speed-up is not flattered). -> {"output": the method's output,
+    "ar_output": AR's, "method" and "ar": forwards per row and seconds of each, "speedup", "nfe_ratio",
+    "identical": whether the two produced the same tokens}. What `mmspec generate --compare` and the demo show."""
+    out = run(method)
+    ar = run("ar")
     figures = {name: {"nfe_per_row": o.stats.nfe.float().mean().item(), "seconds": o.summary["seconds"]}
                for name, o in (("method", out), ("ar", ar))}
-    return {"output": out, **figures,
+    return {"output": out, "ar_output": ar, **figures,
             "speedup": figures["ar"]["seconds"] / figures["method"]["seconds"],
             "nfe_ratio": figures["ar"]["nfe_per_row"] / figures["method"]["nfe_per_row"],
             "identical": identical_rows(out, ar) == len(row_tokens(ar))}

@@ -8,9 +8,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from mmspec.methods import METHODS, check_method
+from mmspec.methods import DEFAULT_METHOD, DEFAULT_WINDOW, METHODS, check_method, needs_draft_model
 from mmspec.sampling import Sampling
-from mmspec.pipelines.base import DEFAULT_METHOD, DEFAULT_WINDOW
 from mmspec.window import MAX_WINDOW
 
 KINDS = ("image", "video", "text")
@@ -19,10 +18,22 @@ DEFAULT_BENCH_METHODS = "jacobi,coupled,gumbel,exact,lookup"
 
 def _pipeline(args, remember: bool = False):
     """The pipeline for args.kind (its bundled model unless --model); `remember`: its auto windows start from
-    what earlier processes measured on this machine, and keep what this one measures."""
-    from mmspec.bench import load_pipeline
+    what earlier processes measured on this machine, and keep what this one measures (the window cache)."""
+    from mmspec.pipelines import load_pipeline
 
-    return load_pipeline(args.kind, args.model, args.draft, getattr(args, "device", "cpu"), remember)
+    return load_pipeline(args.kind, args.model, args.draft, getattr(args, "device", "cpu"),
+                         window_cache=None if remember else "off")
+
+
+def _has_draft_model(args) -> bool:
+    """Whether the pipeline will hold a draft model: text, with its bundled model (it comes with one) or --draft."""
+    return args.kind == "text" and (args.model is None or args.draft is not None)
+
+
+def _check_draft_model(spec, args, option: str) -> None:
+    if needs_draft_model(spec) and not _has_draft_model(args):
+        raise ValueError(f"{option}: this method needs a draft model, which only text has (its bundled model's, "
+                         "or --model DIR --draft DIR)")
 
 
 def _method(args):
@@ -69,9 +80,8 @@ def _check_options(args) -> None:
         raise ValueError(f"--num must be >= 1, got {args.num}")
     if args.max_new_tokens < 1:
         raise ValueError(f"--max-new-tokens must be >= 1, got {args.max_new_tokens}")
-    if args.method == "draft-model" and args.kind != "text":
-        raise ValueError("--method draft-model needs a draft model, which only text has (--draft DIR)")
-    check_method(_method(args))  # unknown --init policies, bad --proactive shapes
+    check_method(_method(args), has_draft_model=True)  # unknown --init policies, bad --proactive shapes
+    _check_draft_model(_method(args), args, f"--method {args.method}")
     for name in ("image", "mask"):
         path = getattr(args, name, None)
         if path is not None and not Path(path).is_file():
@@ -95,7 +105,7 @@ def _check_writable(folder: "str | Path") -> Path:
 def _common(p: argparse.ArgumentParser, kind_nargs: str | None = None, window=DEFAULT_WINDOW):
     p.add_argument("kind", choices=KINDS, nargs=kind_nargs)
     p.add_argument("--model", help="model folder (default: the bundled model for the kind)")
-    p.add_argument("--draft", help="draft model folder for --method draft-model (text)")
+    p.add_argument("--draft", help="text: a draft model folder, for the methods that draft with one")
     p.add_argument("--method", default=DEFAULT_METHOD, choices=sorted(METHODS),
                    help=f"default {DEFAULT_METHOD}: the same tokens as --method ar with the same seed")
     p.add_argument("--init", help="fill policy for fresh window slots: random, left, above, prev-frame, ngram, pool "
@@ -131,8 +141,9 @@ def cmd_generate(args) -> dict:
     if args.compare:
         from mmspec.bench import compare, format_comparison
 
-        comparison = compare(pipe, args.prompt, _method(args), **call)
+        comparison = compare(lambda method: pipe(args.prompt, method=method, **call), _method(args))
         out = comparison.pop("output")
+        comparison.pop("ar_output")
     else:
         out = pipe(args.prompt, method=_method(args), **call)
     paths = [str(p) for p in out.save(out_dir)]
@@ -202,22 +213,35 @@ def _report_lossless(checks: list[dict], quiet: bool) -> int:
     return 0 if all(c["ok"] for c in checks) else 1
 
 
+def _suites():
+    """benchmarks.suite of the clone mmspec runs from: the suites are benchmarks, not part of the package."""
+    root = Path(__file__).resolve().parents[1]
+    if not (root / "benchmarks" / "suite" / "__init__.py").is_file():
+        raise ValueError("mmspec bench --suite runs from a clone of the mmspec repository (its benchmarks/ folder is "
+                         "not installed with the package): pip install -e . in a clone")
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    import benchmarks.suite
+
+    return benchmarks.suite
+
+
 def _bench_suite(args) -> dict:
-    from mmspec.suite import SUITES, run_suite, save
-    from mmspec.suite.report import write_json
+    suites = _suites()
+    from benchmarks.suite.report import write_json
 
     out = _check_writable(args.out or Path("benchmarks/results") / args.suite)
     kinds = (args.kind,) if args.kind else KINDS
     # text has a draft model with the bundled models, or when one is given
     draft = "text" in kinds and (args.model is None or args.draft is not None)
-    cases = SUITES[args.suite](kinds=kinds, draft=draft, **({"rows": args.rows} if args.rows else {}))
+    cases = suites.SUITES[args.suite].cases(kinds=kinds, draft=draft, **({"rows": args.rows} if args.rows else {}))
     if args.repeats:
         cases = [dataclasses.replace(c, repeats=args.repeats) if hasattr(c, "repeats") else c for c in cases]
-    result = run_suite(cases, device=args.device, models={args.kind: args.model} if args.model else None,
+    result = suites.run_suite(cases, device=args.device, models={args.kind: args.model} if args.model else None,
                        draft=args.draft, seed=args.seed, max_new_tokens=args.max_new_tokens,
                        on_case=lambda partial: write_json(partial, out / "results.json"))  # kept if stopped early
     result["suite"] = args.suite
-    paths = save(result, out, args.suite)
+    paths = suites.save(result, out, args.suite)
     if not args.json:
         print("\n".join(map(str, paths)))
         print(f"suite {args.suite}: {result['seconds']:.0f} s ({result['cpu_seconds']:.0f} s of CPU time)")
@@ -273,11 +297,14 @@ def _check_suite_options(args) -> None:
         raise ValueError("--suite with --model needs the model's kind: mmspec bench image --suite quick --model DIR")
     if args.draft is not None and args.kind != "text":
         raise ValueError("--draft is the draft of a text model: mmspec bench text --suite quick --model DIR --draft DIR")
-    if args.suite == "acceptance":
+    suites = _suites().SUITES
+    if args.suite not in suites:
+        raise ValueError(f"--suite: unknown suite {args.suite!r}; choose one of {sorted(suites)}")
+    if not suites[args.suite].timed:
         given = [f"--{n}" for n in ("rows", "repeats") if getattr(args, n) is not None]
         if given:
-            raise ValueError(f"{', '.join(given)}: not for --suite acceptance, which counts forwards (nothing timed) "
-                             "on 4 prompts x 2 samples and on 1-row runs")
+            raise ValueError(f"{', '.join(given)}: not for --suite {args.suite}, which counts forwards (nothing "
+                             "timed) on its own prompts and rows")
 
 
 def _bench_methods(args) -> list[str]:
@@ -285,8 +312,8 @@ def _bench_methods(args) -> list[str]:
     unknown = sorted(set(methods) - set(METHODS))
     if unknown:
         raise ValueError(f"unknown --methods {unknown}; choose from {sorted(METHODS)}")
-    if "draft-model" in methods and args.kind != "text":
-        raise ValueError("draft-model benchmarks need a draft model: text only from the CLI")
+    for method in methods:
+        _check_draft_model(method, args, f"--methods {method}")
     return methods
 
 
@@ -324,7 +351,9 @@ def cmd_render(args) -> dict:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mmspec", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    gen = sub.add_parser("generate", help="generate images, videos or text with speculation")
+    debug = argparse.ArgumentParser(add_help=False)
+    debug.add_argument("--debug", action="store_true", help="on an error, show its traceback, not one line")
+    gen = sub.add_parser("generate", parents=[debug], help="generate images, videos or text with speculation")
     _common(gen)
     gen.add_argument("prompt")
     gen.add_argument("--out", default="out", help="output folder")
@@ -332,8 +361,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="also run plain AR (--method ar) with the same prompt, seed and sampling: forwards, "
                           "seconds and the speed-up, and for --method exact whether the tokens are identical")
     gen.set_defaults(func=cmd_generate)
-    bench = sub.add_parser("bench", help="NFE, acceptance and wall-clock of methods against AR, same run, and "
-                           "the lossless check (exact == ar, greedy agreement) on the model")
+    bench = sub.add_parser("bench", parents=[debug], help="NFE, acceptance and wall-clock of methods against AR, "
+                           "same run, and the lossless check (exact == ar, greedy agreement) on the model")
     _common(bench, kind_nargs="?", window=None)
     bench.add_argument("--methods", help=f"comma-separated (default {DEFAULT_BENCH_METHODS})")
     bench.add_argument("--prompt", action="append", help="a prompt (repeatable); default: a fixed set")
@@ -342,7 +371,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1... (default cpu)")
     bench.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's); on a CPU shared with "
                        "other work, fewer threads than cores avoid threads waiting on each other")
-    bench.add_argument("--suite", choices=["quick", "acceptance"], help="run a whole suite; a kind restricts it to "
+    bench.add_argument("--suite", help="run a whole suite (benchmarks/suite of a clone); a kind restricts it to "
                        "that kind. quick: image and video against batch size and window, text against transformers, "
                        "lossless checks; acceptance: forward counts, acceptance per window slot and its diagnosis "
                        "(TV between Jacobi iterations, entropy of p) against the window, beside published figures")
@@ -351,14 +380,16 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--out", help="write the JSON results here; with --suite, a folder for JSON, markdown and "
                        "plots (default benchmarks/results/SUITE)")
     bench.set_defaults(func=cmd_bench)
-    render = sub.add_parser("render", help="render a job file into a folder: resumable, exactly once per output")
+    render = sub.add_parser("render", parents=[debug],
+                            help="render a job file into a folder: resumable, exactly once per output")
     render.add_argument("job", help="job file (YAML; see configs/)")
     render.add_argument("--out", required=True, help="output folder (files + manifest.jsonl)")
     render.add_argument("--backend", default="local", choices=["local", "ray"])
     render.add_argument("--ray-address", help="an existing Ray cluster (default: start a local one)")
     render.add_argument("--batch-size", type=int, help="rows per engine call (default: the job's)")
     render.set_defaults(func=cmd_render, json=False)
-    conv = sub.add_parser("convert", help="convert a LlamaGen GPT checkpoint to a reference GPT folder")
+    conv = sub.add_parser("convert", parents=[debug],
+                          help="convert a LlamaGen GPT checkpoint to a reference GPT folder")
     conv.add_argument("family", choices=["llamagen"])
     conv.add_argument("checkpoint")
     conv.add_argument("out")
@@ -370,12 +401,13 @@ def build_parser() -> argparse.ArgumentParser:
     conv.add_argument("--vocab-size", type=int, default=16384)
     conv.add_argument("--allow-pickle", action="store_true", help="read a .pt with torch's weights-only unpickler")
     conv.set_defaults(func=cmd_convert, json=False)
-    demo = sub.add_parser("demo", help="the Gradio demo on the bundled models (needs the demo extra)")
+    demo = sub.add_parser("demo", parents=[debug], help="the Gradio demo on the bundled models (needs the demo extra)")
     demo.add_argument("--host", default="127.0.0.1", help="address to bind (0.0.0.0: reachable from other machines)")
     demo.add_argument("--port", type=int, help="port (default: the first free one from 7860)")
     for kind in KINDS:
         demo.add_argument(f"--{kind}-model", help=f"{kind} model folder (default: the bundled one)")
-    demo.add_argument("--text-draft", help="draft model folder for --text-model (draft-model method)")
+    demo.add_argument("--text-draft", help="a draft model folder for --text-model, for the methods that draft "
+                      "with one")
     demo.add_argument("--concurrency", type=int, default=1, help="generations at a time per model")
     demo.set_defaults(func=cmd_demo, json=False)
     return parser
@@ -385,8 +417,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         result = args.func(args)
-    except (ValueError, FileNotFoundError) as err:
-        print(f"mmspec: error: {err}", file=sys.stderr)
+    except (ValueError, FileNotFoundError) as err:  # what the user can fix: bad options, files, folders
+        if args.debug:
+            raise
+        print(f"mmspec: error: {' '.join(str(err).split())} (--debug shows the traceback)", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps(result))

@@ -18,7 +18,29 @@ def check_folder(path: str | Path, what: str) -> Path:
         pickles = [p.name for p in path.glob("*.bin")] + [p.name for p in path.glob("*.pt*")]
         hint = f" (found pickle files {pickles}; convert them to safetensors)" if pickles else ""
         raise FileNotFoundError(f"{what}: {path} has no *.safetensors weights{hint}")
+    for file in sorted(path.glob("*.safetensors")):
+        check_safetensors(file)
     return path
+
+
+def check_safetensors(file: Path) -> None:
+    """Open a safetensors file's header, which also checks that the file holds every tensor it lists: a truncated
+    or corrupt file is refused here, by name, rather than deep inside a loader."""
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        with safe_open(str(file), framework="pt"):
+            pass
+    except (SafetensorError, OSError) as err:
+        raise ValueError(f"{file} is not a readable safetensors file ({err}): it may be truncated or corrupt; "
+                         "copy or download it again") from None
+
+
+def read_safetensors(file: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    check_safetensors(file)
+    return load_file(str(file))
 
 
 def raise_on_loading_info(info: dict, path: Path) -> None:

@@ -7,9 +7,13 @@ A method that fails either changed what the model generates; the check says so l
 """
 from __future__ import annotations
 
+import copy
+
 import torch
 
 from mmspec.bench import as_entry, identical_rows, row_tokens
+from mmspec.rng import Streams
+from mmspec.sampling import Sampling
 
 # Scores (log p + Gumbel noise) closer than this are a rounding tie: fp32 forwards of different widths round the
 # logits differently by ~1e-5 nats on the bundled models, while a changed law moves scores by far more.
@@ -52,12 +56,29 @@ def _tie_gaps(pipeline, prompts: list, call: dict, ar, exact) -> list:
     for r, (a, b) in enumerate(zip(row_tokens(ar), row_tokens(exact))):
         if torch.equal(a, b):
             continue
-        if not hasattr(pipeline, "score_gap") or a.shape != b.shape:
+        if not hasattr(pipeline, "condition") or a.shape != b.shape:
             gaps.append(None)
             continue
         i = int((a != b).nonzero()[0])  # the rows agree before it: both chose here under the same context
-        gaps.append(abs(pipeline.score_gap(rows[r], seeds[r], a, i, int(b[i]), call.get("sampling"))))
+        gaps.append(abs(score_gap(pipeline, rows[r], seeds[r], a, i, int(b[i]), call.get("sampling"))))
     return gaps
+
+
+def score_gap(pipeline, prompt: str, seed: int, tokens: torch.Tensor, index: int, other: int,
+              sampling: "dict | None" = None) -> float:
+    """log p + g of tokens[index] minus that of `other` at the same index, recomputed in fp64 by one teacher-forced
+    forward of a copy of a grid pipeline's model over `tokens` [N] (row seed `seed`): how close to a tie the choice
+    between them was, which tells a rounding tie from a changed token."""
+    model = copy.deepcopy(pipeline.target.model).double()
+    cond = pipeline.condition([prompt]).to(tokens.device)
+    positions = pipeline.layout.positions()
+    with torch.no_grad():
+        c = model.forward_sequence(cond, tokens[None], positions)[0, index]
+        u = model.forward_sequence(model.null_condition(1), tokens[None], positions)[0, index]
+    sampling = Sampling.coerce(sampling if sampling is not None else pipeline.default_sampling)
+    score = sampling.logp(c, u if sampling.cfg else None).double()
+    score = score + Streams([seed], model.config.vocab_size, tokens.device).gumbel(torch.tensor([[index]]))[0, 0]
+    return float(score[int(tokens[index])] - score[other])
 
 
 def format_lossless(check: dict) -> str:

@@ -106,36 +106,63 @@ def draft_model(model=None, sampling=None, proactive=None) -> Method:
                           proactive, ModelBranches)
 
 
+# What a call does unless told otherwise (mmspec.generate and the pipelines): the tokens of plain AR with the same
+# seed (`exact`), with the window picked at every step from measured costs and acceptance (1, plain AR, included).
+DEFAULT_METHOD = "exact"
+DEFAULT_WINDOW = "auto"
+
 METHODS: dict[str, Callable[..., Method]] = {
     "ar": ar, "draft-model": draft_model, "lookup": lookup, "jacobi": jacobi,
     "coupled": coupled, "gumbel": gumbel, "exact": exact, "pac": pac,
 }
 
 
-def resolve_method(method: "str | dict[str, Any] | Method") -> Method:
-    """'coupled', {'name': 'coupled', 'init': 'above'} or a Method object."""
-    if isinstance(method, Method):
-        return method
+def _parse(method: "str | dict[str, Any]") -> tuple[str, dict[str, Any]]:
+    """'coupled' or {'name': 'coupled', 'init': 'above'} -> (name, options), the name checked."""
     options: dict[str, Any] = {}
     if isinstance(method, dict):
         options = dict(method)
         method = options.pop("name", None)
     if not isinstance(method, str) or method not in METHODS:
         raise ValueError(f"unknown method {method!r}; choose one of {sorted(METHODS)}")
+    return method, options
+
+
+def needs_draft_model(method: "str | dict[str, Any] | Method") -> bool:
+    """Whether a spec takes its draft model from the caller (resolve_method's draft_model): a draft-model method
+    that names none."""
+    if isinstance(method, Method):
+        return False
+    name, options = _parse(method)
+    return name == "draft-model" and "model" not in options
+
+
+def resolve_method(method: "str | dict[str, Any] | Method", draft_model=None) -> Method:
+    """'coupled', {'name': 'coupled', 'init': 'above'} or a Method object -> a Method. The one place where a
+    spec meets what its caller holds: `draft_model` (a pipeline's draft model) is the model of a spec that
+    needs one (needs_draft_model)."""
+    if isinstance(method, Method):
+        return method
+    name, options = _parse(method)
+    given = sorted(options)
+    if draft_model is not None and needs_draft_model(method):
+        options["model"] = draft_model
     try:
-        return METHODS[method](**options)
+        return METHODS[name](**options)
     except TypeError as err:
-        raise ValueError(f"bad options {sorted(options)} for method {method!r}: {err}") from None
+        raise ValueError(f"bad options {given} for method {name!r}: {err}") from None
 
 
-def check_method(method: "str | dict[str, Any] | Method") -> None:
-    """Refuse an unknown method or bad options before any work. A draft-model spec may leave out its model,
-    which a pipeline supplies (its draft model)."""
-    if isinstance(method, dict) and method.get("name") == "draft-model" and "model" not in method:
-        options = {k: v for k, v in method.items() if k != "name"}
-        unknown = sorted(set(options) - {"sampling", "proactive"})
-        if unknown:
-            raise ValueError(f"bad options {unknown} for method 'draft-model'")
-        _branches(options.get("proactive"), FreshBranches)
-    elif method != "draft-model":
-        resolve_method(method)
+class _GivenLater:
+    """Stands for a draft model the caller gives when it runs (a pipeline's, loaded after the check)."""
+
+
+def check_method(method: "str | dict[str, Any] | Method", has_draft_model: bool = False) -> Method:
+    """Refuse an unknown method or bad options before any work (building a Method loads nothing) -> the Method,
+    for its name, window and width. has_draft_model: the caller will give a draft model when it runs."""
+    return resolve_method(method, draft_model=_GivenLater() if has_draft_model else None)
+
+
+def method_names(has_draft_model: bool = False) -> list[str]:
+    """The methods a caller can run by name: all of them with a draft model, the others without."""
+    return [name for name in METHODS if has_draft_model or not needs_draft_model(name)]

@@ -47,10 +47,23 @@ class Stats:
         """Forwards of the batch (rows share them)."""
         return int(self.nfe.max().item()) if self.nfe.numel() else 0
 
-    def summary(self) -> dict:
-        return {"rows": len(self.nfe), "window": self.window, "nfe": self.total_nfe,
-                "tokens": int(self.committed.sum()), "mean_acceptance_length": round(self.mean_acceptance_length, 3),
-                "acceptance_rate": round(self.acceptance_rate, 3), "seconds": round(self.seconds, 3)}
+    @property
+    def mean_window(self) -> float:
+        """Positions verified per forward, over all forwards (a forward at window L has L - 1 draft slots)."""
+        return 1 + self.forwards_at.sum().item() / max(self.nfe.sum().item(), 1)
+
+    def summary(self, policy: "str | None" = None, seconds: "float | None" = None) -> dict:
+        """The figures a run reports. window: the fixed window, or with a policy that picks it at every step
+        (`policy`, e.g. "auto") its name and the mean window that ran ("auto, mean 8.0"), not its cap.
+        seconds: the caller's wall-clock (a pipeline's includes encoding and decoding), else the decode loop's."""
+        seconds = self.seconds if seconds is None else seconds
+        tokens = int(self.committed.sum())
+        window = self.window if policy is None or self.window == 1 else f"{policy}, mean {self.mean_window:.1f}"
+        return {"rows": len(self.nfe), "window": window, "nfe": self.total_nfe,
+                "nfe_per_row": round(self.nfe.float().mean().item(), 2) if self.nfe.numel() else 0.0,
+                "tokens": tokens, "mean_acceptance_length": round(self.mean_acceptance_length, 3),
+                "acceptance_rate": round(self.acceptance_rate, 3), "seconds": round(seconds, 3),
+                "tokens_per_second": round(tokens / max(seconds, 1e-9), 1)}
 
     def __str__(self) -> str:
         return " ".join(f"{k}={v}" for k, v in self.summary().items())

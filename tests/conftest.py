@@ -47,7 +47,8 @@ def tiny_models(tmp_path_factory):
         (root / name / "vocab.json").write_text(json.dumps(vocab))
     shutil.copytree(root / "video", root / "video-from-text")  # frame 0 rendered by the image model
     config = json.loads((root / "video-from-text" / "config.json").read_text())
-    (root / "video-from-text" / "config.json").write_text(json.dumps({**config, "first_frame_model": "../image"}))
+    (root / "video-from-text" / "config.json").write_text(json.dumps({**config, "first_frame_model": "../image",
+                                                                       "first_frame_staging": "emoji-sprite"}))
     return root
 
 

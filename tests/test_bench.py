@@ -1,4 +1,8 @@
 """Timing and figures of mmspec.bench: round-robin best-of timing, windows per entry, rows identical to AR."""
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 import mmspec
@@ -34,3 +38,12 @@ def test_entries_run_at_their_own_window_and_exact_gives_ar_tokens(image):
 def test_entries_need_distinct_labels(image):
     with pytest.raises(ValueError, match="distinct labels"):
         run_benchmark(image, ["red heart"], [Entry("exact", 3), Entry("exact", 3)])
+
+
+def test_the_library_loads_no_benchmark_code_and_names_no_file_outside_the_repository():
+    root = Path(__file__).parents[1]
+    loaded = subprocess.run([sys.executable, "-c", "import sys, mmspec, mmspec.pipelines; print(*sys.modules)"],
+                            capture_output=True, text=True, check=True, cwd=root).stdout.split()
+    assert not [m for m in loaded if m.startswith(("benchmarks", "mmspec.bench", "mmspec.lossless", "mmspec.suite"))]
+    assert not (root / "mmspec" / "suite").exists()
+    assert not [str(p) for p in (root / "mmspec").rglob("*.py") if "shared/" in p.read_text()]

@@ -129,8 +129,11 @@ def test_bench_refuses_cuda_where_there_is_none(capsys):
     _refused(["bench", "--suite", "quick", "--device", "cuda"], capsys, "no CUDA device here")
 
 
-@pytest.mark.parametrize("argv, message", [(["--suite", "slow"], "invalid choice: 'slow'"),
-                                           (["--suite", "quick", "--rows", "1,x"], "expected batch sizes like 1,4,8"),
+def test_bench_refuses_an_unknown_suite(capsys):
+    _refused(["bench", "image", "--suite", "slow"], capsys, "unknown suite 'slow'; choose one of ['acceptance', 'quick']")
+
+
+@pytest.mark.parametrize("argv, message", [(["--suite", "quick", "--rows", "1,x"], "expected batch sizes like 1,4,8"),
                                            (["--rows", "0"], "expected batch sizes like 1,4,8")])
 def test_bench_argument_errors_exit_before_any_work(capsys, argv, message):
     with pytest.raises(SystemExit) as exit_:

@@ -103,3 +103,73 @@ def test_a_window_policy_that_oversteps_is_refused(target):
         gen(target, window=TooWide())
     with pytest.raises(ValueError, match="window must be"):
         gen(target, window=lambda state: 3)  # a policy needs max_window
+
+
+# What a user of the command line meets: a broken model folder or input file is one line naming the file and
+# what to do, exit status 2, no traceback (--debug shows it).
+
+def _broken_copy(tiny_models, tmp_path, kind="image"):
+    import shutil
+
+    shutil.copytree(tiny_models, tmp_path / "models")
+    return tmp_path / "models" / kind
+
+
+def _truncate_weights(folder):
+    data = (folder / "model.safetensors").read_bytes()
+    (folder / "model.safetensors").write_bytes(data[: len(data) // 2])
+
+
+def _drop_layout(folder):
+    import json
+
+    config = json.loads((folder / "config.json").read_text())
+    del config["layout"]
+    (folder / "config.json").write_text(json.dumps(config))
+
+
+def _lose_tokenizer(folder):
+    import shutil
+
+    shutil.rmtree(folder.parent / "vq")
+
+
+@pytest.mark.parametrize("breaks, names", [
+    (_truncate_weights, ["model.safetensors", "truncated or corrupt", "copy or download it again"]),
+    (_drop_layout, ["config.json", "lacks 'layout'"]),
+    (_lose_tokenizer, ["config.json", "names tokenizer '../vq'", "no folder at"]),
+])
+def test_a_broken_model_folder_is_one_line_and_exit_2(tiny_models, tmp_path, capsys, breaks, names):
+    from mmspec.cli import main
+
+    folder = _broken_copy(tiny_models, tmp_path)
+    breaks(folder)
+    argv = ["generate", "image", "red heart", "--model", str(folder), "--out", str(tmp_path / "out")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and err.startswith("mmspec: error: ") and "Traceback" not in err, err
+    assert all(name in err for name in names), err
+    with pytest.raises((ValueError, FileNotFoundError)):  # --debug: the exception itself, with its traceback
+        main(argv + ["--debug"])
+
+
+def test_an_image_file_that_is_not_an_image_is_one_line_and_exit_2(tiny_models, tmp_path, capsys):
+    from mmspec.cli import main
+
+    notes = tmp_path / "notes.png"
+    notes.write_text("meeting notes, renamed")
+    assert main(["generate", "video", "bounce apple", "--model", str(tiny_models / "video"), "--image", str(notes),
+                 "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and f"image {notes} is not an image file" in err, err
+
+
+def test_unknown_prompt_words_are_named_once(tiny_models):
+    import warnings
+
+    pipe = mmspec.ImagePipeline.from_pretrained(tiny_models / "image")
+    with pytest.warns(UserWarning, match="does not know 'elephant', 'purple', 'skateboarding'; it reads them as"):
+        pipe("purple elephant skateboarding", method="ar")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        pipe("red heart, purple elephant", method="ar")  # known words, and unknown ones already named

@@ -12,15 +12,14 @@ import tempfile
 from pathlib import Path
 
 import gradio as gr
-import torch
 
-from mmspec.pipelines.base import DEFAULT_METHOD
-from mmspec.window import MAX_WINDOW
+from mmspec.bench import compare
 from mmspec.demo.render import commit_map, length_histogram
 from mmspec.demo.report import comparison, run_stats, verdict
 from mmspec.demo.stream import Snapshot, stream
 from mmspec.demo.views import GridView, TextView
-from mmspec.methods import METHODS
+from mmspec.methods import DEFAULT_METHOD, method_names
+from mmspec.window import MAX_WINDOW
 from mmspec.pipelines import ImagePipeline, TextPipeline, VideoPipeline
 from mmspec.pipelines.grid import token_mask
 
@@ -40,8 +39,8 @@ is a run accepted in a single forward. `exact` gives the very same tokens as pla
 
 def build_app(image_model=None, video_model=None, text_model=None, text_draft=None,
               concurrency: int = 1) -> gr.Blocks:
-    """Model folders default to the bundled models; text_draft enables `draft-model` for text
-    (the bundled text model comes with its draft). `concurrency`: generations at a time per model."""
+    """Model folders default to the bundled models; text_draft is the text model's draft model (the bundled text
+    model comes with its own), for the methods that need one. `concurrency`: generations at a time per model."""
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
     pipes = {"image": ImagePipeline.from_pretrained(image_model),
@@ -104,13 +103,12 @@ class Tab:
     def _controls(self) -> dict:
         """The inputs, by the name of the handler argument they fill."""
         kind, pipe = self.kind, self.pipe
-        methods = [m for m in METHODS if m != "draft-model" or getattr(pipe, "draft", None) is not None]
+        methods = method_names(has_draft_model=pipe.draft_model is not None)
         sampling = {"temperature": 1.0, "top_k": 0, "top_p": 1.0, **pipe.default_sampling}
         c = {"prompt": gr.Textbox(EXAMPLES[kind][0], label="Prompt", lines=3 if kind == "text" else 1,
                                   elem_id=f"{kind}-prompt")}
         gr.Examples([[p] for p in EXAMPLES[kind]], [c["prompt"]])
-        c["method"] = gr.Dropdown(methods, value="draft-model" if "draft-model" in methods else DEFAULT_METHOD,
-                                  label="Method", elem_id=f"{kind}-method")
+        c["method"] = gr.Dropdown(methods, value=DEFAULT_METHOD, label="Method", elem_id=f"{kind}-method")
         pictures = self._picture_inputs() if kind != "text" else {}  # last in the API: positional callers
         c["window"] = gr.Slider(0, MAX_WINDOW, 0, step=1, label="Window",
                                 info="positions verified per forward; 0: auto (picked at every step)")
@@ -237,14 +235,13 @@ class Tab:
     def compare(self, progress=gr.Progress(), image=None, mask=None, **values):
         """The chosen method and plain AR, same prompt, seed and sampling; for exact, are the tokens equal?"""
         call = self.settings(image=image, mask=mask, **values)
-        outs = {}
-        for name in (call["method"], "ar"):
-            *_, outs[name] = self.run({**call, "method": name}, progress, name)  # the last item is the output
-        fast, ar = outs[call["method"]], outs["ar"]
-        identical = None
-        if call["method"] == "exact":
-            identical = all(torch.equal(a, b) for a, b in zip(self.view.tokens(fast), self.view.tokens(ar)))
-        report = comparison(call["method"], fast, ar, identical)
+
+        def run(method):
+            *_, out = self.run({**call, "method": method}, progress, method)  # the last item is the output
+            return out
+        result = compare(run, call["method"])
+        fast, ar = result["output"], result["ar_output"]
+        report = comparison(call["method"], fast, ar, result["identical"] if call["method"] == "exact" else None)
         folder = Path(tempfile.mkdtemp(dir=self.files.name))
         return {self.media_a: self.view.media(fast, folder / "method")[0],
                 self.media_b: self.view.media(ar, folder / "ar")[0],

@@ -3,12 +3,10 @@ from __future__ import annotations
 
 
 def run_stats(out, method: str) -> dict:
-    """A pipeline output's summary: NFE, acceptance, time and throughput."""
-    s = out.summary
-    return {"prompt": out.prompts[0], "method": method, "window": s["window"], "outputs": s["rows"], "nfe": s["nfe"],
-            "mean_acceptance_length": s["mean_acceptance_length"], "acceptance_rate": s["acceptance_rate"],
-            "tokens": s["tokens"], "seconds": s["seconds"],
-            "tokens_per_second": round(s["tokens"] / max(s["seconds"], 1e-9), 1)}
+    """A pipeline output's summary (NFE, acceptance, the window that ran, time and throughput) with its prompt and
+    method; rows are called outputs here, as in the tab's controls."""
+    summary = dict(out.summary)
+    return {"prompt": out.prompts[0], "method": method, "outputs": summary.pop("rows"), **summary}
 
 
 def comparison(method: str, fast, ar, identical: "bool | None") -> dict:

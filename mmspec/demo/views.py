@@ -40,9 +40,6 @@ class GridView:
         paths = out.save(folder)
         return [str(p) for p in paths if p.suffix == ".gif"], next(str(p) for p in paths if p.suffix == ".mp4")
 
-    def tokens(self, out) -> list:
-        return list(out.tokens)
-
     def steps(self, commit_step: torch.Tensor) -> np.ndarray:
         """[B, N] -> [B, T, H, W] commit map panels."""
         return commit_step.cpu().view(-1, *self.shape).numpy()
@@ -64,9 +61,6 @@ class TextView:
 
     def media(self, out, folder: Path) -> tuple[str, None]:
         return join_outputs([p + t for p, t in zip(out.prompts, out.texts)]), None
-
-    def tokens(self, out) -> list:
-        return out.tokens
 
     def runs(self, out) -> list[tuple[str, "str | None"]]:
         """The first output cut where the next forward's tokens begin, each piece labelled with how many

@@ -1,4 +1,17 @@
 from mmspec.pipelines.grid import ImageOutput, ImagePipeline, VideoOutput, VideoPipeline
 from mmspec.pipelines.text import TextOutput, TextPipeline
 
-__all__ = ["ImagePipeline", "ImageOutput", "VideoPipeline", "VideoOutput", "TextPipeline", "TextOutput"]
+__all__ = ["ImagePipeline", "ImageOutput", "VideoPipeline", "VideoOutput", "TextPipeline", "TextOutput",
+           "PIPELINES", "load_pipeline"]
+
+PIPELINES = {"image": ImagePipeline, "video": VideoPipeline, "text": TextPipeline}
+
+
+def load_pipeline(kind: str, model=None, draft=None, device="cpu", window_cache=None):
+    """The pipeline of a kind (image, video, text) on a model folder (None: the bundled one); text also takes a
+    draft model folder. window_cache: where auto windows' measurements are kept across processes (None: the
+    user's default, $MMSPEC_WINDOW_CACHE; 'off': nowhere, so each process measures what a first call gets;
+    see mmspec.pipelines.base.WindowCache)."""
+    if kind == "text":
+        return TextPipeline.from_pretrained(model, draft=draft, device=device, window_cache=window_cache)
+    return PIPELINES[kind].from_pretrained(model, device=device, window_cache=window_cache)

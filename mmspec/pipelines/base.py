@@ -1,14 +1,18 @@
-"""What every pipeline shares: where the bundled models are, progress bars, output stats."""
+"""What every pipeline shares: where the bundled models are, the window cache, and the call sequence around
+mmspec.generate (method, window, sampling, progress, what auto windows learned, the summary)."""
 from __future__ import annotations
 
 import hashlib
 import os
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 
+from mmspec.methods import DEFAULT_METHOD, DEFAULT_WINDOW, resolve_method  # noqa: F401 - the pipelines' defaults
 from mmspec.window import AutoWindow, WindowMemory
+
 
 def models_dir() -> Path:
     """Where the bundled models are: $MMSPEC_MODELS, else the models/ folder of the source checkout."""
@@ -28,6 +32,51 @@ def model_path(path: "str | Path | None", default: str) -> Path:
     return path
 
 
+class WindowMemories(dict):
+    """method -> WindowMemory: what window="auto" learned across a pipeline's calls. With a folder, each method's
+    memory is kept in a file there, per device and CPU thread count (both change every timing), so a new process
+    starts from it."""
+
+    def __init__(self, folder: "Path | None" = None, device="cpu"):
+        super().__init__()
+        self.folder, self.device = folder, str(device).replace(":", "")
+
+    def __missing__(self, method: str) -> WindowMemory:
+        name = f"{method}-{self.device}-{torch.get_num_threads()}threads.json"
+        memory = self[method] = WindowMemory(None if self.folder is None else self.folder / name)
+        return memory
+
+
+class WindowCache:
+    """Where pipelines keep what auto windows measured, across processes: a root folder with one folder per model
+    (its name and a hash of its path and weights files), or nowhere (root None: each process measures afresh)."""
+
+    def __init__(self, root: "str | Path | None"):
+        self.root = None if root is None else Path(root)
+
+    @classmethod
+    def coerce(cls, cache: "WindowCache | str | Path | None") -> "WindowCache":
+        """None: the user's default, $MMSPEC_WINDOW_CACHE (else ~/.cache/mmspec/windows); 'off': nowhere; a folder;
+        a WindowCache as it is."""
+        if isinstance(cache, WindowCache):
+            return cache
+        if cache is None:
+            cache = os.environ.get("MMSPEC_WINDOW_CACHE") or (
+                Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mmspec" / "windows")
+        return cls(None if cache == "off" else cache)
+
+    def folder(self, model: Path) -> "Path | None":
+        if self.root is None:
+            return None
+        model = model.resolve()
+        key = [str(model)] + [f"{f.name}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in sorted(model.iterdir())
+                              if f.suffix in (".safetensors", ".json") and f.is_file()]
+        return self.root / f"{model.name}-{hashlib.sha1(chr(0).join(key).encode()).hexdigest()[:10]}"
+
+    def memories(self, model: Path, device) -> WindowMemories:
+        return WindowMemories(self.folder(model), device)
+
+
 @contextmanager
 def progress(total: int, desc: str, enabled: bool):
     """A tqdm bar over committed tokens; yields the on_commit hook for mmspec.generate."""
@@ -40,56 +89,14 @@ def progress(total: int, desc: str, enabled: bool):
         yield lambda state, k: bar.update(int(k.sum()))
 
 
-# What a pipeline call does unless told otherwise: the tokens of plain AR with the same seed (`exact`),
-# with the window picked at every step from measured costs and acceptance, 1 (plain AR) included.
-DEFAULT_METHOD = "exact"
-DEFAULT_WINDOW = "auto"
-
-
 def resolve_window(window, widest: int, memories: "WindowMemories | None" = None, method=None) -> "int | AutoWindow":
     """None or "auto" -> an AutoWindow of up to `widest` positions (the pipeline's default_window) that starts
     from what earlier calls with the same method learned (`memories`: the pipeline's, by method name); an int
-    as is."""
+    or a window policy as is."""
     if window is None or window == "auto":
         memory = memories[method] if memories is not None and isinstance(method, str) else None
         return AutoWindow(max_window=widest, memory=memory)
     return window
-
-
-def remember(window) -> None:
-    """After a call: write what an auto window learned to its memory's file, if it has one."""
-    if isinstance(window, AutoWindow) and window.memory is not None:
-        window.memory.save()
-
-
-class WindowMemories(dict):
-    """method -> WindowMemory: what window="auto" learned across a pipeline's calls. With a folder (pipelines
-    made by from_pretrained get `window_folder(model)`), each method's memory is kept in a file there, per
-    device and CPU thread count (both change every timing), so a new process starts from it."""
-
-    def __init__(self, folder: "Path | None" = None, device="cpu"):
-        super().__init__()
-        self.folder, self.device = folder, str(device).replace(":", "")
-
-    def __missing__(self, method: str) -> WindowMemory:
-        name = f"{method}-{self.device}-{torch.get_num_threads()}threads.json"
-        memory = self[method] = WindowMemory(None if self.folder is None else self.folder / name)
-        return memory
-
-
-def window_folder(model: Path) -> "Path | None":
-    """Where auto windows' measurements for a model folder are kept: $MMSPEC_WINDOW_CACHE (or ~/.cache/mmspec/
-    windows), in a folder named after the model and a hash of its path and weights files; None when
-    MMSPEC_WINDOW_CACHE=off."""
-    root = os.environ.get("MMSPEC_WINDOW_CACHE")
-    if root == "off":
-        return None
-    if not root:
-        root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mmspec" / "windows"
-    model = model.resolve()
-    key = [str(model)] + [f"{f.name}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in sorted(model.iterdir())
-                          if f.suffix in (".safetensors", ".json") and f.is_file()]
-    return Path(root) / f"{model.name}-{hashlib.sha1(chr(0).join(key).encode()).hexdigest()[:10]}"
 
 
 def chain(*hooks):
@@ -104,13 +111,32 @@ def chain(*hooks):
     return hook
 
 
-def stats_dict(stats, seconds: float | None = None) -> dict:
-    out = stats.summary()
-    out["nfe_per_row"] = round(stats.nfe.float().mean().item(), 2)
-    if seconds is not None:
-        out["seconds"] = round(seconds, 3)
-    return out
-
-
 def as_list(prompt) -> list:
     return [prompt] if isinstance(prompt, (str, torch.Tensor)) else list(prompt)
+
+
+class Pipeline:
+    """The call sequence the image, video and text pipelines share. A subclass sets `default_model` (a bundled
+    model folder's name) and `default_window` (auto windows' widest), holds `target` and `default_sampling`, and
+    may hold a `draft_model`: the model of a method that drafts with one and names none."""
+
+    default_model: str
+    default_window: int
+    draft_model = None
+
+    def __init__(self):
+        self.window_memory = WindowMemories()  # window="auto" learns costs and acceptance across calls
+
+    def _generate(self, run, *, total: int, method, window, sampling, progress_bar: bool, on_commit, started: float):
+        """run(method=, window=, sampling=, on_commit=) -> an object with .stats (mmspec.generate's Generation or
+        generate_text's), with the method resolved, the window policy made, the default sampling filled in and a
+        progress bar over `total` tokens. -> (what run returned, its summary, timed from `started`)."""
+        policy = resolve_window(window, self.default_window, self.window_memory, method)
+        method = resolve_method(method, draft_model=self.draft_model)
+        sampling = self.default_sampling if sampling is None else sampling
+        with progress(total, type(self).__name__, progress_bar) as hook:
+            out = run(method=method, window=policy, sampling=sampling, on_commit=chain(hook, on_commit))
+        if isinstance(policy, AutoWindow) and policy.memory is not None:
+            policy.memory.save()  # what it learned, for the next process
+        name = None if isinstance(policy, int) else "auto" if isinstance(policy, AutoWindow) else type(policy).__name__
+        return out, out.stats.summary(name, seconds=time.perf_counter() - started)

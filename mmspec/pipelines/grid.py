@@ -1,9 +1,12 @@
 """Image and video pipelines over the reference GPT and a VQ tokenizer (the bundled emoji models)."""
 from __future__ import annotations
 
+import io
 import json
 import time
+import warnings
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -11,9 +14,9 @@ import torch
 import mmspec.layouts as layouts
 from mmspec.adapters.reference import ReferenceTarget
 from mmspec.api import generate
-from mmspec.pipelines.base import (DEFAULT_METHOD, WindowMemories, as_list, chain, model_path, progress, remember,
-                                   resolve_window, stats_dict, window_folder)
-from mmspec.pipelines.prompts import encode_prompt
+from mmspec.pipelines.base import DEFAULT_METHOD, DEFAULT_WINDOW, Pipeline, WindowCache, as_list, model_path
+from mmspec.pipelines.prompts import encode_prompt, unknown_words
+from mmspec.pipelines.scene import Staging, staging
 from mmspec.reference.checkpoint import load_gpt
 from mmspec.stats import Stats
 from mmspec.tokenizers.vq import VQTokenizer
@@ -62,71 +65,59 @@ class VideoOutput:
         return paths
 
 
-class _GridPipeline:
-    default_model: str
-
+class _GridPipeline(Pipeline):
     def __init__(self, target: ReferenceTarget, tokenizer: VQTokenizer, layout: layouts.Layout,
                  vocab: list[str], default_sampling: dict):
+        super().__init__()
         self.target, self.tokenizer, self.layout = target, tokenizer, layout
         self.vocab, self.default_sampling = vocab, default_sampling
         self.cond_len = target.model.config.cond_len
-        self.window_memory = WindowMemories()  # window="auto" learns costs and acceptance across calls
+        self._warned: set[str] = set()  # unknown prompt words already named in a warning
 
     @classmethod
-    def from_pretrained(cls, path: "str | Path | None" = None, device="cpu", dtype=torch.float32):
+    def from_pretrained(cls, path: "str | Path | None" = None, device="cpu", dtype=torch.float32,
+                        window_cache: "WindowCache | str | Path | None" = None):
+        """window_cache: where auto windows' measurements are kept across processes (see WindowCache.coerce:
+        None is $MMSPEC_WINDOW_CACHE or ~/.cache/mmspec/windows, 'off' nowhere)."""
         path = model_path(path, cls.default_model)
-        config = json.loads((path / "config.json").read_text())
+        config = read_config(path, ("layout", "tokenizer"))
         layout = model_layout(path)
-        tokenizer = VQTokenizer.from_pretrained(model_path(path / config["tokenizer"], ""), device=device)
-        vocab = json.loads((path / config.get("prompt_vocab", "vocab.json")).read_text())
+        tokenizer = VQTokenizer.from_pretrained(_named_folder(path, config, "tokenizer"), device=device)
+        vocab = read_json(path / config.get("prompt_vocab", "vocab.json"), "prompt vocabulary")
         target = ReferenceTarget(load_gpt(path, dtype=dtype, device=device))
         pipe = cls(target, tokenizer, layout, vocab, config.get("default_sampling", {}))
-        pipe._load_extras(path, config, device, dtype)
-        pipe.window_memory = WindowMemories(window_folder(path), device)
+        window_cache = WindowCache.coerce(window_cache)
+        pipe._load_extras(path, config, device, dtype, window_cache)
+        pipe.window_memory = window_cache.memories(path, device)
         return pipe
 
-    def _load_extras(self, path: Path, config: dict, device, dtype) -> None:
+    def _load_extras(self, path: Path, config: dict, device, dtype, window_cache: WindowCache) -> None:
         """Models a pipeline uses besides its own, named in config.json."""
 
-    def __call__(self, prompt, num_outputs: int = 1, seed=0, method=DEFAULT_METHOD, window: "int | str | None" = None,
+    def __call__(self, prompt, num_outputs: int = 1, seed=0, method=DEFAULT_METHOD, window=DEFAULT_WINDOW,
                  sampling: "dict | None" = None, progress_bar: bool = False, image=None, mask=None,
                  on_commit=None):
         """on_commit(state, k) is called after every forward (see mmspec.generate), e.g. to show partial grids."""
         prompts = as_list(prompt)
         rows = [p for p in prompts for _ in range(num_outputs)]
-        t0 = time.perf_counter()
+        started = time.perf_counter()
         given, extra = self._given(rows, image, mask, seed=seed, progress_bar=progress_bar)
-        window = resolve_window(window, self.default_window, self.window_memory, method)
-        cond = torch.tensor([encode_prompt(p, self.vocab, self.cond_len) for p in prompts])
-        sampling = sampling if sampling is not None else self.default_sampling
-        with progress(len(rows) * self.layout.length, type(self).__name__, progress_bar) as hook:
-            out = generate(self.target, cond, self.layout, method=method, window=window, sampling=sampling,
-                           seed=seed, num_samples=num_outputs, on_commit=chain(hook, on_commit), given=given)
-        remember(window)
-        output = self._output(out, rows, time.perf_counter() - t0)
-        output.summary.update(extra)
-        return output
+        cond = self.condition(prompts)
+        run = partial(generate, self.target, cond, self.layout, seed=seed, num_samples=num_outputs, given=given)
+        out, summary = self._generate(run, total=len(rows) * self.layout.length, method=method, window=window,
+                                      sampling=sampling, progress_bar=progress_bar, on_commit=on_commit,
+                                      started=started)
+        return self._output(out, rows, {**summary, **extra})
 
-    def score_gap(self, prompt: str, seed: int, tokens: torch.Tensor, index: int, other: int,
-                  sampling: "dict | None" = None) -> float:
-        """log p + g of tokens[index] minus that of `other` at the same index, recomputed in fp64 by one
-        teacher-forced forward over `tokens` [N] (row seed `seed`): how close to a tie the choice between them was.
-        What the lossless check uses to tell a rounding tie from a changed token."""
-        import copy
-
-        from mmspec.rng import Streams
-        from mmspec.sampling import Sampling
-
-        model = copy.deepcopy(self.target.model).double()
-        cond = torch.tensor([encode_prompt(prompt, self.vocab, self.cond_len)], device=tokens.device)
-        positions = self.layout.positions()
-        with torch.no_grad():
-            c = model.forward_sequence(cond, tokens[None], positions)[0, index]
-            u = model.forward_sequence(model.null_condition(1), tokens[None], positions)[0, index]
-        sampling = Sampling.coerce(sampling if sampling is not None else self.default_sampling)
-        score = sampling.logp(c, u if sampling.cfg else None).double()
-        score = score + Streams([seed], model.config.vocab_size, tokens.device).gumbel(torch.tensor([[index]]))[0, 0]
-        return float(score[int(tokens[index])] - score[other])
+    def condition(self, prompts: list[str]) -> torch.Tensor:
+        """[C, cond_len] prompt word ids; words the model does not know get the unknown word's id, and a warning
+        naming them (the model learnt nothing from them)."""
+        unknown = sorted({w for p in prompts for w in unknown_words(p, self.vocab)} - self._warned)
+        if unknown:  # once per word: a render job repeats its prompts batch after batch
+            self._warned.update(unknown)
+            warnings.warn(f"{type(self).__name__}: the model does not know {', '.join(map(repr, unknown))}; "
+                          "it reads them as an unknown word", stacklevel=3)
+        return torch.tensor([encode_prompt(p, self.vocab, self.cond_len) for p in prompts])
 
     def _image_frame(self, image) -> torch.Tensor:
         """A PIL image or a path -> [h * w] tokens of it resized to this model's frame."""
@@ -139,21 +130,62 @@ class _GridPipeline:
         return self.tokenizer.encode(image.convert("RGB").resize((w * down, h * down), Image.LANCZOS))[0].flatten()
 
 
-def open_picture(picture, what: str):
-    """A path -> the PIL image in that file (a clear error when there is none); anything else as it is."""
+def open_picture(picture, what: str = "image", source: "str | None" = None):
+    """A path or a file's bytes (`source`: how errors name them) -> the decoded PIL image in it, with an error that
+    names the file when there is none; anything else as it is."""
     from PIL import Image
 
-    if not isinstance(picture, (str, Path)):
+    if not isinstance(picture, (str, Path, bytes)):
         return picture
-    if not Path(picture).is_file():
+    if not isinstance(picture, bytes) and not Path(picture).is_file():
         raise FileNotFoundError(f"no {what} file at {picture}")
-    return Image.open(picture)
+    try:
+        opened = Image.open(io.BytesIO(picture) if isinstance(picture, bytes) else picture)
+        opened.load()  # decode now: a truncated file fails here, not inside the pipeline
+    except (OSError, Image.DecompressionBombError) as err:
+        reason = "not a format PIL reads" if isinstance(err, Image.UnidentifiedImageError) else err
+        raise ValueError(f"{source or f'{what} {picture}'} is not an image file ({reason}): give a PNG, JPEG or "
+                         "another picture PIL opens") from None
+    return opened
+
+
+def read_json(path: Path, what: str):
+    """A JSON file of a model folder, with an error naming the file when it is missing or not JSON."""
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file ({what}); the model folder is incomplete")
+    try:
+        return json.loads(path.read_text())
+    except ValueError as err:
+        raise ValueError(f"{path} is not valid JSON ({err}); restore it from the model's source") from None
+
+
+def _named_folder(path: Path, config: dict, key: str) -> Path:
+    """A folder a model's config.json names (relative to the model folder), which must exist."""
+    folder = path / config[key]
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{path / 'config.json'} names {key} {config[key]!r}, but there is no folder at "
+                                f"{folder.resolve()}: put it there, or fix the config's {key!r}")
+    return folder
+
+
+def read_config(path: Path, keys: tuple[str, ...]) -> dict:
+    """A model folder's config.json, with the keys a pipeline needs."""
+    config = read_json(path / "config.json", "model config")
+    missing = [k for k in keys if k not in config]
+    if missing:
+        raise ValueError(f"{path / 'config.json'} lacks {', '.join(map(repr, missing))}: not a model folder of this "
+                         "format (see models/README.md), or an incomplete config")
+    return config
 
 
 def model_layout(path: "str | Path") -> layouts.Layout:
     """A model folder's token grid, from its config.json: what checking a mask needs, without loading the model."""
-    config = json.loads((Path(path) / "config.json").read_text())
-    return getattr(layouts, config["layout"]["type"])(*config["layout"]["shape"])
+    config = read_config(Path(path), ("layout",))
+    try:
+        return getattr(layouts, config["layout"]["type"])(*config["layout"]["shape"])
+    except (AttributeError, KeyError, TypeError) as err:
+        raise ValueError(f"{Path(path) / 'config.json'}: layout must be {{'type': 'Grid2D' or 'Grid3D', 'shape': "
+                         f"[...]}}, got {config['layout']!r} ({err})") from None
 
 
 def token_mask(mask, h: int, w: int) -> torch.Tensor:
@@ -185,28 +217,32 @@ class ImagePipeline(_GridPipeline):
         keep = ~token_mask(mask, self.layout.h, self.layout.w).flatten()  # [h * w]
         return torch.where(keep, self._image_frame(image), -1)[None], {}
 
-    def _output(self, out, prompts, seconds):
+    def _output(self, out, prompts, summary):
         grid = out.tokens.view(-1, self.layout.h, self.layout.w)
-        return ImageOutput(self.tokenizer.decode_pil(grid), prompts, out.tokens, out.stats,
-                           stats_dict(out.stats, seconds))
+        return ImageOutput(self.tokenizer.decode_pil(grid), prompts, out.tokens, out.stats, summary)
 
 
 class VideoPipeline(_GridPipeline):
     """prompt(s) -> videos (lists of PIL frames), savable as GIF and MP4. Frame 0 is given and the others are
-    generated after it: from `image` (a PIL image or a path, resized to a frame; or an `ImageOutput` of the
-    emoji-image model, one image per output or one for all, staged as the prompt's scene), or, without one,
-    rendered from the prompt by the model's first-frame image model (text -> image -> video)."""
+    generated after it: from `image` (a PIL image or a path, resized to a frame; or an `ImageOutput`, one image per
+    output or one for all), or, without one, drawn from the prompt by the model's first-frame image model when its
+    config names one (`first_frame_model`: text -> image -> video); else the model generates frame 0 too.
+    A model may declare how a picture becomes its first frame (`first_frame_staging`, e.g. the bundled
+    emoji-video's "emoji-sprite": mmspec.pipelines.scene)."""
 
     default_model = "emoji-video"
     # frames repeat, so long windows are accepted in long runs: with frame 0 given, 64 positions cut forwards
     # 11.6-11.8x and CPU time 2.95-3.2x against ar at 1 row on a 2-core CPU (coupled and exact; benchmarks/README.md)
     default_window = 64
     image_model: "ImagePipeline | None" = None  # renders frame 0 when no image is given
+    staging: "Staging | None" = None  # how the model wants a picture staged as its first frame
 
-    def _load_extras(self, path: Path, config: dict, device, dtype) -> None:
+    def _load_extras(self, path: Path, config: dict, device, dtype, window_cache: WindowCache) -> None:
         if "first_frame_model" in config:
-            self.image_model = ImagePipeline.from_pretrained(model_path(path / config["first_frame_model"], ""),
-                                                             device=device, dtype=dtype)
+            self.image_model = ImagePipeline.from_pretrained(_named_folder(path, config, "first_frame_model"),
+                                                             device=device, dtype=dtype, window_cache=window_cache)
+        if "first_frame_staging" in config:
+            self.staging = staging(config["first_frame_staging"], path / "config.json")
 
     def _given(self, rows, image, mask, **call) -> tuple["torch.Tensor | None", dict]:
         if mask is not None:
@@ -229,24 +265,22 @@ class VideoPipeline(_GridPipeline):
         return given, extra
 
     def _render_first_frames(self, rows, *, seed, progress_bar) -> "ImageOutput":
-        """One emoji-image picture per video row, of the subject its prompt names, with the same seed. Drawn with
-        `exact` (plain AR's tokens for the seed, at the image model's own sampling) whatever the video's method:
-        every method starts a video from the same picture, so methods differ only in what they are asked to
-        (the frames after it) and a greedy video is the same under every method."""
-        from mmspec.pipelines.scene import parse
-
-        subjects = [parse(r)[2] or r for r in rows]
+        """One picture per video row by the first-frame model, of what its prompt asks for (with staging, the
+        subject it names), with the same seed. Drawn with `exact` (plain AR's tokens for the seed, at the image
+        model's own sampling) whatever the video's method: every method starts a video from the same picture, so
+        methods differ only in what they are asked to (the frames after it) and a greedy video is the same under
+        every method."""
+        subjects = [self.staging.subject(r) for r in rows] if self.staging is not None else rows
         return self.image_model(subjects, seed=seed, method="exact", window="auto", progress_bar=progress_bar)
 
     def _staged(self, picture, prompt: str):
-        """An emoji on white -> the first frame of the prompt's scene (motion start, background colour)."""
-        from mmspec.pipelines.scene import first_frame, parse
+        """A first-frame model's picture -> the first frame the video model expects for the prompt."""
+        if self.staging is None:
+            return picture
+        return self.staging.first_frame(picture, prompt, size=self.layout.w * self.tokenizer.downsample)
 
-        motion, colour, _ = parse(prompt)
-        return first_frame(picture, motion, colour, size=self.layout.w * self.tokenizer.downsample)
-
-    def _output(self, out, prompts, seconds):
+    def _output(self, out, prompts, summary):
         t, h, w = self.layout.t, self.layout.h, self.layout.w
         frames = self.tokenizer.decode_pil(out.tokens.view(-1, h, w))
         videos = [frames[i * t:(i + 1) * t] for i in range(out.tokens.shape[0])]
-        return VideoOutput(videos, prompts, out.tokens, out.stats, stats_dict(out.stats, seconds))
+        return VideoOutput(videos, prompts, out.tokens, out.stats, summary)

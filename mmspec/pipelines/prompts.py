@@ -22,3 +22,9 @@ def encode_prompt(text_or_words, vocab: "list[str] | dict[str, int]", cond_len: 
     ws = words(text_or_words) if isinstance(text_or_words, str) else list(text_or_words)
     ids = [index.get(w, UNKNOWN) for w in ws][:cond_len]
     return ids + [PAD] * (cond_len - len(ids))
+
+
+def unknown_words(text: str, vocab: "list[str] | dict[str, int]") -> list[str]:
+    """The words of a prompt that the vocabulary lacks (encode_prompt gives them the unknown id)."""
+    known = vocab if isinstance(vocab, dict) else set(vocab)
+    return [w for w in words(text) if w not in known]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Protocol
 
 import numpy as np
 from PIL import Image, ImageDraw
@@ -96,3 +97,33 @@ def first_frame(image: Image.Image, motion: str | None, colour: str | None, size
     anchor = (size - edge) // 2
     where = pose(motion or "", 0.0, edge, anchor, anchor, size)
     return Image.fromarray(place(cut_out(image), where, BACKGROUNDS[colour or "white"], size))
+
+
+class Staging(Protocol):
+    """How a video model wants a picture staged as its first frame, declared in its config.json
+    (`first_frame_staging`): what the first-frame image model is asked for, and what its picture becomes."""
+
+    def subject(self, prompt: str) -> str: ...
+
+    def first_frame(self, picture: Image.Image, prompt: str, size: int) -> Image.Image: ...
+
+
+class EmojiSprite:
+    """The bundled emoji-video's scenes: the image model draws the subject the prompt names, and its emoji
+    becomes a sprite where the named motion starts, on the named background colour."""
+
+    def subject(self, prompt: str) -> str:
+        return parse(prompt)[2] or prompt
+
+    def first_frame(self, picture: Image.Image, prompt: str, size: int) -> Image.Image:
+        motion, colour, _ = parse(prompt)
+        return first_frame(picture, motion, colour, size=size)
+
+
+STAGINGS = {"emoji-sprite": EmojiSprite}
+
+
+def staging(name: str, config) -> Staging:
+    if name not in STAGINGS:
+        raise ValueError(f"{config}: first_frame_staging must be one of {sorted(STAGINGS)}, got {name!r}")
+    return STAGINGS[name]()

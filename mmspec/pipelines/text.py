@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -12,8 +13,7 @@ import torch
 from mmspec.adapters.text import HFCausalLM
 from mmspec.api import generate
 from mmspec.layouts import Sequence1D
-from mmspec.pipelines.base import (DEFAULT_METHOD, WindowMemories, as_list, chain, model_path, progress, remember,
-                                   resolve_window, stats_dict, window_folder)
+from mmspec.pipelines.base import DEFAULT_METHOD, DEFAULT_WINDOW, Pipeline, WindowCache, as_list, model_path
 from mmspec.stats import Stats
 
 
@@ -57,7 +57,6 @@ def generate_text(target: HFCausalLM, prompts, max_new_tokens: int = 64, *, stop
     return TextGeneration([decode(t.tolist()) for t in tokens], tokens, out.stats)
 
 
-
 @dataclass
 class TextOutput:
     texts: list[str]  # completions, prompt-major
@@ -75,49 +74,43 @@ class TextOutput:
         return paths
 
 
-class TextPipeline:
+class TextPipeline(Pipeline):
     default_model, default_draft = "code-text", "code-text-draft"
     default_window = 6  # self-drafted text tokens rarely survive long; a draft model may take more
 
-    def __init__(self, target: HFCausalLM, draft: "HFCausalLM | None" = None):
-        self.target, self.draft = target, draft
-        self.window_memory = WindowMemories()  # window="auto" learns costs and acceptance across calls
+    def __init__(self, target: HFCausalLM, draft_model: "HFCausalLM | None" = None):
+        super().__init__()
+        self.target, self.draft_model = target, draft_model
 
     @property
     def default_sampling(self) -> dict:
         return self.target.default_sampling
 
     @classmethod
-    def from_pretrained(cls, path: "str | Path | None" = None, draft: "str | Path | None" = None, device="cpu"):
+    def from_pretrained(cls, path: "str | Path | None" = None, draft: "str | Path | None" = None, device="cpu",
+                        window_cache: "WindowCache | str | Path | None" = None):
+        """draft: a draft model folder (the bundled model comes with its own); window_cache: see
+        WindowCache.coerce."""
         draft_path = draft if draft is not None else (cls.default_draft if path is None else None)
         path = model_path(path, cls.default_model)
         target = HFCausalLM.from_pretrained(path, device=device)
-        drafter = None
+        draft_model = None
         if draft_path is not None:
-            drafter = HFCausalLM.from_pretrained(model_path(None, draft_path) if draft_path == cls.default_draft
-                                                 else model_path(draft_path, ""), device=device)
-        pipe = cls(target, drafter)
-        pipe.window_memory = WindowMemories(window_folder(path), device)
+            draft_model = HFCausalLM.from_pretrained(model_path(None, draft_path) if draft_path == cls.default_draft
+                                                     else model_path(draft_path, ""), device=device)
+        pipe = cls(target, draft_model)
+        pipe.window_memory = WindowCache.coerce(window_cache).memories(path, device)
         return pipe
 
-    def __call__(self, prompt, num_outputs: int = 1, seed=0, method=DEFAULT_METHOD, window: "int | str | None" = None,
+    def __call__(self, prompt, num_outputs: int = 1, seed=0, method=DEFAULT_METHOD, window=DEFAULT_WINDOW,
                  sampling: "dict | None" = None, max_new_tokens: int = 64, stop_strings=(),
                  progress_bar: bool = False, stream=None, on_commit=None) -> TextOutput:
         """stream(row, text) gets each row's new text as it is committed; on_commit(state, k) is called
         after every forward (see mmspec.generate)."""
         prompts = as_list(prompt)
-        window = resolve_window(window, self.default_window, self.window_memory, method)
-        sampling = sampling if sampling is not None else self.default_sampling
-        if method == "draft-model" or isinstance(method, dict) and method.get("name") == "draft-model" \
-                and "model" not in method:  # {"name": "draft-model", "proactive": ...} too
-            if self.draft is None:
-                raise ValueError("method 'draft-model' needs a draft model: TextPipeline.from_pretrained(path, draft=...)")
-            method = {**(method if isinstance(method, dict) else {"name": method}), "model": self.draft}
-        t0 = time.perf_counter()
-        with progress(len(prompts) * num_outputs * max_new_tokens, "TextPipeline", progress_bar) as hook:
-            out = generate_text(self.target, prompts, max_new_tokens, stop_strings=stop_strings, stream=stream,
-                                method=method, window=window, sampling=sampling, seed=seed,
-                                num_samples=num_outputs, on_commit=chain(hook, on_commit))
-        remember(window)
-        return TextOutput(out.texts, [p for p in prompts for _ in range(num_outputs)], out.tokens, out.stats,
-                          stats_dict(out.stats, time.perf_counter() - t0))
+        run = partial(generate_text, self.target, prompts, max_new_tokens, stop_strings=stop_strings, stream=stream,
+                      seed=seed, num_samples=num_outputs)
+        out, summary = self._generate(run, total=len(prompts) * num_outputs * max_new_tokens, method=method,
+                                      window=window, sampling=sampling, progress_bar=progress_bar,
+                                      on_commit=on_commit, started=time.perf_counter())
+        return TextOutput(out.texts, [p for p in prompts for _ in range(num_outputs)], out.tokens, out.stats, summary)

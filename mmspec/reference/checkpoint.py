@@ -14,9 +14,9 @@ from dataclasses import fields
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
-from mmspec.loading import check_folder
+from mmspec.loading import check_folder, read_safetensors
 from mmspec.reference.gpt import GPT, GPTConfig
 
 # LlamaGen's GPT_models table: (n_layer, n_head, dim)
@@ -45,13 +45,16 @@ def load_config(path: str | Path) -> GPTConfig:
     known = {f.name for f in fields(GPTConfig)}
     if set(raw) - known:
         raise ValueError(f"{path}/config.json has unknown fields {sorted(set(raw) - known)}")
-    return GPTConfig(**raw)
+    try:
+        return GPTConfig(**raw)
+    except TypeError as err:
+        raise ValueError(f"{path}/config.json: its 'gpt' section is incomplete ({err})") from None
 
 
 def load_gpt(path: str | Path, dtype: torch.dtype = torch.float32, device="cpu") -> GPT:
     path = check_folder(path, "reference GPT")
     model = GPT(load_config(path))
-    load_strict(model, load_file(str(path / "model.safetensors")), str(path))
+    load_strict(model, read_safetensors(path / "model.safetensors"), str(path))
     return model.to(device=device, dtype=dtype).eval()
 
 
@@ -91,7 +94,7 @@ def read_llamagen_state_dict(file: str | Path, allow_pickle: bool = False) -> di
     if not file.is_file():
         raise FileNotFoundError(f"no checkpoint file at {file}")
     if file.suffix == ".safetensors":
-        sd = load_file(str(file))
+        sd = read_safetensors(file)
     elif allow_pickle:
         sd = torch.load(file, map_location="cpu", weights_only=True)
     else:

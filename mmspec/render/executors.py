@@ -8,7 +8,8 @@ from __future__ import annotations
 from typing import Iterator
 
 from mmspec.render.job import Job, Output
-from mmspec.render.worker import Result, default_device, load_pipeline, render_batch
+from mmspec.pipelines import load_pipeline
+from mmspec.render.worker import Result, default_device, render_batch
 
 Batches = Iterator[tuple[list[Output], list[Result]]]
 

@@ -8,7 +8,6 @@ other. The worker renders from the very bytes that were hashed, or fails the row
 from __future__ import annotations
 
 import hashlib
-import io
 from pathlib import Path
 
 INPUT_KEYS = ("image", "mask")
@@ -51,14 +50,13 @@ class InputFiles:
 
     def _read(self, path: Path, key: str, value: str, label: str) -> str:
         """Open the file as the worker will, and check a mask against the model's token grid -> its sha256."""
-        from PIL import Image
+        from mmspec.pipelines.grid import open_picture
 
         data = path.read_bytes()
         try:
-            picture = open_picture(data)
-        except (OSError, ValueError, Image.DecompressionBombError) as err:
-            reason = "not a format PIL reads" if isinstance(err, Image.UnidentifiedImageError) else err
-            raise self.error(f"{label}{key}: {value!r} is not an image file: {reason}") from None
+            picture = open_picture(data, key, repr(value))
+        except ValueError as err:
+            raise self.error(f"{label}{key}: {err}") from None
         if key == "mask":
             from mmspec.pipelines import ImagePipeline
             from mmspec.pipelines.base import model_path
@@ -72,22 +70,15 @@ class InputFiles:
         return hashlib.sha256(data).hexdigest()
 
 
-def open_picture(data: bytes):
-    """An image file's bytes -> a decoded PIL image (raises OSError for anything else)."""
-    from PIL import Image
-
-    picture = Image.open(io.BytesIO(data))
-    picture.load()  # decode now: a truncated file fails here, not inside the pipeline
-    return picture
-
-
 def load_inputs(files: dict) -> dict:
     """{key: {path, sha256}} -> the pipeline's keyword arguments: PIL images of the bytes the output is named by."""
+    from mmspec.pipelines.grid import open_picture
+
     call = {}
     for key, file in files.items():
         data = Path(file["path"]).read_bytes()
         if hashlib.sha256(data).hexdigest() != file["sha256"]:
             raise ValueError(f"{key} file {file['path']} changed after the job was loaded; run the job again to "
                              "render outputs of the new file")
-        call[key] = open_picture(data)
+        call[key] = open_picture(data, key, file["path"])
     return call

@@ -11,9 +11,8 @@ from pathlib import Path
 
 import yaml
 
-from mmspec.pipelines.base import DEFAULT_METHOD, DEFAULT_WINDOW
+from mmspec.methods import DEFAULT_METHOD, DEFAULT_WINDOW, check_method, needs_draft_model
 from mmspec.window import MAX_WINDOW
-from mmspec.methods import check_method, resolve_method
 from mmspec.render.inputs import INPUT_KEYS, InputFiles
 from mmspec.render.naming import file_name, output_id
 from mmspec.sampling import Sampling
@@ -50,9 +49,15 @@ class Output:
 class Job:
     kind: str
     model: str | None  # a folder, or None for the bundled model of the kind
-    draft: str | None  # text: a draft model folder for method draft-model
+    draft: str | None  # text: a draft model folder, for methods that need one
     batch_size: int
     outputs: list[Output]  # in job order, one per (item, seed), duplicates removed
+
+    @property
+    def has_draft_model(self) -> bool:
+        """Whether the job's pipeline holds a draft model: text, with its bundled model (it comes with one) or a
+        draft folder."""
+        return self.kind == "text" and (self.model is None or self.draft is not None)
 
 
 def pipeline_class(kind: str):
@@ -103,7 +108,7 @@ def _outputs(job: Job, data: dict, path: Path, where: "_Where") -> list[Output]:
         merged = _merge(defaults, item)
         settings, inputs = _settings(job, merged, label), files.check(merged, label, whole=True)
         identity = {"kind": job.kind, "model": data.get("model"), "prompt": prompt, "settings": settings}
-        if _name(settings["method"]) == "draft-model":
+        if needs_draft_model(settings["method"]):
             identity["draft"] = data.get("draft")
         identity.update({key: file["sha256"] for key, file in inputs.items()})  # absent: ids as before inputs existed
         own_seeds = any(k in item for k in SEED_KEYS)
@@ -195,8 +200,7 @@ def _settings(job: Job, merged: dict, label: str) -> dict:
     window = merged.get("window", DEFAULT_WINDOW)
     if window != "auto":  # auto: the pipeline's AutoWindow picks L per step from measured costs
         window = _int(window, 1, MAX_WINDOW, f"{label}window")
-    if _name(method) != "draft-model":
-        window = resolve_method(method).window or window  # ar verifies one position, whatever is asked
+    window = check_method(method, has_draft_model=True).window or window  # ar verifies one position, whatever is asked
     settings = {"method": method, "window": window, "sampling": _sampling(merged.get("sampling"), job.kind, label)}
     if job.kind == "text":
         settings["max_new_tokens"] = _int(merged.get("max_new_tokens", 64), 1, None, f"{label}max_new_tokens")
@@ -207,21 +211,17 @@ def _settings(job: Job, merged: dict, label: str) -> dict:
     return settings
 
 
-def _name(method) -> str:
-    return method.get("name") if isinstance(method, dict) else method
-
-
 def _method(method, job: Job, label: str):
     """A method name or {name, options}; a mapping with only a name becomes the name, so both hash alike."""
     if isinstance(method, dict) and set(method) == {"name"}:
         method = method["name"]
-    if _name(method) == "draft-model":  # the pipeline supplies the draft model
-        if job.kind != "text" or (job.model is not None and job.draft is None):
-            raise JobError(f"{label}method: draft-model needs a text job with a draft model (job key draft)")
     try:
-        check_method(method)
+        check_method(method, has_draft_model=True)
     except (ValueError, TypeError) as err:
         raise JobError(f"{label}method: {err}") from None
+    if needs_draft_model(method) and not job.has_draft_model:  # the pipeline gives its draft model
+        name = method["name"] if isinstance(method, dict) else method
+        raise JobError(f"{label}method: {name} needs a text job with a draft model (job key draft)")
     return method
 
 

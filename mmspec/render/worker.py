@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 
 from mmspec.render.inputs import load_inputs
-from mmspec.render.job import Output, pipeline_class
+from mmspec.render.job import Output
 
 SAVE_OPTIONS = {"video": {"formats": ("gif",)}}  # GIF is byte-deterministic; MP4 encoders are not promised to be
 
@@ -26,12 +26,6 @@ class Result:
     nfe: int = 0  # target forwards of the row
     tokens: int = 0  # tokens the row committed
     seconds: float = 0.0  # the row's share of its batch's wall-clock
-
-
-def load_pipeline(kind: str, model: str | None, draft: str | None, device: str):
-    if kind == "text":
-        return pipeline_class(kind).from_pretrained(model, draft=draft, device=device)
-    return pipeline_class(kind).from_pretrained(model, device=device)
 
 
 def render_batch(pipe, kind: str, batch: list[Output]) -> list[Result]:

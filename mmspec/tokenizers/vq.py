@@ -26,6 +26,10 @@ class VQTokenizer:
     def from_pretrained(cls, path: "str | Path", device: "str | torch.device" = "cpu",
                         dtype: torch.dtype = torch.float32) -> "VQTokenizer":
         from diffusers import VQModel
+
+        from mmspec.loading import check_folder
+
+        path = check_folder(path, "VQ tokenizer")
         # torch_dtype at load (not a later .to) and no accelerate-only low-memory path: loads quietly
         vq = VQModel.from_pretrained(str(path), torch_dtype=dtype, low_cpu_mem_usage=False, use_safetensors=True)
         return cls(vq, device=device, dtype=dtype)

@@ -131,9 +131,40 @@ def test_auto_windows_remember_across_processes_in_the_window_cache(tiny_models,
     assert off.window_memory.folder is None and list(tmp_path.rglob("*.json")) == [file]
 
 
-def test_benchmarks_start_cold_and_the_cli_remembers(tiny_models, tmp_path, monkeypatch):
-    from mmspec.bench import load_pipeline
+def test_the_window_cache_is_given_where_it_is_used(tiny_models, tmp_path, monkeypatch):
+    from mmspec.pipelines import load_pipeline
+    from mmspec.pipelines.base import WindowCache
 
-    monkeypatch.setenv("MMSPEC_WINDOW_CACHE", str(tmp_path))
-    assert load_pipeline("image", tiny_models / "image").window_memory.folder is None
-    assert load_pipeline("image", tiny_models / "image", remember=True).window_memory.folder.parent == tmp_path
+    monkeypatch.setenv("MMSPEC_WINDOW_CACHE", str(tmp_path / "env"))  # the user's default
+    assert load_pipeline("image", tiny_models / "image").window_memory.folder.parent == tmp_path / "env"
+    assert load_pipeline("image", tiny_models / "image", window_cache="off").window_memory.folder is None
+    mine = load_pipeline("image", tiny_models / "image", window_cache=tmp_path / "mine")
+    assert mine.window_memory.folder.parent == tmp_path / "mine"
+    video = load_pipeline("video", tiny_models / "video-from-text", window_cache=WindowCache(tmp_path / "mine"))
+    assert video.image_model.window_memory.folder.parent == tmp_path / "mine"  # its first-frame model's too
+
+
+def test_a_video_model_without_staging_starts_from_the_image_models_picture_as_it_is(tiny_models, tmp_path):
+    import json
+    import shutil
+
+    folder = tmp_path / "video"
+    shutil.copytree(tiny_models / "video-from-text", folder)
+    config = json.loads((folder / "config.json").read_text())
+    del config["first_frame_staging"]
+    (folder / "config.json").write_text(json.dumps({**config, "tokenizer": str(tiny_models / "vq"),
+                                                    "first_frame_model": str(tiny_models / "image")}))
+    video = VideoPipeline.from_pretrained(folder)
+    out = video("red heart", method="ar", seed=3)
+    picture = video.image_model("red heart", seed=3, method="ar")  # the whole prompt, not a parsed subject
+    assert video.staging is None
+    assert torch.equal(out.tokens[0, : video.layout.h * video.layout.w], video._image_frame(picture.images[0]))
+
+
+def test_the_summary_reports_the_window_that_ran(tiny_models):
+    pipe = ImagePipeline.from_pretrained(tiny_models / "image")
+    auto = pipe("red heart", num_outputs=2)  # exact with auto by default
+    mean = 1 + auto.stats.forwards_at.sum().item() / auto.stats.nfe.sum().item()
+    assert auto.summary["window"] == f"auto, mean {mean:.1f}" and auto.stats.window == pipe.default_window
+    assert pipe("red heart", window=4).summary["window"] == 4
+    assert pipe("red heart", method="ar").summary["window"] == 1

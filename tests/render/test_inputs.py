@@ -11,7 +11,8 @@ from mmspec.cli import main
 from mmspec.pipelines import ImagePipeline, VideoPipeline
 from mmspec.render import JobError, load_job, render_job
 from mmspec.render.naming import output_id
-from mmspec.render.worker import load_pipeline, render_batch
+from mmspec.pipelines import load_pipeline
+from mmspec.render.worker import render_batch
 
 
 @pytest.fixture
@@ -143,3 +144,5 @@ def test_the_example_jobs_load_with_their_pictures():
     assert {"image-to-video", "inpaint"} <= set(jobs)
     assert [sorted(o.inputs) for o in jobs["image-to-video"].outputs] == [["image"]] * 4 + [[]] * 2
     assert all(sorted(o.inputs) == ["image", "mask"] for o in jobs["inpaint"].outputs)
+    # the fastest lossless setting measured at their batch sizes on a CPU (their comments cite the figures)
+    assert {(o.settings["method"], o.settings["window"]) for job in jobs.values() for o in job.outputs} == {("exact", "auto")}

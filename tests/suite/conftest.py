@@ -2,8 +2,8 @@
 import pytest
 
 from mmspec.bench import Entry
-from mmspec.suite import run_suite
-from mmspec.suite.cases import GREEDY, SAMPLED, CountCase, GridCase, LosslessCase, TextCase, auto_entry, spec_label
+from benchmarks.suite import run_suite
+from benchmarks.suite.cases import GREEDY, SAMPLED, CountCase, GridCase, LosslessCase, TextCase, auto_entry, spec_label
 
 
 @pytest.fixture(scope="session")

@@ -2,9 +2,9 @@
 import copy
 import json
 
-from mmspec.suite import save
-from mmspec.suite.acceptance_report import group_mean, markdown, slot_groups
-from mmspec.suite.published import PUBLISHED
+from benchmarks.suite import save
+from benchmarks.suite.acceptance_report import group_mean, markdown, slot_groups
+from benchmarks.suite.published import PUBLISHED
 
 
 def test_save_writes_json_markdown_and_three_plots(tiny_acceptance, tmp_path):

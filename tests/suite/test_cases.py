@@ -1,10 +1,10 @@
 from mmspec.pipelines.base import DEFAULT_METHOD
-from mmspec.suite.cases import (ACCEPTANCE_METHODS, SUITES, TEXT_ACCEPTANCE_METHODS, WINDOWS, CountCase, GridCase,
+from benchmarks.suite.cases import (ACCEPTANCE_METHODS, TEXT_ACCEPTANCE_METHODS, WINDOWS, CountCase, GridCase,
                                 LosslessCase, TextCase, acceptance, acceptance_windows, quick, spec_label)
 
 
 def test_quick_covers_batch_sizes_windows_text_and_lossless_checks():
-    cases = SUITES["quick"]()
+    cases = quick()
     grids = [c for c in cases if isinstance(c, GridCase)]
     assert sorted((c.kind, c.rows) for c in grids if c.sweep == "rows") == [
         (k, n) for k in ("image", "video") for n in (1, 4, 8, 16)]
@@ -34,7 +34,7 @@ def test_quick_takes_batch_sizes_kinds_and_the_absence_of_a_draft():
 
 
 def test_acceptance_runs_every_method_at_every_window_then_one_row_at_a_time():
-    cases = SUITES["acceptance"]()
+    cases = acceptance()
     assert [(c.kind, c.one_row, c.rows) for c in cases] == [(k, one, n) for k in ("image", "video", "text")
                                                             for one, n in ((False, 8), (True, 2))]
     for c in cases:
@@ -56,7 +56,7 @@ def test_acceptance_runs_every_method_at_every_window_then_one_row_at_a_time():
 
 
 def test_a_method_added_to_the_tuple_runs_everywhere_and_dict_specs_get_labels(monkeypatch):
-    import mmspec.suite.cases as cases_module
+    import benchmarks.suite.cases as cases_module
 
     spec = {"name": "coupled", "init": "above"}
     monkeypatch.setattr(cases_module, "ACCEPTANCE_METHODS", ACCEPTANCE_METHODS + (spec,))

@@ -1,6 +1,6 @@
 import torch
 
-from mmspec.suite.hf import _until_eos, generation_config
+from benchmarks.suite.hf import _until_eos, generation_config
 
 
 class _Pipe:  # what generation_config reads of a TextPipeline

@@ -7,7 +7,7 @@ import torch
 
 import mmspec
 from mmspec.steps import Draft, Verdict
-from mmspec.suite.measure import MeasuringVerifier, entropy, generated, measured, tv_distance
+from benchmarks.suite.measure import MeasuringVerifier, entropy, generated, measured, tv_distance
 from mmspec.methods import resolve_method
 from tiny import tiny_gpt
 

@@ -1,8 +1,8 @@
 import copy
 import json
 
-from mmspec.suite import save
-from mmspec.suite.report import markdown
+from benchmarks.suite import save
+from benchmarks.suite.report import markdown
 
 
 def test_save_writes_json_markdown_and_plots(tiny_suite, tmp_path):

@@ -1,5 +1,5 @@
 """A small suite on the tiny models: every kind of case runs and reports what it measured."""
-from mmspec.suite.run import prompts_for
+from benchmarks.suite.run import prompts_for
 
 
 def test_grid_cases_report_each_entry_against_ar(tiny_suite):

@@ -1,7 +1,6 @@
 """Published reference points (other models, other papers) and the issue's targets, to print and plot beside
-what the acceptance suite measures. Points only: the papers' curves are not in the digest we take them from,
-/work/shared/reference/algorithms.md (SCD rows are tagged [notes] there: secondary notes, to check against
-the paper's tables)."""
+what the acceptance suite measures. Points only, from the papers named in `source` (the SCD rows come from
+secondary notes on the paper, to check against its tables)."""
 from __future__ import annotations
 
 from dataclasses import dataclass

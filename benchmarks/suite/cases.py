@@ -1,4 +1,4 @@
-"""Suites as data: a suite is a list of cases; `mmspec.suite.run` has one function per kind of case."""
+"""Suites as data: a suite is a list of cases; `benchmarks.suite.run` has one function per kind of case."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -90,7 +90,7 @@ class LosslessCase:
 class CountCase:
     """Forward counts only, no timing: each entry (a method spec at a window; `ar` among them, for the ratios)
     on `prompts` prompts x `samples` samples, as one batch or, with `one_row`, each row alone (row r with seed
-    + r, as in the batch). Every call's verifier is wrapped in mmspec.suite.measure.MeasuringVerifier.
+    + r, as in the batch). Every call's verifier is wrapped in benchmarks.suite.measure.MeasuringVerifier.
     sampling None: the model's default."""
 
     kind: str
@@ -164,5 +164,3 @@ def acceptance(kinds: tuple[str, ...] = ("image", "video", "text"), draft: bool 
                   CountCase(kind, 2, 1, (Entry("ar"),) + single, one_row=True, sampling=sampling)]
     return cases
 
-
-SUITES = {"quick": quick, "acceptance": acceptance}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mmspec.suite.report import grid_rows, on_cpu
+from benchmarks.suite.report import grid_rows, on_cpu
 
 
 def pyplot():

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mmspec.suite.acceptance_report import GRID_KINDS, at_default, count_rows
-from mmspec.suite.plots import log2_x, pyplot, save_figure
-from mmspec.suite.published import PUBLISHED, TARGETS, TEXT_TARGET_WINDOW
+from benchmarks.suite.acceptance_report import GRID_KINDS, at_default, count_rows
+from benchmarks.suite.plots import log2_x, pyplot, save_figure
+from benchmarks.suite.published import PUBLISHED, TARGETS, TEXT_TARGET_WINDOW
 
 KINDS = GRID_KINDS + ("text",)
 MARKERS = "sPD*Xv^"  # one per published point of a panel

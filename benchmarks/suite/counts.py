@@ -10,8 +10,8 @@ import torch
 from mmspec.bench import identical_rows
 from mmspec.methods import Method, resolve_method
 from mmspec.stats import Stats
-from mmspec.suite.cases import CountCase, prompts_for, spec_label
-from mmspec.suite.measure import generated, measured
+from benchmarks.suite.cases import CountCase, prompts_for, spec_label
+from benchmarks.suite.measure import generated, measured
 
 
 def run_counts(pipeline, case: CountCase, seed: int, max_new_tokens: int, **_) -> dict:
@@ -59,12 +59,8 @@ def _image(first, rows: slice) -> dict:
 
 
 def _method(pipeline, spec) -> Method:
-    """A method spec as a Method; draft-model drafts with the pipeline's draft model."""
-    if spec == "draft-model" or isinstance(spec, dict) and spec.get("name") == "draft-model" and "model" not in spec:
-        if getattr(pipeline, "draft", None) is None:
-            raise ValueError("draft-model needs a pipeline with a draft model")
-        spec = {**(spec if isinstance(spec, dict) else {"name": spec}), "model": pipeline.draft}
-    return resolve_method(spec)
+    """A method spec as a Method, with the pipeline's draft model where it needs one."""
+    return resolve_method(spec, draft_model=pipeline.draft_model)
 
 
 def _pooled(stats: list[Stats]) -> Stats:

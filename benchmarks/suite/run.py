@@ -6,12 +6,13 @@ import sys
 import time
 from collections.abc import Callable
 
-from mmspec.bench import environment, load_pipeline, row_tokens, run_benchmark, time_runs
+from mmspec.bench import environment, row_tokens, run_benchmark, time_runs
+from mmspec.pipelines import load_pipeline
 from mmspec.lossless import check_lossless, format_lossless
-from mmspec.suite.cases import TRANSFORMERS_PAIRS, CountCase, GridCase, LosslessCase, TextCase, prompts_for
-from mmspec.suite.counts import run_counts
-from mmspec.suite.hf import describe, hf_generate
-from mmspec.suite.report import sampling_name
+from benchmarks.suite.cases import TRANSFORMERS_PAIRS, CountCase, GridCase, LosslessCase, TextCase, prompts_for
+from benchmarks.suite.counts import run_counts
+from benchmarks.suite.hf import describe, hf_generate
+from benchmarks.suite.report import sampling_name
 
 
 def run_grid(pipeline, case: GridCase, seed: int, **_) -> dict:
@@ -104,8 +105,8 @@ def run_suite(cases: list, *, device: str = "cpu", models: dict | None = None, d
     result = {"environment": environment(device), "cases": results}
     for i, case in enumerate(cases):
         if case.kind not in pipelines:
-            pipelines[case.kind] = load_pipeline(case.kind, models.get(case.kind), draft if case.kind == "text" else None,
-                                                 device)
+            pipelines[case.kind] = load_pipeline(  # window_cache off: measure what a first call gets
+                case.kind, models.get(case.kind), draft if case.kind == "text" else None, device, window_cache="off")
         pipeline = pipelines[case.kind]
         t_case, cpu_case = time.perf_counter(), time.process_time()
         figures = RUNNERS[type(case)](pipeline, case, seed=seed, max_new_tokens=max_new_tokens)
@@ -126,7 +127,7 @@ def run_suite(cases: list, *, device: str = "cpu", models: dict | None = None, d
 
 
 def _draft_name(draft, text) -> str | None:
-    if text is None or text.draft is None:
+    if text is None or text.draft_model is None:
         return None
     return str(draft) if draft else f"bundled {text.default_draft}"
 

@@ -2,8 +2,8 @@
 window slot, the TV / entropy diagnosis (SCD's), the issue's targets and the published reference points."""
 from __future__ import annotations
 
-from mmspec.suite.published import PUBLISHED, TARGETS, TEXT_TARGET_WINDOW
-from mmspec.suite.report import environment_line, sampling_name
+from benchmarks.suite.published import PUBLISHED, TARGETS, TEXT_TARGET_WINDOW
+from benchmarks.suite.report import environment_line, sampling_name
 
 GRID_KINDS = ("image", "video")
 
@@ -194,7 +194,7 @@ def _diagnosis(result: dict, rows_label: str) -> list[str]:
              ("A draft carried to the next iteration stores q = its p from the previous iteration; it is accepted "
               "with probability 1 - TV(q, p_new) under maximal coupling (`coupled`, `jacobi` and `gumbel` verify by "
               "rejection sampling, so this is their acceptance), and with at least (1-TV)/(1+TV) under `exact`'s "
-              "Gumbel coupling. Measured by wrapping each method's verifier (`mmspec/suite/measure.py`), over "
+              "Gumbel coupling. Measured by wrapping each method's verifier (`benchmarks/suite/measure.py`), over "
               f"carried drafts (q not one-hot) at the default window, {rows_label} rows. Entropy of p in nats, where tokens "
               "were committed (there p is plain AR's); `ar`'s over every generated position: "
               + ", ".join(f"{k} {_f(v)}" for k, v in ar.items()) + "."), "",
@@ -286,8 +286,8 @@ def _targets(result: dict, rows_label: str) -> list[str]:
 
 def _published() -> list[str]:
     lines = ["## Published reference points (other models and data; not measured here)", "",
-             ("From /work/shared/reference/algorithms.md (SCD rows are tagged [notes] there: secondary notes, to be "
-              "checked against the paper). Steps (NFE) ratios against AR; points, not curves."), "",
+             ("From the papers named in each row (SCD rows come from secondary notes, to be checked against the "
+              "paper's tables). Steps (NFE) ratios against AR; points, not curves."), "",
              "| method | model | kind | window | ratio | source | note |", "|---|---|---|---|---|---|---|"]
     for p in PUBLISHED:
         lines.append(f"| {p.method} | {p.model} | {p.kind} | {p.window} | {p.ratio:.2f}x | {p.source} | {p.note} |")

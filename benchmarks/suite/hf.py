@@ -44,7 +44,7 @@ def hf_generate(pipeline, ids: list[torch.Tensor], baseline: str, sampling: dict
     mask = torch.zeros_like(input_ids)
     for row, p in enumerate(ids):
         input_ids[row, width - len(p):], mask[row, width - len(p):] = p, 1
-    extra = {"assistant_model": pipeline.draft.model} if baseline == "assisted" else {}
+    extra = {"assistant_model": pipeline.draft_model.model} if baseline == "assisted" else {}
     torch.manual_seed(seed)
     with torch.no_grad():
         out = model.generate(input_ids.to(device), attention_mask=mask.to(device), generation_config=config, **extra)
