@@ -22,7 +22,7 @@ def _pipeline(args, remember: bool = False):
     from mmspec.pipelines import load_pipeline
 
     return load_pipeline(args.kind, args.model, args.draft, getattr(args, "device", "cpu"),
-                         window_cache=None if remember else "off")
+                         window_cache=None if remember else "off", compile=args.compile)
 
 
 def _has_draft_model(args) -> bool:
@@ -127,6 +127,9 @@ def _common(p: argparse.ArgumentParser, kind_nargs: str | None = None, window=DE
     p.add_argument("--image", help="video: the first frame (image-to-video); image: the picture to inpaint")
     p.add_argument("--mask", help="image: inpainting mask, nonzero where to regenerate")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    p.add_argument("--compile", action="store_true",
+                   help="torch.compile the decode step (one graph per window width, CUDA graphs on a GPU): pays on "
+                        "a GPU; on a CPU eager is faster (benchmarks/README.md); the same tokens either way")
 
 
 def cmd_generate(args) -> dict:

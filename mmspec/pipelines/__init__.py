@@ -7,11 +7,12 @@ __all__ = ["ImagePipeline", "ImageOutput", "VideoPipeline", "VideoOutput", "Text
 PIPELINES = {"image": ImagePipeline, "video": VideoPipeline, "text": TextPipeline}
 
 
-def load_pipeline(kind: str, model=None, draft=None, device="cpu", window_cache=None):
+def load_pipeline(kind: str, model=None, draft=None, device="cpu", window_cache=None, compile=False):
     """The pipeline of a kind (image, video, text) on a model folder (None: the bundled one); text also takes a
     draft model folder. window_cache: where auto windows' measurements are kept across processes (None: the
     user's default, $MMSPEC_WINDOW_CACHE; 'off': nowhere, so each process measures what a first call gets;
     see mmspec.pipelines.base.WindowCache)."""
     if kind == "text":
-        return TextPipeline.from_pretrained(model, draft=draft, device=device, window_cache=window_cache)
-    return PIPELINES[kind].from_pretrained(model, device=device, window_cache=window_cache)
+        return TextPipeline.from_pretrained(model, draft=draft, device=device, window_cache=window_cache,
+                                            compile=compile)
+    return PIPELINES[kind].from_pretrained(model, device=device, window_cache=window_cache, compile=compile)

@@ -123,19 +123,23 @@ class Pipeline:
     default_model: str
     default_window: int
     draft_model = None
+    compile: "bool | dict" = False  # a call's default for mmspec.generate's compile (from_pretrained sets it)
 
     def __init__(self):
         self.window_memory = WindowMemories()  # window="auto" learns costs and acceptance across calls
 
-    def _generate(self, run, *, total: int, method, window, sampling, progress_bar: bool, on_commit, started: float):
-        """run(method=, window=, sampling=, on_commit=) -> an object with .stats (mmspec.generate's Generation or
-        generate_text's), with the method resolved, the window policy made, the default sampling filled in and a
-        progress bar over `total` tokens. -> (what run returned, its summary, timed from `started`)."""
+    def _generate(self, run, *, total: int, method, window, sampling, progress_bar: bool, on_commit, started: float,
+                  compile: "bool | dict | None" = None):
+        """run(method=, window=, sampling=, on_commit=, compile=) -> an object with .stats (mmspec.generate's
+        Generation or generate_text's), with the method resolved, the window policy made, the default sampling
+        filled in, compile defaulting to the pipeline's and a progress bar over `total` tokens. -> (what run
+        returned, its summary, timed from `started`)."""
         policy = resolve_window(window, self.default_window, self.window_memory, method)
         method = resolve_method(method, draft_model=self.draft_model)
         sampling = self.default_sampling if sampling is None else sampling
         with progress(total, type(self).__name__, progress_bar) as hook:
-            out = run(method=method, window=policy, sampling=sampling, on_commit=chain(hook, on_commit))
+            out = run(method=method, window=policy, sampling=sampling, on_commit=chain(hook, on_commit),
+                      compile=self.compile if compile is None else compile)
         if isinstance(policy, AutoWindow) and policy.memory is not None:
             policy.memory.save()  # what it learned, for the next process
         name = None if isinstance(policy, int) else "auto" if isinstance(policy, AutoWindow) else type(policy).__name__

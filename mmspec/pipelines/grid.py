@@ -76,7 +76,7 @@ class _GridPipeline(Pipeline):
 
     @classmethod
     def from_pretrained(cls, path: "str | Path | None" = None, device="cpu", dtype=torch.float32,
-                        window_cache: "WindowCache | str | Path | None" = None):
+                        window_cache: "WindowCache | str | Path | None" = None, compile: "bool | dict" = False):
         """window_cache: where auto windows' measurements are kept across processes (see WindowCache.coerce:
         None is $MMSPEC_WINDOW_CACHE or ~/.cache/mmspec/windows, 'off' nowhere)."""
         path = model_path(path, cls.default_model)
@@ -89,6 +89,7 @@ class _GridPipeline(Pipeline):
         window_cache = WindowCache.coerce(window_cache)
         pipe._load_extras(path, config, device, dtype, window_cache)
         pipe.window_memory = window_cache.memories(path, device)
+        pipe.compile = compile
         return pipe
 
     def _load_extras(self, path: Path, config: dict, device, dtype, window_cache: WindowCache) -> None:
@@ -96,8 +97,9 @@ class _GridPipeline(Pipeline):
 
     def __call__(self, prompt, num_outputs: int = 1, seed=0, method=DEFAULT_METHOD, window=DEFAULT_WINDOW,
                  sampling: "dict | None" = None, progress_bar: bool = False, image=None, mask=None,
-                 on_commit=None):
-        """on_commit(state, k) is called after every forward (see mmspec.generate), e.g. to show partial grids."""
+                 on_commit=None, compile=None):
+        """on_commit(state, k) is called after every forward (see mmspec.generate), e.g. to show partial grids;
+        compile: mmspec.generate's (None: the pipeline's, from from_pretrained)."""
         prompts = as_list(prompt)
         rows = [p for p in prompts for _ in range(num_outputs)]
         started = time.perf_counter()
@@ -106,7 +108,7 @@ class _GridPipeline(Pipeline):
         run = partial(generate, self.target, cond, self.layout, seed=seed, num_samples=num_outputs, given=given)
         out, summary = self._generate(run, total=len(rows) * self.layout.length, method=method, window=window,
                                       sampling=sampling, progress_bar=progress_bar, on_commit=on_commit,
-                                      started=started)
+                                      started=started, compile=compile)
         return self._output(out, rows, {**summary, **extra})
 
     def condition(self, prompts: list[str]) -> torch.Tensor:

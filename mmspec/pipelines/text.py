@@ -88,7 +88,7 @@ class TextPipeline(Pipeline):
 
     @classmethod
     def from_pretrained(cls, path: "str | Path | None" = None, draft: "str | Path | None" = None, device="cpu",
-                        window_cache: "WindowCache | str | Path | None" = None):
+                        window_cache: "WindowCache | str | Path | None" = None, compile: "bool | dict" = False):
         """draft: a draft model folder (the bundled model comes with its own); window_cache: see
         WindowCache.coerce."""
         draft_path = draft if draft is not None else (cls.default_draft if path is None else None)
@@ -100,11 +100,12 @@ class TextPipeline(Pipeline):
                                                      else model_path(draft_path, ""), device=device)
         pipe = cls(target, draft_model)
         pipe.window_memory = WindowCache.coerce(window_cache).memories(path, device)
+        pipe.compile = compile
         return pipe
 
     def __call__(self, prompt, num_outputs: int = 1, seed=0, method=DEFAULT_METHOD, window=DEFAULT_WINDOW,
                  sampling: "dict | None" = None, max_new_tokens: int = 64, stop_strings=(),
-                 progress_bar: bool = False, stream=None, on_commit=None) -> TextOutput:
+                 progress_bar: bool = False, stream=None, on_commit=None, compile=None) -> TextOutput:
         """stream(row, text) gets each row's new text as it is committed; on_commit(state, k) is called
         after every forward (see mmspec.generate)."""
         prompts = as_list(prompt)
@@ -112,5 +113,5 @@ class TextPipeline(Pipeline):
                       seed=seed, num_samples=num_outputs)
         out, summary = self._generate(run, total=len(prompts) * num_outputs * max_new_tokens, method=method,
                                       window=window, sampling=sampling, progress_bar=progress_bar,
-                                      on_commit=on_commit, started=time.perf_counter())
+                                      on_commit=on_commit, started=time.perf_counter(), compile=compile)
         return TextOutput(out.texts, [p for p in prompts for _ in range(num_outputs)], out.tokens, out.stats, summary)

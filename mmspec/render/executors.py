@@ -16,7 +16,8 @@ Batches = Iterator[tuple[list[Output], list[Result]]]
 
 class LocalExecutor:
     def __init__(self, job: Job):
-        self.kind, self.pipe = job.kind, load_pipeline(job.kind, job.model, job.draft, default_device())
+        self.kind = job.kind
+        self.pipe = load_pipeline(job.kind, job.model, job.draft, default_device(), compile=job.compile)
 
     def map(self, batches: list[list[Output]]) -> Batches:
         for batch in batches:
@@ -41,7 +42,7 @@ class RayExecutor:
         count = min(num_batches, gpus or int(ray.cluster_resources().get("CPU", 1)))
         options = {"num_gpus": 1} if gpus else {"num_cpus": 1}
         actor = ray.remote(_Renderer).options(**options)
-        self.actors = [actor.remote(job.kind, job.model, job.draft, "cuda" if gpus else "cpu")
+        self.actors = [actor.remote(job.kind, job.model, job.draft, "cuda" if gpus else "cpu", job.compile)
                        for _ in range(max(count, 1))]
 
     def map(self, batches: list[list[Output]]) -> Batches:
@@ -61,8 +62,8 @@ class RayExecutor:
 class _Renderer:
     """A Ray actor holding one pipeline."""
 
-    def __init__(self, kind: str, model: str | None, draft: str | None, device: str):
-        self.kind, self.pipe = kind, load_pipeline(kind, model, draft, device)
+    def __init__(self, kind: str, model: str | None, draft: str | None, device: str, compile: bool):
+        self.kind, self.pipe = kind, load_pipeline(kind, model, draft, device, compile=compile)
 
     def render(self, index: int, batch: list[Output]) -> tuple[int, list[Result]]:
         return index, render_batch(self.pipe, self.kind, batch)

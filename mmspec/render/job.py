@@ -18,7 +18,7 @@ from mmspec.render.naming import file_name, output_id
 from mmspec.sampling import Sampling
 
 PIPELINES = {"image": "ImagePipeline", "video": "VideoPipeline", "text": "TextPipeline"}
-JOB_KEYS = ("kind", "model", "draft", "batch_size", "defaults", "items", "items_file")
+JOB_KEYS = ("kind", "model", "draft", "batch_size", "compile", "defaults", "items", "items_file")
 CALL_KEYS = ("method", "window", "sampling")
 TEXT_KEYS = ("max_new_tokens", "stop_strings")
 SEED_KEYS = ("seeds", "num")
@@ -52,6 +52,7 @@ class Job:
     draft: str | None  # text: a draft model folder, for methods that need one
     batch_size: int
     outputs: list[Output]  # in job order, one per (item, seed), duplicates removed
+    compile: bool = False  # torch.compile the decode step (the same files: not part of an output's id)
 
     @property
     def has_draft_model(self) -> bool:
@@ -84,7 +85,10 @@ def load_job(path: "str | Path", batch_size: int | None = None) -> Job:
     size = _int(data.get("batch_size", 8), 1, None, f"{top}batch_size")
     if batch_size is not None:
         size = _int(batch_size, 1, None, "--batch-size")
-    header = Job(kind, model, draft, size, [])  # what validating the items needs to know
+    compile = data.get("compile", False)
+    if not isinstance(compile, bool):
+        raise JobError(f"{top}compile: must be true or false, got {compile!r}")
+    header = Job(kind, model, draft, size, [], compile)  # what validating the items needs to know
     return replace(header, outputs=_outputs(header, data, path, where))
 
 

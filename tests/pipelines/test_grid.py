@@ -168,3 +168,19 @@ def test_the_summary_reports_the_window_that_ran(tiny_models):
     assert auto.summary["window"] == f"auto, mean {mean:.1f}" and auto.stats.window == pipe.default_window
     assert pipe("red heart", window=4).summary["window"] == 4
     assert pipe("red heart", method="ar").summary["window"] == 1
+
+
+def test_compile_reaches_the_engine_from_the_pipeline_and_from_each_call(tiny_models, monkeypatch):
+    import mmspec.loop
+
+    compiled = []
+    real = mmspec.loop.torch.compile
+    monkeypatch.setattr(mmspec.loop.torch, "compile",
+                        lambda fn, **kw: compiled.append(kw) or real(fn, **{**kw, "backend": "eager"}))
+    eager = ImagePipeline.from_pretrained(tiny_models / "image")("red heart", seed=2, method="exact", window=4)
+    pipe = ImagePipeline.from_pretrained(tiny_models / "image", compile=True)
+    out = pipe("red heart", seed=2, method="exact", window=4)
+    assert compiled and compiled[0]["fullgraph"] and torch.equal(out.tokens, eager.tokens)
+    compiled.clear()
+    pipe("red heart", seed=2, method="exact", window=4, compile=False)  # a call overrides the pipeline's default
+    assert not compiled

@@ -116,3 +116,12 @@ def test_malformed_items_file_line_and_exit_status_2(tmp_path, capsys):
     (tmp_path / "p.jsonl").write_text('{"prompt": "x"}\n{"prompt": \n')
     assert main(["render", str(tmp_path / "job.yaml"), "--out", str(tmp_path / "out")]) == 2
     assert "p.jsonl line 2: not JSON" in capsys.readouterr().err
+
+
+def test_compile_is_a_job_setting_that_names_no_output(models, write_job):
+    base = {"kind": "image", "model": str(models / "image"), "items": [{"prompt": "red heart", "seeds": [0, 1]}]}
+    plain, compiled = load_job(write_job(base)), load_job(write_job({**base, "compile": True}))
+    assert compiled.compile and not plain.compile
+    assert [o.file for o in plain.outputs] == [o.file for o in compiled.outputs]  # the same tokens, the same files
+    with pytest.raises(JobError, match="compile: must be true or false"):
+        load_job(write_job({**base, "compile": "yes"}))
