@@ -77,7 +77,7 @@ class Sampling:
         z = z / self.temperature
         if self.top_k is not None and self.top_k < z.shape[-1]:
             kth = z.topk(self.top_k, dim=-1).values[..., -1:]
-            z = z.masked_fill(z < kth, -torch.inf)
+            z.masked_fill_(z < kth, -torch.inf)  # (z is this call's own: the division made it)
         if self.top_p is not None and self.top_p < 1:
             z = _top_p(z, self.top_p)
         return z.log_softmax(-1)
@@ -88,7 +88,8 @@ def _finite_number(x) -> bool:
 
 
 def _finite(logits: torch.Tensor, what: str) -> torch.Tensor:
-    if torch.isnan(logits).any():
+    # the max propagates NaN: one reduction, instead of a bool tensor as large as the logits and its any()
+    if logits.numel() and torch.isnan(logits.amax()):
         raise FloatingPointError(f"the target produced NaN {what} logits; check the model weights and dtype")
     return logits
 
