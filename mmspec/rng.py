@@ -70,6 +70,7 @@ class Streams:
         self._vocab = torch.arange(vocab_size, device=self.device) * _GOLDEN_S  # [V]
         self._memo = torch.empty(len(seeds), 0, vocab_size, device=self.device)  # [B, M, V] noise rows of 0..M-1
         self._remembered = 0  # how many of them are filled
+        self._memo_first = torch.zeros(len(seeds), 1, dtype=torch.long, device=self.device)  # [B, 1] see _remember
 
     @property
     def batch_size(self) -> int:
@@ -82,13 +83,12 @@ class Streams:
         memory after that (a Jacobi window asks for each position about L / (accepted + 1) times, and each row
         costs ~20 passes over [B, V] int64 to hash); a copy of the same values, while the rows fit in _MEMO_BYTES.
         Elsewhere they are hashed where asked for: reading which positions are asked would wait for the device."""
-        index = index.to(self.device)
+        index = index if index.device == self.device else index.to(self.device)
         if self.device.type == "cpu" and index.numel():
-            lo, hi = (int(x) for x in torch.aminmax(index))
+            lo, hi = torch.stack(torch.aminmax(index)).tolist()
             if lo >= 0 and self._remember(hi + 1):  # whole rows of [B * M, V]: a row copy each, no per-value index
-                B, M, V = self._memo.shape
-                rows = index + torch.arange(0, B * M, M, device=self.device)[:, None]  # [B, W]
-                return self._memo.view(B * M, V).index_select(0, rows.flatten()).view(*index.shape, V)
+                rows = index + self._memo_first  # [B, W]
+                return self._memo.view(-1, self.vocab_size).index_select(0, rows.flatten()).view(*index.shape, -1)
         return self._hash(index)
 
     def _hash(self, index: torch.Tensor) -> torch.Tensor:
@@ -112,6 +112,7 @@ class Streams:
             grown = self._memo.new_empty(B, room, V)
             grown[:, :have] = self._memo[:, :have]
             self._memo = grown
+            self._memo_first = torch.arange(0, B * room, room, device=self.device)[:, None]  # [B, 1] row b's first
         self._memo[:, have:need] = self._hash(torch.arange(have, need, device=self.device).expand(B, -1))
         self._remembered = need
         return True

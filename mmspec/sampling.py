@@ -64,7 +64,7 @@ class Sampling:
 
     def logp(self, cond: torch.Tensor, uncond: torch.Tensor | None = None) -> torch.Tensor:
         """[..., V] logits (and the null-condition logits when CFG is on) -> [..., V] fp32 log p."""
-        z = _finite(cond.float(), "conditional")
+        z = _finite(cond if cond.dtype == torch.float32 else cond.float(), "conditional")
         if self.cfg:
             if uncond is None:
                 raise ValueError(f"cfg_scale={self.cfg_scale} needs logits for the null condition")
@@ -89,7 +89,7 @@ def _finite_number(x) -> bool:
 
 def _finite(logits: torch.Tensor, what: str) -> torch.Tensor:
     # the max propagates NaN: one reduction, instead of a bool tensor as large as the logits and its any()
-    if logits.numel() and torch.isnan(logits.amax()):
+    if logits.numel() and math.isnan(logits.amax()):
         raise FloatingPointError(f"the target produced NaN {what} logits; check the model weights and dtype")
     return logits
 
