@@ -1,12 +1,12 @@
 """Static KV cache indexed by absolute position, with a length per row.
 
 Keys and values of row b live at slots 0 .. lengths[b]-1. A forward writes its L new entries at
-slots lengths[b] .. lengths[b]+L-1 and attends causally by slot, so whatever lies past a row's
-length is never read before it is overwritten. Rejecting drafted tokens is therefore only a
-pointer move (`truncate`), as in gpt-fast and vLLM.
+slots s[b] .. s[b]+L-1 for any s[b] <= lengths[b] and attends causally by slot, so whatever lies past
+its slots is never read before it is overwritten. Rejecting drafted tokens is therefore only a
+pointer move (the next forward starts where the rejection was), as in gpt-fast and vLLM.
 
-A forward builds one `CacheView` of its slots (scatter index, attention mask) that every layer
-shares. With `static=True` (accelerators, compiled forwards) every forward attends over all slots,
+A forward builds one `CacheView` of its slots (per-layer write and read views, or a scatter index;
+the attention mask) that every layer shares. With `static=True` (accelerators, compiled forwards) every forward attends over all slots,
 so shapes never change and nothing waits for the device; otherwise attention stops at the last
 slot written, which is cheaper on a CPU, at the price of reading that slot's number once.
 """
