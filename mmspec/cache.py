@@ -1,12 +1,12 @@
 """Static KV cache indexed by absolute position, with a length per row.
 
 Keys and values of row b live at slots 0 .. lengths[b]-1. A forward writes its L new entries at
-slots lengths[b] .. lengths[b]+L-1 and attends causally by slot, so whatever lies past a row's
-length is never read before it is overwritten. Rejecting drafted tokens is therefore only a
-pointer move (`truncate`), as in gpt-fast and vLLM.
+slots s[b] .. s[b]+L-1 for any s[b] <= lengths[b] and attends causally by slot, so whatever lies past
+its slots is never read before it is overwritten. Rejecting drafted tokens is therefore only a
+pointer move (the next forward starts where the rejection was), as in gpt-fast and vLLM.
 
-A forward builds one `CacheView` of its slots (scatter index, attention mask) that every layer
-shares. With `static=True` (accelerators, compiled forwards) every forward attends over all slots,
+A forward builds one `CacheView` of its slots (per-layer write and read views, or a scatter index;
+the attention mask) that every layer shares. With `static=True` (accelerators, compiled forwards) every forward attends over all slots,
 so shapes never change and nothing waits for the device; otherwise attention stops at the last
 slot written, which is cheaper on a CPU, at the price of reading that slot's number once.
 """
@@ -24,26 +24,23 @@ class StaticKVCache:
         self.v = torch.zeros(shape, dtype=dtype, device=device)
         self.lengths = torch.zeros(batch, dtype=torch.long, device=device)  # [B] valid slots
         self.first = torch.zeros(batch, dtype=torch.long, device=device)  # [B] slots before it are padding
+        # views made once (k, v are never reallocated), so a forward's layers index Python tuples, not tensors:
+        self.layers = (self.k.unbind(0), self.v.unbind(0))  # per layer [B, H, S, D]
+        self.rows = tuple(kv.view(layers, -1, head_dim).unbind(0) for kv in (self.k, self.v))  # [B * H * S, D]
 
     @property
     def max_len(self) -> int:
         return self.k.shape[3]
-
-    def truncate(self, lengths: torch.Tensor) -> None:
-        """Keep slots < lengths[b] of each row. Only moves back: slots past a length are not valid."""
-        lengths = lengths.to(self.lengths)
-        # checked on the device: no wait for it (on a CPU the error is raised here and now)
-        torch._assert_async(((lengths <= self.lengths) & (lengths >= 0)).all(),
-                            "cannot truncate a KV cache forward: lengths only move back")
-        self.lengths = lengths.clone()
 
     def slots(self, width: int) -> torch.Tensor:
         """[B, width] slots that the next `width` tokens of each row will occupy."""
         return self.lengths[:, None] + torch.arange(width, device=self.lengths.device)
 
     def view(self, slots: torch.Tensor, visible: torch.Tensor | None = None) -> "CacheView":
-        """What every layer of one forward over `slots` [B, T] shares; `visible` [T, T]: which of the forward's
-        own slots each of them attends to (a tree of drafts), instead of the causal order."""
+        """What every layer of one forward over `slots` [B, T] shares: consecutive slots per row, from at most
+        the row's length (anything from there on is rewritten: a rejection is only a pointer move). `visible`
+        [T, T]: which of the forward's own slots each of them attends to (a tree of drafts), instead of the
+        causal order."""
         return CacheView(self, slots, visible)
 
     def move(self, src: torch.Tensor, dst: torch.Tensor) -> None:
@@ -60,30 +57,44 @@ class StaticKVCache:
 
 
 class CacheView:
-    """One forward's window onto the cache: where its keys/values go and what each query may attend to."""
+    """One forward's window onto the cache: where its keys/values go and what each query may attend to.
+
+    `lowest`: the lowest slot any row writes (read on a CPU with the rest; None in static mode), so a session
+    knows without another read whether the window reaches back into its prefix."""
 
     def __init__(self, cache: StaticKVCache, slots: torch.Tensor, visible: torch.Tensor | None = None):
         self.cache = cache
-        self.start = None  # with every row writing the same slots start.., a slice copy replaces the scatter
-        if cache.static or torch.compiler.is_compiling():  # a compiled forward reads nothing from the device either
-            torch._assert_async(slots.max() < cache.max_len, f"KV cache of {cache.max_len} slots is full")
-            end = cache.max_len
-            padded = True  # unknown without a host read, which an accelerator's forward does not make: keep the mask
-        else:  # the one read of the forward: where attention stops, and whether the rows are in step
-            end, lo, hi, pad = torch.stack([slots.max() + 1, slots[:, 0].min(), slots[:, 0].max(),
-                                            cache.first.max()]).tolist()
-            if end > cache.max_len:
-                raise ValueError(f"KV cache of {cache.max_len} slots is full (asked for slot {end - 1})")
-            self.start = lo if lo == hi else None
-            padded = pad > 0
-        self.end = end
         B, T = slots.shape
         self.width = T
-        if self.start is None:  # rows out of step: each (row, head, query) writes one row of D values into the layer
+        self.start = None  # with every row writing the same slots start.., a slice copy replaces the scatter
+        first = slots[:, 0]  # [B]
+        if cache.static or torch.compiler.is_compiling():  # a compiled forward reads nothing from the device either
+            # checked on the device: no wait for it (on a CPU the error is raised here and now)
+            torch._assert_async(((slots[:, -1] < cache.max_len) & (first <= cache.lengths) & (first >= 0)).all(),
+                                f"KV cache of {cache.max_len} slots is full, or a forward skips slots")
+            end, self.lowest = cache.max_len, None
+            padded = True  # unknown without a host read, which an accelerator's forward does not make: keep the mask
+        else:  # the one read of the forward: where attention stops, whether the rows are in step, and the checks
+            lo, hi, pad, ok = torch.stack([first.min(), first.max(), cache.first.max(),
+                                           (first <= cache.lengths).all()]).tolist()
+            end = hi + T
+            if end > cache.max_len:
+                raise ValueError(f"KV cache of {cache.max_len} slots is full (asked for slot {end - 1})")
+            if not ok or lo < 0:
+                raise ValueError("a forward must start at or before each row's length: slots are never skipped")
+            self.start = lo if lo == hi else None
+            self.lowest = lo
+            padded = pad > 0
+        self.end = end
+        k, v = cache.layers
+        if self.start is not None:  # [B, H, T, D] per layer, and what attention reads [B, H, end, D]
+            self.write = [kv.narrow(3, self.start, T).unbind(0) for kv in (cache.k, cache.v)]
+        else:  # rows out of step: each (row, head, query) writes one row of D values into the layer
             # viewed as [B * H * S, D]; an index_copy_ over these rows is 2x faster than a scatter_ of every value
             _, _, H, S, _ = cache.k.shape
             rows = torch.arange(B, device=slots.device)[:, None, None] * H + torch.arange(H, device=slots.device)[:, None]
             self.rows = (rows * S + slots[:, None, :]).flatten()  # [B * H * T]
+        self.read = (k, v) if end == cache.max_len else [kv.narrow(3, 0, end).unbind(0) for kv in (cache.k, cache.v)]
         if self.start is not None and T == 1 and not padded and visible is None:
             self.mask = None  # one query per row at the last slot, no padding: it sees every slot (and SDPA is faster)
             return
@@ -97,17 +108,18 @@ class CacheView:
             node = keys - slots[:, :1, None]  # [B, 1, S]
             own = visible.expand(B, T, T).gather(2, node.clamp(0, T - 1).expand(B, T, end))  # [B, T, S]
             seen = (node < 0) | (own & (node < T))
-        self.mask = (seen & ((keys >= cache.first[:, None, None]) | (keys == q)))[:, None]
+        if padded:
+            seen = seen & ((keys >= cache.first[:, None, None]) | (keys == q))
+        self.mask = seen[:, None]
 
     def update(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Write k, v [B, H, T, D] at the view's slots; return the keys/values it attends over [B, H, S, D]."""
-        cache = self.cache
         if self.start is not None:
-            span = slice(self.start, self.start + k.shape[2])
-            cache.k[layer, :, :, span] = k
-            cache.v[layer, :, :, span] = v
+            self.write[0][layer].copy_(k)
+            self.write[1][layer].copy_(v)
         else:
             D = k.shape[3]
-            cache.k[layer].view(-1, D).index_copy_(0, self.rows, k.reshape(-1, D).to(cache.k.dtype))
-            cache.v[layer].view(-1, D).index_copy_(0, self.rows, v.reshape(-1, D).to(cache.v.dtype))
-        return cache.k[layer, :, :, : self.end], cache.v[layer, :, :, : self.end]
+            rows_k, rows_v = self.cache.rows
+            rows_k[layer].index_copy_(0, self.rows, k.reshape(-1, D).to(rows_k[layer].dtype))
+            rows_v[layer].index_copy_(0, self.rows, v.reshape(-1, D).to(rows_v[layer].dtype))
+        return self.read[0][layer], self.read[1][layer]

@@ -20,6 +20,8 @@ _MASK64 = (1 << 64) - 1
 _NOISE_SALT = 0x3C6EF372FE94F82B  # separate the two streams of one seed
 _AUX_SALT = 0x5DEECE66D
 _GOLDEN = 0x9E3779B97F4A7C15  # SplitMix64's increment: spreads consecutive counters apart
+_MEMO_BYTES = 64 << 20  # noise rows a generation keeps on a CPU (per Streams)
+_MEMO_CHUNK = 64  # positions hashed at once
 _UNIFORM_BITS = 23  # (k + 0.5) / 2^23 needs 24 significant bits: exact in fp32, and never 0 or 1
 
 
@@ -66,16 +68,54 @@ class Streams:
         self._aux = row_keys(seeds, _AUX_SALT).to(self.device)  # [B]
         self._drawn = torch.zeros(len(seeds), dtype=torch.long, device=self.device)  # [B] aux draws so far
         self._vocab = torch.arange(vocab_size, device=self.device) * _GOLDEN_S  # [V]
+        self._memo = torch.empty(len(seeds), 0, vocab_size, device=self.device)  # [B, M, V] noise rows of 0..M-1
+        self._remembered = 0  # how many of them are filled
+        self._memo_first = torch.zeros(len(seeds), 1, dtype=torch.long, device=self.device)  # [B, 1] see _remember
 
     @property
     def batch_size(self) -> int:
         return self._noise.shape[0]
 
     def gumbel(self, index: torch.Tensor) -> torch.Tensor:
-        """[B, W] generated positions -> [B, W, V] fp32 Gumbel(0, 1) noise rows, a function of (seed, position)."""
-        key = mix(self._noise[:, None] + mix(index.to(self.device)) * _GOLDEN_S)  # [B, W]
+        """[B, W] generated positions -> [B, W, V] fp32 Gumbel(0, 1) noise rows, a function of (seed, position).
+
+        On a CPU the rows are hashed once per position, _MEMO_CHUNK positions at a time, and read back from
+        memory after that (a Jacobi window asks for each position about L / (accepted + 1) times, and each row
+        costs ~20 passes over [B, V] int64 to hash); a copy of the same values, while the rows fit in _MEMO_BYTES.
+        Elsewhere they are hashed where asked for: reading which positions are asked would wait for the device."""
+        index = index if index.device == self.device else index.to(self.device)
+        if self.device.type == "cpu" and index.numel():
+            lo, hi = torch.stack(torch.aminmax(index)).tolist()
+            if lo >= 0 and self._remember(hi + 1):  # whole rows of [B * M, V]: a row copy each, no per-value index
+                rows = index + self._memo_first  # [B, W]
+                return self._memo.view(-1, self.vocab_size).index_select(0, rows.flatten()).view(*index.shape, -1)
+        return self._hash(index)
+
+    def _hash(self, index: torch.Tensor) -> torch.Tensor:
+        key = mix(self._noise[:, None] + mix(index) * _GOLDEN_S)  # [B, W]
         u = _uniform(mix(key[..., None] + self._vocab))  # [B, W, V]
         return u.log_().neg_().log_().neg_()  # -log(-log U) is Gumbel(0, 1)
+
+    def _remember(self, positions: int) -> bool:
+        """Make the noise rows of positions 0 .. positions-1 readable from memory; False if they would not fit."""
+        have = self._remembered
+        if positions <= have:
+            return True
+        B, V = self.batch_size, self.vocab_size
+        need = max(positions, have + _MEMO_CHUNK)
+        if need > self._memo.shape[1]:  # grow the storage geometrically: few copies over a generation
+            room = max(need, 2 * self._memo.shape[1])
+            if B * room * V * 4 > _MEMO_BYTES:
+                room = need
+                if B * room * V * 4 > _MEMO_BYTES:
+                    return False
+            grown = self._memo.new_empty(B, room, V)
+            grown[:, :have] = self._memo[:, :have]
+            self._memo = grown
+            self._memo_first = torch.arange(0, B * room, room, device=self.device)[:, None]  # [B, 1] row b's first
+        self._memo[:, have:need] = self._hash(torch.arange(have, need, device=self.device).expand(B, -1))
+        self._remembered = need
+        return True
 
     def uniform(self, *shape: int) -> torch.Tensor:
         """[B, *shape] uniforms in (0, 1) from each row's aux stream; every row moves on by prod(shape) draws."""

@@ -64,7 +64,7 @@ class Sampling:
 
     def logp(self, cond: torch.Tensor, uncond: torch.Tensor | None = None) -> torch.Tensor:
         """[..., V] logits (and the null-condition logits when CFG is on) -> [..., V] fp32 log p."""
-        z = _finite(cond.float(), "conditional")
+        z = _finite(cond if cond.dtype == torch.float32 else cond.float(), "conditional")
         if self.cfg:
             if uncond is None:
                 raise ValueError(f"cfg_scale={self.cfg_scale} needs logits for the null condition")
@@ -77,7 +77,7 @@ class Sampling:
         z = z / self.temperature
         if self.top_k is not None and self.top_k < z.shape[-1]:
             kth = z.topk(self.top_k, dim=-1).values[..., -1:]
-            z = z.masked_fill(z < kth, -torch.inf)
+            z.masked_fill_(z < kth, -torch.inf)  # (z is this call's own: the division made it)
         if self.top_p is not None and self.top_p < 1:
             z = _top_p(z, self.top_p)
         return z.log_softmax(-1)
@@ -90,7 +90,8 @@ def _finite_number(x) -> bool:
 def _finite(logits: torch.Tensor, what: str) -> torch.Tensor:
     if torch.compiler.is_compiling():  # checked on the device: a compiled step reads nothing back
         torch._assert_async(~torch.isnan(logits).any(), f"the target produced NaN {what} logits")
-    elif torch.isnan(logits).any():
+    # the max propagates NaN: one reduction, instead of a bool tensor as large as the logits and its any()
+    elif logits.numel() and math.isnan(logits.amax()):
         raise FloatingPointError(f"the target produced NaN {what} logits; check the model weights and dtype")
     return logits
 

@@ -6,16 +6,22 @@ from mmspec.cache import StaticKVCache
 from tiny import tiny_gpt
 
 
-def test_truncate_is_a_pointer_move_that_only_goes_back():
-    cache = StaticKVCache(1, 2, 1, 8, 4)
+@pytest.mark.parametrize("static", [False, True])
+def test_a_rejection_is_a_pointer_move_that_only_goes_back(static):
+    """A forward may start at or before each row's length (rewriting what was rejected), never after it."""
+    cache = StaticKVCache(1, 2, 1, 8, 4, static=static)
     slots = cache.slots(3)
     assert slots.tolist() == [[0, 1, 2], [0, 1, 2]]
+    cache.view(slots)
     cache.advance(slots)
-    cache.truncate(torch.tensor([1, 3]))
-    assert cache.slots(2).tolist() == [[1, 2], [3, 4]]
-    with pytest.raises(RuntimeError, match="cannot truncate"):
-        cache.truncate(torch.tensor([2, 4]))
-    with pytest.raises(ValueError, match="full"):
+    back = torch.tensor([[1, 2], [3, 4]])
+    cache.view(back)  # rows 0 and 1 go back to slots 1 and 3
+    cache.advance(back)
+    assert cache.slots(2).tolist() == [[3, 4], [5, 6]]
+    error = RuntimeError if static else ValueError
+    with pytest.raises(error, match="never skipped|skips slots"):
+        cache.view(torch.tensor([[4, 5], [2, 3]]))  # row 0 would leave slot 3 unwritten
+    with pytest.raises(error, match="full"):
         cache.view(cache.slots(6))
 
 

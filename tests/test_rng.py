@@ -59,3 +59,24 @@ def test_draws_have_the_right_laws():
         assert abs((u <= x).double().mean() - x) < 3e-3
     r = s.randint(7, 100_000).flatten()
     assert r.min() == 0 and r.max() == 6 and (torch.bincount(r).double() / len(r) - 1 / 7).abs().max() < 5e-3
+
+
+def test_remembered_noise_rows_are_the_hashed_ones(monkeypatch):
+    """On a CPU noise rows are hashed once and read back from memory: the same bits as hashing them where asked,
+    for windows that move on, go back and jump, with room for all rows, for some of them, or for none."""
+    import mmspec.rng as rng
+
+    g = torch.Generator().manual_seed(0)
+    windows = []
+    for _ in range(60):
+        start = torch.randint(0, 300, (3,), generator=g)
+        windows.append(start[:, None] + torch.arange(int(torch.randint(1, 17, (1,), generator=g))))
+    monkeypatch.setattr(rng, "_MEMO_BYTES", 0)
+    hashed = Streams([5, 6, 7], V)
+    expected = [hashed.gumbel(w) for w in windows]
+    assert hashed._remembered == 0
+    for budget in (3 * 200 * V * 4, 1 << 30):  # room for the first 200 positions only, then for all
+        monkeypatch.setattr(rng, "_MEMO_BYTES", budget)
+        s = Streams([5, 6, 7], V)
+        assert all(torch.equal(s.gumbel(w), e) for w, e in zip(windows, expected))
+        assert 0 < s._remembered <= 200 if budget < 1 << 30 else s._remembered >= 316

@@ -78,34 +78,33 @@ class PrefixSession:
         self.lengths = torch.full((R,), P, device=prefix.device) if lengths is None else lengths.to(prefix.device)
         self.cache.first = P - self.lengths  # pad slots are never attended to
         self.start_embedding = prefix[:, -1]  # index -1 is fed with the first window
-        if P > 1:
+        if P > 1:  # the prefix but its last element, at slots 0 .. P-2 (indices -P .. -2)
+            slots = torch.arange(P - 1, device=self.device).expand(R, -1)
             with torch.no_grad():
-                self._run(prefix[:, :-1], torch.arange(-P, -1, device=self.device).expand(R, -1))
+                self.logits(prefix[:, :-1], self.positions(slots - P), self.cache.view(slots))
+            self.cache.advance(slots)
 
     def positions(self, index: torch.Tensor) -> torch.Tensor:
         return (self.lengths[:, None] + index).clamp(min=0)
-
-    def _run(self, h, index, visible=None):
-        slots = self.cache.slots(h.shape[1])
-        logits = self.logits(h, self.positions(index), self.cache.view(slots, visible))
-        self.cache.advance(slots)
-        return logits
 
     @torch.no_grad()
     def forward(self, tokens: torch.Tensor, start: torch.Tensor, tree: Tree | None = None):
         if self.cfg:
             tokens, start = tokens.repeat(2, 1), start.repeat(2)
-        index = window_index(start, tokens.shape[1]) if tree is None else start[:, None] + tree.offset  # [R, W]
+        chain = window_index(start, tokens.shape[1])  # [R, W]
+        index = chain if tree is None else start[:, None] + tree.offset  # [R, W] generated index of each node
+        self._slots = slots = chain + self.prefix_len  # [R, W] contiguous: everything from start on is rewritten
+        view = self.cache.view(slots, None if tree is None else tree.visible)
         h = self.embed(tokens.clamp(min=0))
-        h = torch.where((index < 0)[..., None], self.start_embedding[:, None].to(h.dtype), h)
-        self._window_slot = self.prefix_len + start  # [R] the slot of the window's first node
-        self.cache.truncate(self._window_slot)
-        logits = self._run(h, index, None if tree is None else tree.visible)
+        if view.lowest is None or view.lowest < self.prefix_len:  # index -1 is in the window: the condition's last
+            h = torch.where((index < 0)[..., None], self.start_embedding[:, None].to(h.dtype), h)
+        logits = self.logits(h, self.positions(index), view)
+        self.cache.advance(slots)
         return (logits[: self.batch_size], logits[self.batch_size:]) if self.cfg else (logits, None)
 
     def adopt(self, nodes: torch.Tensor) -> None:
         nodes = nodes.repeat(2 if self.cfg else 1, 1)
-        first = self._window_slot[:, None]
+        first = self._slots[:, :1]  # [R, 1] the slot of the window's first node
         self.cache.move(first + nodes, first + 1 + torch.arange(nodes.shape[1], device=nodes.device))
 
     def embed(self, tokens):

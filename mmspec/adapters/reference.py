@@ -42,24 +42,27 @@ class ReferenceTarget:
 
 
 class ReferenceSession(PrefixSession):
-    """Positions are rows of the model's RoPE table for the layout, made once per generation: generated
-    index i reads row i, condition tokens the last row (LlamaGen's zero rotation, `cond_rope`)."""
+    """Positions are rows of the model's RoPE table for the layout, made once per generation and gathered once
+    per forward: generated index i reads row i (drafts past the end of the layout, never committed, the last
+    position's), and the condition's indices -P .. -1 wrap around to the table's last P rows, which hold the
+    condition's rotation (LlamaGen's zero rotation, `cond_rope`): the index is the row, with no op to map it."""
 
     def __init__(self, model: GPT, layout: Layout, prefix, lengths, batch_size, cfg, cache):
         self.model = model
-        self.rot = model.rope_table(layout.positions().to(prefix.device))  # [N + 1, D/2]
-        self.cond_row = layout.length
+        P, N = prefix.shape[1], layout.length
+        rot = model.rope_table(layout.positions().to(prefix.device))  # [N + 1, D/2]
+        overhang = cache.max_len - P - N  # window slots past the end of the layout
+        self.rot = torch.cat([rot[:N], rot[N - 1:N].expand(overhang, -1), rot[N:].expand(P, -1)])[:, None]  # [S, 1, D/2]
         super().__init__(prefix, lengths, batch_size, cfg, cache, model.config.vocab_size)
 
     def positions(self, index):
-        # drafts past the end of the layout (never committed) reuse the last position
-        return torch.where(index < 0, self.cond_row, index.clamp(max=self.cond_row - 1))
+        return index
 
     def embed(self, tokens):
         return self.model.tok_embeddings(tokens)
 
     def logits(self, h, positions, view):
-        return self.model(h, self.rot[positions][:, :, None], view)
+        return self.model(h, self.rot[positions], view)  # rotations [R, T, 1, D/2]
 
 
 def _padding(mask: torch.Tensor, length: int) -> torch.Tensor:

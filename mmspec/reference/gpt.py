@@ -68,7 +68,16 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(dim))
 
     def forward(self, x):
-        return F.rms_norm(x.float(), x.shape[-1:], eps=self.eps).type_as(x) * self.weight  # in fp32 (LlamaGen)
+        return rms_norm(x, self.weight, self.eps)
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """RMSNorm in fp32 (LlamaGen). Inside the GPT's forward, layers call this and F.linear on their modules'
+    weights, and their submodules' forward, rather than calling the modules: a module call's Python (hooks, which
+    nothing here sets) costs more than a decode step's small products (6% of a one-token forward on a CPU)."""
+    if x.dtype == torch.float32:  # one op: the same products as the line below (weight applied last)
+        return F.rms_norm(x, weight.shape, weight, eps)
+    return F.rms_norm(x.float(), x.shape[-1:], eps=eps).type_as(x) * weight
 
 
 class FeedForward(nn.Module):
@@ -83,7 +92,7 @@ class FeedForward(nn.Module):
         self.w2 = nn.Linear(hidden, cfg.dim, bias=False)
 
     def forward(self, x):
-        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+        return F.linear(F.silu(F.linear(x, self.w1.weight)) * F.linear(x, self.w3.weight), self.w2.weight)
 
 
 def rope_angles(positions: torch.Tensor, head_dim: int, base: float) -> torch.Tensor:
@@ -100,9 +109,10 @@ def rope_angles(positions: torch.Tensor, head_dim: int, base: float) -> torch.Te
 def apply_rope(x: torch.Tensor, rot: torch.Tensor) -> torch.Tensor:
     """x [B, T, H, D] with interleaved pairs (x0, x1), (x2, x3)... rotated by unit complex numbers rot
     [B, T, 1, D/2] (or broadcastable): one complex product, in fp32 or better."""
-    dt = torch.promote_types(x.dtype, torch.float32)
-    pairs = torch.view_as_complex(x.to(dt).unflatten(-1, (-1, 2)))  # [B, T, H, D/2]
-    return torch.view_as_real(pairs * rot).flatten(-2).type_as(x)
+    low = x.dtype not in (torch.float32, torch.float64)  # (no casts at all in the usual fp32 forward)
+    pairs = torch.view_as_complex((x.float() if low else x).unflatten(-1, (-1, 2)))  # [B, T, H, D/2]
+    out = torch.view_as_real(pairs * rot).flatten(-2)
+    return out.type_as(x) if low else out
 
 
 class Attention(nn.Module):
@@ -114,23 +124,22 @@ class Attention(nn.Module):
         self.wqkv = nn.Linear(cfg.dim, (self.n_head + 2 * self.n_kv_head) * self.head_dim, bias=False)
         self.wo = nn.Linear(cfg.dim, cfg.dim, bias=False)
 
-    def forward(self, x, rot, view: CacheView | None):
-        B, T, _ = x.shape
+    def forward(self, x, rot, view: CacheView | None, mask: torch.Tensor | None, B: int, T: int):
+        """x [B * T, D] (2D: every projection is one plain matmul) -> [B * T, D]."""
         H, Hkv = self.n_head, self.n_kv_head
-        qkv = self.wqkv(x).view(B, T, H + 2 * Hkv, self.head_dim)  # [B, T, H + 2 Hkv, D]
+        qkv = F.linear(x, self.wqkv.weight).view(B, T, H + 2 * Hkv, self.head_dim)  # [B, T, H + 2 Hkv, D]
         qk = apply_rope(qkv[:, :, : H + Hkv], rot).transpose(1, 2)  # queries and keys in one rotation [B, H+Hkv, T, D]
         q, k = qk[:, :H], qk[:, H:]
         v = qkv[:, :, H + Hkv:].transpose(1, 2)  # [B, Hkv, T, D]
-        if view is None:
-            mask = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
-        else:
+        if view is not None:
             k, v = view.update(self.layer, k, v)
-            mask = view.mask
         if Hkv != H:
             k = k.repeat_interleave(H // Hkv, dim=1)
             v = v.repeat_interleave(H // Hkv, dim=1)
-        y = F.scaled_dot_product_attention(q, k.type_as(q), v.type_as(q), attn_mask=mask)
-        return self.wo(y.transpose(1, 2).reshape(B, T, -1))
+        if k.dtype != q.dtype:  # a cache kept in another dtype than the model's
+            k, v = k.type_as(q), v.type_as(q)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        return F.linear(y.transpose(1, 2).reshape(B * T, -1), self.wo.weight)
 
 
 class Block(nn.Module):
@@ -141,9 +150,10 @@ class Block(nn.Module):
         self.attention_norm = RMSNorm(cfg.dim, cfg.norm_eps)
         self.ffn_norm = RMSNorm(cfg.dim, cfg.norm_eps)
 
-    def forward(self, x, rot, view):
-        h = x + self.attention(self.attention_norm(x), rot, view)
-        return h + self.feed_forward(self.ffn_norm(h))
+    def forward(self, x, rot, view, mask, B, T):
+        h = x + self.attention.forward(rms_norm(x, self.attention_norm.weight, self.attention_norm.eps),
+                                       rot, view, mask, B, T)
+        return h + self.feed_forward.forward(rms_norm(h, self.ffn_norm.weight, self.ffn_norm.eps))
 
 
 class LabelEmbedder(nn.Module):
@@ -249,9 +259,12 @@ class GPT(nn.Module):
     def forward(self, h: torch.Tensor, rot: torch.Tensor, view: CacheView | None = None) -> torch.Tensor:
         """Embeddings h [B, T, D] rotated by rot [B, T, 1, D/2] (rows of `rope_table`), written to and attending
         through a cache `view` (or a plain causal pass) -> logits [B, T, V]."""
+        B, T, D = h.shape
+        mask = torch.ones(T, T, dtype=torch.bool, device=h.device).tril() if view is None else view.mask
+        x = h.reshape(B * T, D)  # rows of tokens: each projection is one matmul, with no reshapes around it
         for layer in self.layers:
-            h = layer(h, rot, view)
-        return self.output(self.norm(h))
+            x = layer.forward(x, rot, view, mask, B, T)
+        return F.linear(rms_norm(x, self.norm.weight, self.norm.eps), self.output.weight).view(B, T, -1)
 
     def forward_sequence(self, cond: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """Teacher-forced pass without a cache (training, reference checks): condition ids, tokens [B, N]
