@@ -82,9 +82,10 @@ class Streams:
         On a CPU the rows are hashed once per position, _MEMO_CHUNK positions at a time, and read back from
         memory after that (a Jacobi window asks for each position about L / (accepted + 1) times, and each row
         costs ~20 passes over [B, V] int64 to hash); a copy of the same values, while the rows fit in _MEMO_BYTES.
-        Elsewhere they are hashed where asked for: reading which positions are asked would wait for the device."""
+        Elsewhere, and in a compiled step, they are hashed where asked for: reading which positions are asked would
+        wait for the device."""
         index = index if index.device == self.device else index.to(self.device)
-        if self.device.type == "cpu" and index.numel():
+        if self.device.type == "cpu" and index.numel() and not torch.compiler.is_compiling():  # compiled: no reads
             lo, hi = torch.stack(torch.aminmax(index)).tolist()
             if lo >= 0 and self._remember(hi + 1):  # whole rows of [B * M, V]: a row copy each, no per-value index
                 rows = index + self._memo_first  # [B, W]
