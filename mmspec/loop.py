@@ -31,6 +31,7 @@ def decode(session: Session, drafter: Drafter, verifier: Verifier, policy: Windo
     stats = Stats.empty(state.batch_size, state.length, policy.max_window, state.seq.device)
     commit_step = torch.full_like(state.seq, -1)  # [B, N + max_window]
     drafter.start(state)
+    policy.start(session, state)
     while state.active.any():
         t_step = time.perf_counter()  # the previous step's work is done: active.any() waited for it
         L = _checked(policy(state), state.max_window)

@@ -65,15 +65,17 @@ def remember(window) -> None:
 class WindowMemories(dict):
     """method -> WindowMemory: what window="auto" learned across a pipeline's calls. With a folder (pipelines
     made by from_pretrained get `window_folder(model)`), each method's memory is kept in a file there, per
-    device and CPU thread count (both change every timing), so a new process starts from it."""
+    device and CPU thread count (both change every timing), so a new process starts from it. `prior`: the model's
+    acceptance prior by method (mmspec.window.load_prior), so that a first call need not explore."""
 
-    def __init__(self, folder: "Path | None" = None, device="cpu"):
+    def __init__(self, folder: "Path | None" = None, device="cpu", prior: "dict | None" = None):
         super().__init__()
-        self.folder, self.device = folder, str(device).replace(":", "")
+        self.folder, self.device, self.prior = folder, str(device).replace(":", ""), prior or {}
 
     def __missing__(self, method: str) -> WindowMemory:
         name = f"{method}-{self.device}-{torch.get_num_threads()}threads.json"
-        memory = self[method] = WindowMemory(None if self.folder is None else self.folder / name)
+        path = None if self.folder is None else self.folder / name
+        memory = self[method] = WindowMemory(path, self.prior.get(method))
         return memory
 
 

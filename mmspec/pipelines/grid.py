@@ -17,6 +17,7 @@ from mmspec.pipelines.prompts import encode_prompt
 from mmspec.reference.checkpoint import load_gpt
 from mmspec.stats import Stats
 from mmspec.tokenizers.vq import VQTokenizer
+from mmspec.window import load_prior
 
 
 @dataclass
@@ -82,7 +83,7 @@ class _GridPipeline:
         target = ReferenceTarget(load_gpt(path, dtype=dtype, device=device))
         pipe = cls(target, tokenizer, layout, vocab, config.get("default_sampling", {}))
         pipe._load_extras(path, config, device, dtype)
-        pipe.window_memory = WindowMemories(window_folder(path), device)
+        pipe.window_memory = WindowMemories(window_folder(path), device, load_prior(path))
         return pipe
 
     def _load_extras(self, path: Path, config: dict, device, dtype) -> None:

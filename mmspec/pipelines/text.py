@@ -15,6 +15,7 @@ from mmspec.layouts import Sequence1D
 from mmspec.pipelines.base import (DEFAULT_METHOD, WindowMemories, as_list, chain, model_path, progress, remember,
                                    resolve_window, stats_dict, window_folder)
 from mmspec.stats import Stats
+from mmspec.window import load_prior
 
 
 @dataclass
@@ -97,7 +98,7 @@ class TextPipeline:
             drafter = HFCausalLM.from_pretrained(model_path(None, draft_path) if draft_path == cls.default_draft
                                                  else model_path(draft_path, ""), device=device)
         pipe = cls(target, drafter)
-        pipe.window_memory = WindowMemories(window_folder(path), device)
+        pipe.window_memory = WindowMemories(window_folder(path), device, load_prior(path))
         return pipe
 
     def __call__(self, prompt, num_outputs: int = 1, seed=0, method=DEFAULT_METHOD, window: "int | str | None" = None,
