@@ -251,20 +251,19 @@ def lagging_tokens(state: "DecodeState", k: torch.Tensor) -> "int | None":
 
 def forward_costs(session: "Session", state: "DecodeState", widths: list[int], repeats: int = 2) -> dict[int, float]:
     """Seconds of a target forward over L positions and its p, for each width L at this batch size on this device:
-    the best of `repeats` timed runs after an untimed one (allocations). The forwards write the KV cache from the
-    window's start on, which every step rewrites before reading (a rejection is the same pointer move), so nothing
+    the best of `repeats` runs (the first may pay allocations). The forwards write the KV cache from the window's
+    start on, which every step rewrites before reading (a rejection is the same pointer move), so nothing
     generated depends on them."""
     start = state.n - 1  # [B] the window starts at the last committed token (index -1 before the first step)
     costs = {}
     for L in widths:
         tokens = state.pending[:, None].expand(-1, L)  # [B, L]: any ids do, the cost is the same
-        for run in range(repeats + 1):
+        for _ in range(repeats):
             _sync(session.device)
             t0 = time.perf_counter()
             state.sampling.logp(*session.forward(tokens, start))
             _sync(session.device)
-            if run:
-                costs[L] = min(costs.get(L, math.inf), time.perf_counter() - t0)
+            costs[L] = min(costs.get(L, math.inf), time.perf_counter() - t0)
     return costs
 
 

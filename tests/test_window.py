@@ -156,17 +156,17 @@ def test_the_cost_table_is_timed_once_per_batch_shape_and_kept_with_the_memory(t
     prior = {1: {1: 1.0, 4: 2.0, 16: 4.0}}
     memory, session = WindowMemory(tmp_path / "exact.json", prior), TimedSession(lambda L: 0.001 * L, monkeypatch)
     AutoWindow(max_window=16, memory=memory).start(session, FakeState())
-    assert sorted(session.widths) == [1] * 3 + [4] * 3 + [16] * 3  # one untimed warm-up, two timed, per width
+    assert sorted(session.widths) == [1, 1, 4, 4, 16, 16]  # the best of two runs per width
     AutoWindow(max_window=16, memory=memory).start(session, FakeState())  # the next call, same shape
-    assert len(session.widths) == 9
+    assert len(session.widths) == 6
     AutoWindow(max_window=16, memory=memory).start(session, FakeState(rows=5))  # another batch size
-    assert len(session.widths) == 18
+    assert len(session.widths) == 12
     assert memory.costs[2, True] == pytest.approx({1: 0.001, 4: 0.004, 16: 0.016})
     memory.save()
     again = WindowMemory(tmp_path / "exact.json", prior)  # as a new process makes it
     assert again.costs == memory.costs
     AutoWindow(max_window=16, memory=again).start(session, FakeState(rows=5))
-    assert len(session.widths) == 18
+    assert len(session.widths) == 12
 
 
 def test_auto_without_a_prior_times_nothing_and_explores_from_plain_ar(monkeypatch):
