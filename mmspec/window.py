@@ -83,9 +83,9 @@ class AutoWindow:
 
     When the memory holds an acceptance prior for the method (tokens per step by width and batch size, measured
     offline on the model: `load_prior`), the first generation need not explore either: at `start` a cost table
-    (the seconds of a forward and p at each candidate width, at this batch size on this device) is timed on the
-    running session, once per batch shape (the memory keeps it), and the first step runs the width that the prior
-    and the table make best. The prior counts as `prior_steps` steps of tokens at each width, so what the
+    (the seconds of a forward, p and noise draw at each candidate width, at this batch size on this device) is
+    timed on the running session, once per batch shape (the memory keeps it), and the first step runs the width
+    that the prior and the table make best (by `table_margin` more than the margin, for a width that has not run). The prior counts as `prior_steps` steps of tokens at each width, so what the
     generation measures outweighs it as it accumulates; the neighbour rechecks refine the choice as above.
     """
 
@@ -98,6 +98,10 @@ class AutoWindow:
     decay = 0.9  # weight of the earlier step costs at each new one
     memory_of_tokens = 0.98  # the same for tokens: they are bursty, and only a long average shows what a width gives
     prior_steps = 4  # the weight of the prior's tokens per step at each width, in measured steps
+    # how much more a width whose step cost only the cost table knows must win by: the table times the forward, p and
+    # the noise draw, not the drafting and verification a speculative step adds (on emoji-image at 4 rows, 1 thread,
+    # a step at 4 cost 1.4-1.5x a step at 1 where the table said 1.1)
+    table_margin = 1.2
 
     def __init__(self, max_window: int = 32, memory: "WindowMemory | None" = None):
         if not 1 <= max_window <= MAX_WINDOW:
@@ -111,7 +115,7 @@ class AutoWindow:
         self.explored, self.plan, self.window, self.step, self.unmeasured = 0, [], 1, 0, 0
         self.best = None  # the width chosen last (None while exploring)
         self.expected: dict[int, float] = {}  # the prior's tokens per step by width at this batch size
-        self.cost: dict[int, float] = {}  # seconds of a forward and p by width at this batch size (the memory's)
+        self.cost: dict[int, float] = {}  # seconds of a forward, p and noise by width at this batch size (the memory's)
         self.attached = memory is None
 
     def per_step(self, L: int) -> tuple[float, float]:
@@ -125,9 +129,10 @@ class AutoWindow:
         return tokens, self.cost[L] * self._overhead(L) if L in self.cost else 0.0
 
     def _overhead(self, L: int) -> float:
-        """A step's seconds over its forward's at the width nearest L that ran (1 before any did): drafting,
-        verification and commit, which the cost table does not time, grow with the width too."""
-        ran = [W for W in self.candidates if self.steps[W] > 0 and W in self.cost]
+        """A step's seconds over the table's at the width nearest L that ran, among the speculative widths (1 before
+        any did): drafting, verification and commit, which the table does not time, grow with the width too. Plain
+        AR's steps draft nothing: a speculative width's overhead would make them look dearer than they are."""
+        ran = [W for W in self.candidates if self.steps[W] > 0 and W in self.cost and (W > 1) == (L > 1)]
         if not ran:
             return 1.0
         W = min(ran, key=lambda W: abs(math.log(W / L)))
@@ -168,7 +173,7 @@ class AutoWindow:
         self.explored = len(c)
         best = c[0]
         for L in c[1:]:  # a wider window must win clearly: its measurements are noisier and its mistakes dearer
-            if self.rate(L) > self.margin * self.rate(best):
+            if self.rate(L) > self.margin * (self.table_margin if self.steps[L] == 0 else 1.0) * self.rate(best):
                 best = L
         # and any width must win clearly against the one running: a neighbour's stretch is a few bursty steps, and
         # a switch on their luck costs more than the margin (at 1 row on emoji-image, 16 fell back to 4 that way)
@@ -250,7 +255,8 @@ def lagging_tokens(state: "DecodeState", k: torch.Tensor) -> "int | None":
 
 
 def forward_costs(session: "Session", state: "DecodeState", widths: list[int], repeats: int = 2) -> dict[int, float]:
-    """Seconds of a target forward over L positions and its p, for each width L at this batch size on this device:
+    """Seconds of a target forward over L positions, its p and noise draw, for each width L at this batch size on this
+    device:
     the best of `repeats` runs (the first may pay allocations). The forwards write the KV cache from the window's
     start on, which every step rewrites before reading (a rejection is the same pointer move), so nothing
     generated depends on them."""
@@ -261,7 +267,8 @@ def forward_costs(session: "Session", state: "DecodeState", widths: list[int], r
         for _ in range(repeats):
             _sync(session.device)
             t0 = time.perf_counter()
-            state.sampling.logp(*session.forward(tokens, start))
+            logp = state.sampling.logp(*session.forward(tokens, start))  # [B, L, V]
+            state.gumbel_max(logp, state.index(L))  # the noise rows every step draws (plain AR's, drafts', exact's)
             _sync(session.device)
             costs[L] = min(costs.get(L, math.inf), time.perf_counter() - t0)
     return costs
@@ -372,7 +379,7 @@ class WindowMemory:
         return shape
 
     def cost_table(self, state: "DecodeState") -> dict[int, float]:
-        """Seconds of a forward and p by window for the state's batch shape: a shared dict the policy fills."""
+        """Seconds of a forward, p and noise by window for the state's batch shape: a shared dict the policy fills."""
         return self.costs.setdefault(self._shape(state), {})
 
     @staticmethod
