@@ -85,8 +85,9 @@ class AutoWindow:
     offline on the model: `load_prior`), the first generation need not explore either: at `start` a cost table
     (the seconds of a forward, p and noise draw at each candidate width, at this batch size on this device) is
     timed on the running session, once per batch shape (the memory keeps it), and the first step runs the width
-    that the prior and the table make best (by `table_margin` more than the margin, for a width that has not run). The prior counts as `prior_steps` steps of tokens at each width, so what the
-    generation measures outweighs it as it accumulates; the neighbour rechecks refine the choice as above.
+    that the prior and the table make best (by `table_margin` more than the margin, for a width that has not
+    run). The prior counts as `prior_steps` steps of tokens at each width, so what the generation measures
+    outweighs it as it accumulates; the neighbour rechecks refine the choice as above.
     """
 
     stretch = 4  # measured steps per stretch of a candidate
@@ -143,15 +144,23 @@ class AutoWindow:
         return tokens / seconds if seconds > 0 else 0.0
 
     def start(self, session: "Session", state: "DecodeState") -> None:
-        """Time the widths the cost table lacks (when the memory has a prior for this method): then every width has
-        an expected throughput, and the first step runs the best one instead of exploring from plain AR."""
+        """Time the widths the cost table lacks (when the memory has a prior for this method): then the widths have
+        an expected throughput, and the first step runs the best one instead of exploring from plain AR. Widths are
+        timed narrowest first, and one that could not win even at the cost of the widest timed so far (a forward
+        costs no less over more positions) is not timed: at 16 rows, a forward over 16 positions costs more than a
+        stretch of steps could win."""
         if not self.attached:
             self._recall(state)
         if not self.expected:
             return  # nothing known of the model's acceptance: costs alone cannot pick a width, exploration does
-        missing = [L for L in self.candidates if L not in self.cost]
-        if missing:
-            self.cost.update(forward_costs(session, state, missing))
+        for L in self.candidates:
+            timed = [W for W in self.candidates if W < L and W in self.cost]
+            best = max(map(self.rate, self.candidates))
+            if L in self.cost or timed and self.expected[L] / self.cost[timed[-1]] <= best:
+                continue
+            self.cost.update(forward_costs(session, state, [L]))
+        for L in sorted(self.cost, reverse=True):  # a forward over fewer positions costs no more: what did was noise
+            self.cost[L] = min(self.cost[W] for W in self.cost if W >= L)
         self.explored = len(self.candidates)
 
     def __call__(self, state: "DecodeState") -> int:
@@ -171,8 +180,12 @@ class AutoWindow:
             self.explored += 1
             return [c[i]] * (self.stretch + self._warmup(c[i], self.window))
         self.explored = len(c)
-        best = c[0]
-        for L in c[1:]:  # a wider window must win clearly: its measurements are noisier and its mistakes dearer
+        # the first choice may go by the prior and the cost table alone; later ones only among the widths that ran:
+        # one known from the table alone runs a neighbour's stretch first (the table does not time drafting and
+        # verification)
+        ran = c if self.best is None else [L for L in c if self.steps[L] > 0] or [self.best]
+        best = ran[0]
+        for L in ran[1:]:  # a wider window must win clearly: its measurements are noisier and its mistakes dearer
             if self.rate(L) > self.margin * (self.table_margin if self.steps[L] == 0 else 1.0) * self.rate(best):
                 best = L
         # and any width must win clearly against the one running: a neighbour's stretch is a few bursty steps, and
@@ -254,23 +267,26 @@ def lagging_tokens(state: "DecodeState", k: torch.Tensor) -> "int | None":
     return int(k[before == before.min()].min())
 
 
-def forward_costs(session: "Session", state: "DecodeState", widths: list[int], repeats: int = 2) -> dict[int, float]:
-    """Seconds of a target forward over L positions, its p and noise draw, for each width L at this batch size on this
-    device:
-    the best of `repeats` runs (the first may pay allocations). The forwards write the KV cache from the window's
-    start on, which every step rewrites before reading (a rejection is the same pointer move), so nothing
-    generated depends on them."""
+def forward_costs(session: "Session", state: "DecodeState", widths: list[int], agree: float = 1.25,
+                  most: int = 5) -> dict[int, float]:
+    """Seconds of a target forward over L positions, its p and noise draw, for each width L at this batch size on
+    this device: the best of at least two runs, more (up to `most`) until the best two agree within `agree` (a run
+    the OS preempted, or the first paying allocations, costs more; no run costs less). The forwards write the KV
+    cache from the window's start on, which every step rewrites before reading (a rejection is the same pointer
+    move), so nothing generated depends on them."""
     start = state.n - 1  # [B] the window starts at the last committed token (index -1 before the first step)
     costs = {}
     for L in widths:
         tokens = state.pending[:, None].expand(-1, L)  # [B, L]: any ids do, the cost is the same
-        for _ in range(repeats):
+        runs = []
+        while len(runs) < 2 or len(runs) < most and sorted(runs)[1] > agree * min(runs):
             _sync(session.device)
             t0 = time.perf_counter()
             logp = state.sampling.logp(*session.forward(tokens, start))  # [B, L, V]
             state.gumbel_max(logp, state.index(L))  # the noise rows every step draws (plain AR's, drafts', exact's)
             _sync(session.device)
-            costs[L] = min(costs.get(L, math.inf), time.perf_counter() - t0)
+            runs.append(time.perf_counter() - t0)
+        costs[L] = min(runs)
     return costs
 
 
