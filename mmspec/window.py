@@ -85,9 +85,9 @@ class AutoWindow:
     offline on the model: `load_prior`), the first generation need not explore either: at `start` a cost table
     (the seconds of a forward, p and noise draw at each candidate width, at this batch size on this device) is
     timed on the running session, once per batch shape (the memory keeps it), and the first step runs the width
-    that the prior and the table make best (by `table_margin` more than the margin, for a width that has not
-    run). The prior counts as `prior_steps` steps of tokens at each width, so what the generation measures
-    outweighs it as it accumulates; the neighbour rechecks refine the choice as above.
+    that the prior and the table make best (against plain AR, by `table_margin` more than the margin). The prior
+    counts as `prior_steps` steps of tokens at each width, so what the generation measures outweighs it as it
+    accumulates; the neighbour rechecks refine the choice as above.
     """
 
     stretch = 4  # measured steps per stretch of a candidate
@@ -99,10 +99,10 @@ class AutoWindow:
     decay = 0.9  # weight of the earlier step costs at each new one
     memory_of_tokens = 0.98  # the same for tokens: they are bursty, and only a long average shows what a width gives
     prior_steps = 4  # the weight of the prior's tokens per step at each width, in measured steps
-    # how much more a width whose step cost only the cost table knows must win by: the table times the forward, p and
-    # the noise draw, not the drafting and verification a speculative step adds (on emoji-image at 4 rows, 1 thread,
-    # a step at 4 cost 1.4-1.5x a step at 1 where the table said 1.1)
-    table_margin = 1.2
+    # how much more a width whose step cost only the cost table knows must win by against plain AR: the table times
+    # the forward, p and the noise draw, not the drafting and verification a speculative step adds (on emoji-image at
+    # 4 rows, 1 thread, a step at 4 cost 1.4-1.5x a step at 1 where the table said 1.1-1.2)
+    table_margin = 1.15
 
     def __init__(self, max_window: int = 32, memory: "WindowMemory | None" = None):
         if not 1 <= max_window <= MAX_WINDOW:
@@ -186,7 +186,8 @@ class AutoWindow:
         ran = c if self.best is None else [L for L in c if self.steps[L] > 0] or [self.best]
         best = ran[0]
         for L in ran[1:]:  # a wider window must win clearly: its measurements are noisier and its mistakes dearer
-            if self.rate(L) > self.margin * (self.table_margin if self.steps[L] == 0 else 1.0) * self.rate(best):
+            untried = self.steps[L] == 0 and best == 1
+            if self.rate(L) > self.margin * (self.table_margin if untried else 1.0) * self.rate(best):
                 best = L
         # and any width must win clearly against the one running: a neighbour's stretch is a few bursty steps, and
         # a switch on their luck costs more than the margin (at 1 row on emoji-image, 16 fell back to 4 that way)
