@@ -39,6 +39,7 @@ def decode(session: Session, drafter: Drafter, verifier: Verifier, policy: Windo
     commit_step = torch.full_like(state.seq, -1)  # [B, N + max_window]
     step = VerifyStep(session, verifier, state.sampling, stats, commit_step, stop_tokens, compile)
     drafter.start(state, context or Context())
+    policy.start(session, state)
     while state.active.any():  # the step's one read of the device
         t_step = time.perf_counter()  # the previous step's work is done: active.any() waited for it
         L = _checked(policy(state), state.max_window)

@@ -8,13 +8,16 @@ from __future__ import annotations
 import json
 import math
 import os
+import time
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+import numpy as np
 import torch
 
 if TYPE_CHECKING:
+    from mmspec.adapters.base import Session
     from mmspec.state import DecodeState
 
 MAX_WINDOW = 256
@@ -22,6 +25,10 @@ MAX_WINDOW = 256
 
 class WindowPolicy(Protocol):
     max_window: int  # no step asks for more: caches and buffers are sized by it
+
+    def start(self, session: "Session", state: "DecodeState") -> None:
+        """Once, after prefill and before the first step: the policy may time forwards of the session (their cache
+        writes lie past the committed prefix, which the first step rewrites)."""
 
     def __call__(self, state: "DecodeState") -> int:
         """L for the next step, 1 <= L <= max_window (1: plain AR, no drafts)."""
@@ -34,6 +41,9 @@ class WindowPolicy(Protocol):
 class FixedWindow:
     def __init__(self, window: int):
         self.max_window = window
+
+    def start(self, session, state) -> None:
+        pass
 
     def __call__(self, state: "DecodeState") -> int:
         return self.max_window
@@ -70,6 +80,14 @@ class AutoWindow:
     With a `WindowMemory` (a pipeline keeps one for its model and device, on disk), the measurements carry
     over from one generation to the next of the same batch size: a render job's later batches, the demo's
     next click or the next CLI call start at the best known window instead of exploring from plain AR.
+
+    When the memory holds an acceptance prior for the method (tokens per step by width and batch size, measured
+    offline on the model: `load_prior`), the first generation need not explore either: at `start` a cost table
+    (the seconds of a forward, p and noise draw at each candidate width, at this batch size on this device) is
+    timed on the running session, once per batch shape (the memory keeps it), and the first step runs the width
+    that the prior and the table make best (by the margin, as any wider width). The prior
+    counts as `prior_steps` steps of tokens at each width, so what the generation measures outweighs it as it
+    accumulates; the neighbour rechecks refine the choice as above.
     """
 
     stretch = 4  # measured steps per stretch of a candidate
@@ -80,6 +98,7 @@ class AutoWindow:
     growth = 2.5  # the most a 4x wider window is assumed to raise the tokens per step
     decay = 0.9  # weight of the earlier step costs at each new one
     memory_of_tokens = 0.98  # the same for tokens: they are bursty, and only a long average shows what a width gives
+    prior_steps = 4  # the weight of the prior's tokens per step at each width, in measured steps
 
     def __init__(self, max_window: int = 32, memory: "WindowMemory | None" = None):
         if not 1 <= max_window <= MAX_WINDOW:
@@ -92,16 +111,53 @@ class AutoWindow:
         self.wait = {L: self.recheck for L in self.candidates}  # steps before a losing width runs again
         self.explored, self.plan, self.window, self.step, self.unmeasured = 0, [], 1, 0, 0
         self.best = None  # the width chosen last (None while exploring)
+        self.expected: dict[int, float] = {}  # the prior's tokens per step by width at this batch size
+        self.cost: dict[int, float] = {}  # seconds of a forward, p and noise by width at this batch size (the memory's)
         self.attached = memory is None
 
     def per_step(self, L: int) -> tuple[float, float]:
-        """(tokens, seconds) per step at width L as measured so far (0 where nothing was measured)."""
-        tokens = self.tokens[L] / self.counted[L] if self.counted[L] > 0 else 0.0
-        return tokens, self.seconds[L] / self.steps[L] if self.steps[L] > 0 else 0.0
+        """(tokens, seconds) per step at width L: as measured so far, the tokens with the prior's pseudo-steps, and
+        the seconds of a width that has not run from the cost table (0 where nothing is known)."""
+        weight = self.prior_steps if L in self.expected else 0
+        counted = self.counted[L] + weight
+        tokens = (self.tokens[L] + weight * self.expected.get(L, 0.0)) / counted if counted > 0 else 0.0
+        if self.steps[L] > 0:
+            return tokens, self.seconds[L] / self.steps[L]
+        return tokens, self.cost[L] * self._overhead(L) if L in self.cost else 0.0
+
+    def _overhead(self, L: int) -> float:
+        """A step's seconds over the table's at the width nearest L that ran, among the speculative widths (1 before
+        any did): drafting, verification and commit, which the table does not time, grow with the width too. Plain
+        AR's steps draft nothing: a speculative width's overhead would make them look dearer than they are."""
+        ran = [W for W in self.candidates if self.steps[W] > 0 and W in self.cost and (W > 1) == (L > 1)]
+        if not ran:
+            return 1.0
+        W = min(ran, key=lambda W: abs(math.log(W / L)))
+        return self.seconds[W] / self.steps[W] / self.cost[W]
 
     def rate(self, L: int) -> float:
         tokens, seconds = self.per_step(L)
         return tokens / seconds if seconds > 0 else 0.0
+
+    def start(self, session: "Session", state: "DecodeState") -> None:
+        """Time the widths the cost table lacks (when the memory has a prior for this method): then the widths have
+        an expected throughput, and the first step runs the best one instead of exploring from plain AR. Widths are
+        timed narrowest first, and one that could not win even at the cost of the widest timed so far (a forward
+        costs no less over more positions) is not timed: at 16 rows, a forward over 16 positions costs more than a
+        stretch of steps could win."""
+        if not self.attached:
+            self._recall(state)
+        if not self.expected:
+            return  # nothing known of the model's acceptance: costs alone cannot pick a width, exploration does
+        for L in self.candidates:
+            timed = [W for W in self.candidates if W < L and W in self.cost]
+            best = max(map(self.rate, self.candidates))
+            if L in self.cost or timed and self.expected[L] / self.cost[timed[-1]] <= best:
+                continue
+            self.cost.update(forward_costs(session, state, [L]))
+        for L in sorted(self.cost, reverse=True):  # a forward over fewer positions costs no more: what did was noise
+            self.cost[L] = min(self.cost[W] for W in self.cost if W >= L)
+        self.explored = len(self.candidates)
 
     def __call__(self, state: "DecodeState") -> int:
         if not self.attached:
@@ -120,9 +176,17 @@ class AutoWindow:
             self.explored += 1
             return [c[i]] * (self.stretch + self._warmup(c[i], self.window))
         self.explored = len(c)
-        best = c[0]
-        for L in c[1:]:  # a wider window must win clearly: its measurements are noisier and its mistakes dearer
-            if self.steps[L] > 0 and self.rate(L) > self.margin * self.rate(best):
+        # the first choice may go by the prior and the cost table alone; later ones only among the widths that ran:
+        # one known from the table alone runs a neighbour's stretch first (the table does not time drafting and
+        # verification)
+        ran = c if self.best is None else [L for L in c if self.steps[L] > 0] or [self.best]
+        best = ran[0]
+        # a wider window must win clearly: its measurements are noisier and its mistakes dearer. (A width known only
+        # from the table needs no more: the table leaves out the drafting and verification a speculative step adds,
+        # but also the commit and loop every step pays, plain AR's too; on a quiet 2-core CPU at 1 row a margin of
+        # 1.15 on top kept the README's first image at plain AR one run in two, at 1.0x instead of 1.4-1.5x.)
+        for L in ran[1:]:
+            if self.rate(L) > self.margin * self.rate(best):
                 best = L
         # and any width must win clearly against the one running: a neighbour's stretch is a few bursty steps, and
         # a switch on their luck costs more than the margin (at 1 row on emoji-image, 16 fell back to 4 that way)
@@ -150,18 +214,24 @@ class AutoWindow:
         return max(self.warmup, L // 4) if L > before else self.warmup
 
     def _plausible(self, L: int, a: int, b: int) -> bool:
-        """Whether width L, wider than the widths a < b measured last, could beat the best so far."""
-        (_, cost_a), (tokens_b, cost_b) = self.per_step(a), self.per_step(b)
-        if cost_a == 0 or cost_b == 0:
-            return False
-        cost = cost_b + (L - b) * max(cost_b - cost_a, 0.0) / (b - a)
+        """Whether width L, wider than the widths a < b measured last, could beat the best so far. Its step cost is
+        the cost table's where there is one, else extrapolated linearly from a and b."""
+        (_, cost_a), (tokens_b, cost_b), (_, cost) = self.per_step(a), self.per_step(b), self.per_step(L)
+        if cost == 0:
+            if cost_a == 0 or cost_b == 0:
+                return False
+            cost = cost_b + (L - b) * max(cost_b - cost_a, 0.0) / (b - a)
         return max(map(self.rate, self.candidates)) * cost <= self.growth * tokens_b
 
     def _recall(self, state: "DecodeState") -> None:
         """Share the memory's measurements and recheck waits for this batch shape; widths measured before count
-        as explored, and a width that kept losing stays rarely rechecked (a render job's later batches)."""
+        as explored, and a width that kept losing stays rarely rechecked (a render job's later batches); and the
+        memory's prior and cost table for it."""
         self.tokens, self.counted, self.seconds, self.steps, self.wait = self.memory.measurements(
             state, self.candidates, self.recheck)
+        self.cost = self.memory.cost_table(state)
+        if self.memory.prior:
+            self.expected = prior_at(self.memory.prior, state.batch_size, self.candidates)
         for L in self.candidates:
             if self.steps[L] > 0:
                 self.measured[L] = 0
@@ -180,13 +250,74 @@ class AutoWindow:
         if self.unmeasured > 0:
             self.unmeasured -= 1
             return
-        ran = k > 0
-        if not ran.any():
+        lag = lagging_tokens(state, k)
+        if lag is None:
             return
-        before = (state.n - k).masked_fill(~ran, state.length)  # [B] committed lengths before this step
-        lag = int(k[before == before.min()].min())  # what the row furthest behind committed: the batch ends with it
         self.tokens[W] = self.memory_of_tokens * self.tokens[W] + lag
         self.counted[W] = self.memory_of_tokens * self.counted[W] + 1
+
+
+def lagging_tokens(state: "DecodeState", k: torch.Tensor) -> "int | None":
+    """What the row furthest behind committed in a step (k [B] per row, after the commit): the batch ends with it.
+    None when no row ran."""
+    ran = k > 0
+    if not ran.any():
+        return None
+    before = (state.n - k).masked_fill(~ran, state.length)  # [B] committed lengths before this step
+    return int(k[before == before.min()].min())
+
+
+def forward_costs(session: "Session", state: "DecodeState", widths: list[int], agree: float = 1.25,
+                  most: int = 5) -> dict[int, float]:
+    """Seconds of a target forward over L positions, its p and noise draw, for each width L at this batch size on
+    this device: the best of at least two runs, more (up to `most`) until the best two agree within `agree` (a run
+    the OS preempted, or the first paying allocations, costs more; no run costs less). The forwards write the KV
+    cache from the window's start on, which every step rewrites before reading (a rejection is the same pointer
+    move), so nothing generated depends on them."""
+    start = state.n - 1  # [B] the window starts at the last committed token (index -1 before the first step)
+    costs = {}
+    for L in widths:
+        tokens = state.pending[:, None].expand(-1, L)  # [B, L]: any ids do, the cost is the same
+        runs = []
+        while len(runs) < 2 or len(runs) < most and sorted(runs)[1] > agree * min(runs):
+            _sync(session.device)
+            t0 = time.perf_counter()
+            logp = state.sampling.logp(*session.forward(tokens, start))  # [B, L, V]
+            state.gumbel_max(logp, state.index(L))  # the noise rows every step draws (plain AR's, drafts', exact's)
+            _sync(session.device)
+            runs.append(time.perf_counter() - t0)
+        costs[L] = min(runs)
+    return costs
+
+
+def _sync(device: torch.device) -> None:
+    """Wait for the device's queued work, so that a timer sees it (CUDA kernels run asynchronously)."""
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+PRIOR_FILE = "window-prior.json"
+
+
+def load_prior(folder: "str | Path") -> dict[str, dict[int, dict[int, float]]]:
+    """A model folder's acceptance prior (its `window-prior.json`, written by models/recipes/window_prior.py):
+    method -> batch size -> window -> tokens committed per step by the row furthest behind, under the model's
+    default sampling. {} when the folder has none."""
+    path = Path(folder) / PRIOR_FILE
+    if not path.is_file():
+        return {}
+    saved = json.loads(path.read_text())["tokens_per_step"]
+    return {method: {int(rows): {int(L): float(t) for L, t in by_window.items()} for rows, by_window in by_rows.items()}
+            for method, by_rows in saved.items()}
+
+
+def prior_at(prior: dict[int, dict[int, float]], rows: int, windows: list[int]) -> dict[int, float]:
+    """A method's prior (batch size -> window -> tokens per step) at a batch of `rows` for each window: from the
+    prior's batch size nearest in ratio, interpolated linearly in log L between its windows, held beyond them."""
+    near = prior[min(prior, key=lambda R: (abs(math.log(R / rows)), R))]
+    known = sorted(near)
+    return {L: float(np.interp(math.log2(L), [math.log2(W) for W in known], [near[W] for W in known]))
+            for L in windows}
 
 
 class AcceptanceWindow:
@@ -206,6 +337,9 @@ class AcceptanceWindow:
         self.max_window, self.min_window, self.headroom, self.decay = max_window, min_window, headroom, decay
         self.mean_k = None  # committed tokens per step of a running row (decayed average)
 
+    def start(self, session, state) -> None:
+        pass
+
     def __call__(self, state: "DecodeState") -> int:
         if self.mean_k is None:
             return self.max_window  # nothing measured yet: Jacobi drafts need room to show what they can do
@@ -221,8 +355,10 @@ class AcceptanceWindow:
 
 class WindowMemory:
     """AutoWindow's measurements kept across generations: decayed tokens, step seconds and their step counts per
-    window, and the steps a losing window waits before its next recheck, for each batch shape (rows, CFG or
-    not). One per pipeline and method, i.e. per model, device and method.
+    window, the steps a losing window waits before its next recheck, and the cost table (seconds of a forward
+    and p per window), for each batch shape (rows, CFG or not). One per pipeline and method, i.e. per model,
+    device and method. Its `prior` (batch size -> window -> tokens per step, from `load_prior`) is what is known
+    of the method on the model before anything is measured.
 
     With a `path`, the measurements are read from that JSON file when the memory is made, and `save()` writes
     them back, so that the next process on the same machine (the next CLI call, a job's next run) starts from
@@ -232,32 +368,46 @@ class WindowMemory:
 
     fields = ("tokens", "counted", "seconds", "steps", "wait")
 
-    def __init__(self, path: "str | Path | None" = None):
+    def __init__(self, path: "str | Path | None" = None, prior: "dict[int, dict[int, float]] | None" = None):
         self.path = Path(path) if path is not None else None
+        self.prior = prior or {}
         self.shapes: dict[tuple, tuple[dict, ...]] = {}
+        self.costs: dict[tuple, dict[int, float]] = {}
         if self.path is not None and self.path.is_file():
             try:
                 saved = json.loads(self.path.read_text())
                 self.shapes = {(int(rows), bool(cfg)): tuple({int(L): float(v) for L, v in shape[f].items()}
                                                              for f in self.fields)
                                for rows, cfg, shape in saved["shapes"]}
+                self.costs = {(int(rows), bool(cfg)): {int(L): float(v) for L, v in shape.get("cost", {}).items()}
+                              for rows, cfg, shape in saved["shapes"]}
             except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
                 warnings.warn(f"ignoring the window measurements in {self.path} ({err!r}); measuring afresh")
+                self.shapes, self.costs = {}, {}
 
     def measurements(self, state: "DecodeState", windows: list[int], recheck: int) -> tuple[dict, ...]:
         """(tokens, counted, seconds, steps, wait) by window for the state's batch shape: shared dicts the policy
         updates (AutoWindow's)."""
-        shape = self.shapes.setdefault((state.batch_size, bool(state.sampling.cfg)), tuple({} for _ in self.fields))
+        shape = self.shapes.setdefault(self._shape(state), tuple({} for _ in self.fields))
         for values, empty in zip(shape, (0.0, 0.0, 0.0, 0.0, recheck)):
             for L in windows:
                 values.setdefault(L, empty)
         return shape
 
+    def cost_table(self, state: "DecodeState") -> dict[int, float]:
+        """Seconds of a forward, p and noise by window for the state's batch shape: a shared dict the policy fills."""
+        return self.costs.setdefault(self._shape(state), {})
+
+    @staticmethod
+    def _shape(state: "DecodeState") -> tuple[int, bool]:
+        return state.batch_size, bool(state.sampling.cfg)
+
     def save(self) -> None:
         """Write the measurements to `path` (atomically: a concurrent reader sees the old file or the new one)."""
         if self.path is None or not self.shapes:  # nothing measured (e.g. a method with a fixed window)
             return
-        shapes = [[rows, cfg, dict(zip(self.fields, values))] for (rows, cfg), values in self.shapes.items()]
+        shapes = [[rows, cfg, {**dict(zip(self.fields, values)), "cost": self.costs.get((rows, cfg), {})}]
+                  for (rows, cfg), values in self.shapes.items()]
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -278,6 +428,7 @@ def window_policy(window: "int | str | WindowPolicy") -> WindowPolicy:
     top = getattr(policy, "max_window", None)
     if not isinstance(top, int) or not 1 <= top <= MAX_WINDOW:
         raise ValueError(f"window must be in [1, {MAX_WINDOW}], got {top!r}")
-    if not callable(getattr(policy, "observe", None)):
-        raise ValueError("a window policy needs max_window, __call__(state) and observe(state, k, seconds)")
+    if not all(callable(getattr(policy, f, None)) for f in ("start", "observe")):
+        raise ValueError("a window policy needs max_window, start(session, state), __call__(state) and "
+                         "observe(state, k, seconds)")
     return policy

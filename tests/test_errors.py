@@ -93,6 +93,9 @@ def test_a_window_policy_that_oversteps_is_refused(target):
     class TooWide:
         max_window = 4
 
+        def start(self, session, state):
+            pass
+
         def __call__(self, state):
             return 5
 

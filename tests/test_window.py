@@ -3,7 +3,8 @@ import pytest
 import torch
 
 import mmspec
-from mmspec.window import AcceptanceWindow, AutoWindow
+import mmspec.window
+from mmspec.window import AcceptanceWindow, AutoWindow, WindowMemory, load_prior, prior_at
 from tiny import TabularTarget, chi_square_pvalue, sequence_id, tabular_law, tiny_gpt
 
 
@@ -12,8 +13,34 @@ class FakeState:
         self.seq = torch.zeros(rows, 4, dtype=torch.long)
         self.batch_size, self.length = rows, 10**6
         self.n = torch.zeros(rows, dtype=torch.long)
+        self.pending = torch.full((rows,), -1)
         self.active = torch.ones(rows, dtype=torch.bool)
         self.sampling = mmspec.Sampling(cfg_scale=2.0)
+
+    def index(self, width):
+        return self.n[:, None] + torch.arange(width)
+
+    def gumbel_max(self, logp, index):
+        return logp.argmax(-1)
+
+
+class TimedSession:
+    """A session whose forward over L positions takes seconds_of(L) on the window policies' clock (mmspec.window's
+    `time`, replaced by the session itself: timings on a shared machine are noisy) and counts its calls."""
+
+    def __init__(self, seconds_of, monkeypatch, vocab_size=4):
+        self.seconds_of, self.vocab_size, self.device, self.widths = seconds_of, vocab_size, torch.device("cpu"), []
+        self.now = 0.0
+        monkeypatch.setattr(mmspec.window, "time", self)
+
+    def perf_counter(self) -> float:
+        return self.now
+
+    def forward(self, tokens, start, tree=None):
+        self.widths.append(tokens.shape[1])
+        self.now += self.seconds_of(tokens.shape[1])
+        logits = torch.zeros(*tokens.shape, self.vocab_size)  # [B, L, V]
+        return logits, logits
 
 
 def _step(policy, state, k, seconds):
@@ -108,34 +135,109 @@ def test_auto_follows_acceptance_that_changes_along_a_generation():
     assert chosen[40:80].count(1) > 30 and chosen[-40:].count(16) > 30
 
 
+@pytest.mark.parametrize("seconds_of, first, timed",
+                         [(lambda L: 0.002, 16, [1, 4, 16]), (lambda L: 0.0005 * L, 1, [1, 4])],
+                         ids=["flat-cost", "cost-grows-with-L"])
+def test_auto_with_a_prior_starts_at_the_best_window_by_prior_and_cost_table(seconds_of, first, timed, monkeypatch):
+    # the prior: 3 tokens per step at 16, 1.5 at 4. Forwards that cost the same at every width make 16 best from
+    # the first step on; forwards that cost L times more make plain AR best (3 / 16 < 1.5 / 4 < 1 / 1), and 16 is
+    # not even timed: at the cost of 4 it would give 3 / 4 < 1 / 1
+    policy = AutoWindow(max_window=16, memory=WindowMemory(prior={1: {1: 1.0, 4: 1.5, 16: 3.0}}))
+    session, state = TimedSession(seconds_of, monkeypatch), FakeState()
+    policy.start(session, state)
+    assert sorted(set(session.widths)) == timed
+    chosen = _run(policy, 24, seconds_of=seconds_of, k_of=lambda L: {1: 1, 4: 2, 16: 3}[L], state=state)
+    assert chosen == [first] * 24  # no exploration: the first recheck of a neighbour comes after 24 steps
+
+
+def test_auto_corrects_a_wrong_prior_by_measurement(monkeypatch):
+    # the prior promises 8 tokens per step at 16, but no draft is ever accepted: 16 runs first, then measurement
+    # takes the policy down to plain AR, the cheapest step
+    policy = AutoWindow(max_window=16, memory=WindowMemory(prior={1: {1: 1.0, 4: 2.0, 16: 8.0}}))
+    state = FakeState()
+    policy.start(TimedSession(lambda L: 0.002, monkeypatch), state)
+    chosen = _run(policy, 400, seconds_of=lambda L: 0.01 * (1 + L / 16), k_of=lambda L: 1, state=state)
+    assert chosen[0] == 16 and chosen[-100:].count(1) > 80
+
+
+def test_the_cost_table_is_timed_once_per_batch_shape_and_kept_with_the_memory(tmp_path, monkeypatch):
+    prior = {1: {1: 1.0, 4: 2.0, 16: 8.0}}
+    memory, session = WindowMemory(tmp_path / "exact.json", prior), TimedSession(lambda L: 0.001 * L, monkeypatch)
+    AutoWindow(max_window=16, memory=memory).start(session, FakeState())
+    assert sorted(session.widths) == [1, 1, 4, 4, 16, 16]  # the best of two runs per width
+    AutoWindow(max_window=16, memory=memory).start(session, FakeState())  # the next call, same shape
+    assert len(session.widths) == 6
+    AutoWindow(max_window=16, memory=memory).start(session, FakeState(rows=5))  # another batch size
+    assert len(session.widths) == 12
+    assert memory.costs[2, True] == pytest.approx({1: 0.001, 4: 0.004, 16: 0.016})
+    memory.save()
+    again = WindowMemory(tmp_path / "exact.json", prior)  # as a new process makes it
+    assert again.costs == memory.costs
+    AutoWindow(max_window=16, memory=again).start(session, FakeState(rows=5))
+    assert len(session.widths) == 12
+
+
+def test_a_narrower_forward_timed_dearer_than_a_wider_one_is_taken_as_noise(monkeypatch):
+    policy = AutoWindow(max_window=16, memory=WindowMemory(prior={1: {1: 1.0, 4: 2.0, 16: 8.0}}))
+    seconds = {1: 0.01, 4: 0.002, 16: 0.004}  # the forward at 1 was preempted: a preemption only adds time
+    policy.start(TimedSession(seconds.get, monkeypatch), FakeState())
+    assert policy.cost == pytest.approx({1: 0.002, 4: 0.002, 16: 0.004})
+
+
+def test_auto_without_a_prior_times_nothing_and_explores_from_plain_ar(monkeypatch):
+    policy, session = AutoWindow(max_window=16, memory=WindowMemory()), TimedSession(lambda L: 0.001, monkeypatch)
+    state = FakeState()
+    policy.start(session, state)
+    assert session.widths == [] and policy(state) == 1 and policy.explored == 1
+
+
+def test_a_prior_is_read_at_the_nearest_batch_size_and_interpolated_in_log_window(tmp_path):
+    prior = {1: {1: 1.0, 4: 2.0, 16: 4.0}, 8: {1: 1.0, 4: 1.5, 16: 2.0}}
+    assert prior_at(prior, 6, [1, 8, 32]) == {1: 1.0, 8: 1.75, 32: 2.0}  # held beyond the widest
+    assert prior_at(prior, 2, [2]) == {2: 1.5}
+    assert load_prior(tmp_path) == {}  # a model without one: AutoWindow explores
+
+
+@pytest.mark.parametrize("model, widest", [("emoji-image", 16), ("emoji-video", 64), ("code-text", 6)])
+def test_every_bundled_model_ships_a_prior_for_the_methods_that_use_auto(model, widest):
+    from mmspec.pipelines.base import models_dir
+
+    prior = load_prior(models_dir() / model)
+    for method in ["exact", "coupled", "gumbel", "jacobi", "lookup", "pac"]:
+        assert 1 in prior[method], method
+        assert set(prior[method][1]) == set(AutoWindow(max_window=widest).candidates), method
+
+
 @pytest.mark.parametrize("layout", [mmspec.Grid2D(4, 4), mmspec.Sequence1D(14)], ids=repr)
-def test_exact_equals_ar_with_auto(layout):
+@pytest.mark.parametrize("prior", [None, {1: {1: 1.0, 4: 3.0, 8: 6.0}}], ids=["explore", "prior"])
+def test_exact_equals_ar_with_auto(layout, prior):
     target = mmspec.ReferenceTarget(tiny_gpt(vocab_size=16, rope_axes=layout.axes))
     kw = dict(sampling={"temperature": 0.9, "top_k": 12, "cfg_scale": 2.5}, seed=0, num_samples=2)
     ar = mmspec.generate(target, torch.tensor([0, 3]), layout, method="ar", **kw)
-    auto = mmspec.generate(target, torch.tensor([0, 3]), layout, method="exact", window="auto", **kw)
+    # with a prior, the cost table's forwards run on the generation's own session before its first step
+    window = "auto" if prior is None else AutoWindow(max_window=8, memory=WindowMemory(prior=prior))
+    auto = mmspec.generate(target, torch.tensor([0, 3]), layout, method="exact", window=window, **kw)
     assert torch.equal(auto.tokens, ar.tokens)
+    if prior is not None:
+        assert window.cost  # the forwards were timed
 
 
-@pytest.mark.parametrize("remembered", [False, True], ids=["fresh", "remembered"])
+@pytest.mark.parametrize("remembered", [False, True, "prior"], ids=["fresh", "remembered", "prior"])
 @pytest.mark.parametrize("method", ["coupled", "lookup"])
 def test_auto_matches_the_exact_law(method, remembered):
-    from mmspec.window import WindowMemory
-
     target = TabularTarget(3, 4, seed=5)
     sampling = mmspec.Sampling(temperature=1.3, top_p=0.9, cfg_scale=2.0)
     run = lambda policy, n: mmspec.generate(target, torch.tensor([0]), mmspec.Grid2D(2, 2), method=method,  # noqa: E731
                                             window=policy, sampling=sampling, seed=0, num_samples=n)
-    memory = WindowMemory() if remembered else None
-    if remembered:
+    memory = WindowMemory(prior={1: {1: 1.0, 4: 2.0}}) if remembered == "prior" else WindowMemory() if remembered \
+        else None
+    if remembered is True:
         run(AutoWindow(max_window=4, memory=memory), 20_000)  # the measured run starts where this one ended
     g = run(AutoWindow(max_window=4, memory=memory), 20_000)
     assert chi_square_pvalue(sequence_id(g.tokens, 3), tabular_law(target, 0, sampling)) > 1e-3
 
 
 def test_auto_with_a_memory_starts_the_next_generation_at_the_best_known_window():
-    from mmspec.window import WindowMemory
-
     memory = WindowMemory()
     costs = dict(seconds_of=lambda L: 0.01 * (1 + L / 16), k_of=lambda L: min(L, 3))  # 4 pays best
     first = _run(AutoWindow(max_window=16, memory=memory), 40, **costs)
@@ -148,8 +250,6 @@ def test_auto_with_a_memory_starts_the_next_generation_at_the_best_known_window(
 
 
 def test_auto_with_a_memory_rechecks_a_window_that_kept_losing_less_and_less_often():
-    from mmspec.window import WindowMemory
-
     memory = WindowMemory()
     costs = dict(seconds_of=lambda L: 0.01 * L ** 0.5, k_of=lambda L: 1)  # wider never pays: plain AR wins
     rechecks = []
@@ -160,8 +260,6 @@ def test_auto_with_a_memory_rechecks_a_window_that_kept_losing_less_and_less_oft
 
 
 def test_a_memory_on_disk_carries_the_measurements_to_the_next_process(tmp_path):
-    from mmspec.window import WindowMemory
-
     path = tmp_path / "windows" / "exact.json"
     costs = dict(seconds_of=lambda L: 0.01 * (1 + L / 16), k_of=lambda L: min(L, 3))  # 4 pays best
     memory = WindowMemory(path)
@@ -173,8 +271,6 @@ def test_a_memory_on_disk_carries_the_measurements_to_the_next_process(tmp_path)
 
 
 def test_a_memory_file_that_cannot_be_read_is_set_aside_with_a_warning(tmp_path):
-    from mmspec.window import WindowMemory
-
     path = tmp_path / "exact.json"
     path.write_text('{"shapes": [[2, true, {"tokens": {}}]]}')  # a field missing
     with pytest.warns(UserWarning, match="measuring afresh"):
@@ -184,8 +280,6 @@ def test_a_memory_file_that_cannot_be_read_is_set_aside_with_a_warning(tmp_path)
 
 
 def test_a_memory_that_cannot_be_written_warns_and_the_generation_goes_on(tmp_path):
-    from mmspec.window import WindowMemory
-
     (tmp_path / "file").write_text("")
     memory = WindowMemory(tmp_path / "file" / "exact.json")  # its folder is a file
     _run(AutoWindow(max_window=16, memory=memory), 8, seconds_of=lambda L: 0.01, k_of=lambda L: 1)

@@ -207,6 +207,9 @@ class CycleWindow:
     def __init__(self, sizes):
         self.sizes, self.max_window = list(sizes), max(sizes)
 
+    def start(self, session, state):
+        pass
+
     def __call__(self, state):
         return self.sizes[state.step % len(self.sizes)]
 

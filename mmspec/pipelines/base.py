@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 
 from mmspec.methods import DEFAULT_METHOD, DEFAULT_WINDOW, resolve_method  # noqa: F401 - the pipelines' defaults
-from mmspec.window import AutoWindow, WindowMemory
+from mmspec.window import AutoWindow, WindowMemory, load_prior
 
 
 def models_dir() -> Path:
@@ -35,15 +35,17 @@ def model_path(path: "str | Path | None", default: str) -> Path:
 class WindowMemories(dict):
     """method -> WindowMemory: what window="auto" learned across a pipeline's calls. With a folder, each method's
     memory is kept in a file there, per device and CPU thread count (both change every timing), so a new process
-    starts from it."""
+    starts from it. `prior`: the model's acceptance prior by method (mmspec.window.load_prior), so that a first
+    call need not explore."""
 
-    def __init__(self, folder: "Path | None" = None, device="cpu"):
+    def __init__(self, folder: "Path | None" = None, device="cpu", prior: "dict | None" = None):
         super().__init__()
-        self.folder, self.device = folder, str(device).replace(":", "")
+        self.folder, self.device, self.prior = folder, str(device).replace(":", ""), prior or {}
 
     def __missing__(self, method: str) -> WindowMemory:
         name = f"{method}-{self.device}-{torch.get_num_threads()}threads.json"
-        memory = self[method] = WindowMemory(None if self.folder is None else self.folder / name)
+        path = None if self.folder is None else self.folder / name
+        memory = self[method] = WindowMemory(path, self.prior.get(method))
         return memory
 
 
@@ -74,7 +76,8 @@ class WindowCache:
         return self.root / f"{model.name}-{hashlib.sha1(chr(0).join(key).encode()).hexdigest()[:10]}"
 
     def memories(self, model: Path, device) -> WindowMemories:
-        return WindowMemories(self.folder(model), device)
+        """A pipeline's memories for a model folder, starting from the acceptance prior it ships (if any)."""
+        return WindowMemories(self.folder(model), device, load_prior(model))
 
 
 @contextmanager

@@ -1,0 +1,95 @@
+"""Measure a bundled model's acceptance prior, models/<model>/window-prior.json: for each method that runs with
+window="auto", the tokens committed per step by the row furthest behind (as AutoWindow counts them) at each of
+AutoWindow's candidate windows, at 1 row and at larger batches, from real generations under the model's default
+sampling. AutoWindow starts from it (mmspec.window.load_prior) with a cost table timed on the running device,
+so that a first call need not explore from plain AR.
+
+    python models/recipes/window_prior.py image   # or video, text; see --help
+
+Tokens per step do not depend on the device or on timing (only on the model, the method, the sampling and the
+window), so the file holds for every machine; the costs are what each machine times for itself.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import torch
+
+from mmspec.bench import PROMPTS, load_pipeline
+from mmspec.window import PRIOR_FILE, AutoWindow, FixedWindow, lagging_tokens
+
+METHODS = ["exact", "coupled", "gumbel", "jacobi", "lookup", "pac"]
+ROWS = {"image": [1, 4, 8, 16], "video": [1, 8], "text": [1, 4]}
+
+
+class CountingWindow(FixedWindow):
+    """A fixed window that adds up what the row furthest behind commits per step, over the steps AutoWindow would
+    count at this width: not the first step, nor the warm-up after widening from plain AR."""
+
+    def __init__(self, window: int):
+        super().__init__(window)
+        self.skip = max(1, AutoWindow(max_window=window)._warmup(window, 1))
+        self.tokens, self.steps = 0, 0
+
+    def observe(self, state, k, seconds) -> None:
+        if self.skip > 0:
+            self.skip -= 1
+            return
+        lag = lagging_tokens(state, k)
+        if lag is not None:
+            self.tokens, self.steps = self.tokens + lag, self.steps + 1
+
+
+def measure(pipe, kind: str, method: str, rows: int, windows: list[int], seeds: list[int]) -> dict[int, tuple]:
+    """window -> (tokens, steps) over every prompt at 1 row, or batches of `rows` rows cycling through the prompts."""
+    prompts = PROMPTS[kind]
+    batches = [[p] for p in prompts] if rows == 1 else [[prompts[i % len(prompts)] for i in range(rows)]]
+    call = {"max_new_tokens": 64} if kind == "text" else {}
+    counts = {}
+    for L in windows:
+        tokens = steps = 0
+        for batch in batches:
+            for seed in seeds:
+                policy = CountingWindow(L)
+                pipe(batch, seed=seed, method=method, window=policy, **call)
+                tokens, steps = tokens + policy.tokens, steps + policy.steps
+        counts[L] = (tokens, steps)
+    return counts
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("kind", choices=sorted(ROWS))
+    ap.add_argument("--methods", default=None, help="comma-separated (default: every method that uses auto)")
+    ap.add_argument("--rows", default=None, help="comma-separated batch sizes (default: 1,4,8,16 image; 1,8 video; "
+                                                 "1,4 text)")
+    ap.add_argument("--seeds", type=int, default=2, help="seeds per prompt (row seeds: seed + row)")
+    args = ap.parse_args()
+    torch.set_num_threads(1)  # the counts do not depend on it; other work on the machine does not wait for us
+    pipe = load_pipeline(args.kind)
+    methods = args.methods.split(",") if args.methods else METHODS + (["draft-model"] if args.kind == "text" else [])
+    rows_list = [int(r) for r in args.rows.split(",")] if args.rows else ROWS[args.kind]
+    candidates = AutoWindow(max_window=pipe.default_window).candidates
+    tokens, steps = {}, {}
+    for method in methods:
+        for rows in rows_list:
+            # at window 1 no row has drafts: every running row commits one token per step
+            counts = {1: (1.0, 0), **measure(pipe, args.kind, method, rows, candidates[1:], list(range(args.seeds)))}
+            tokens.setdefault(method, {})[rows] = {L: round(t / max(s, 1), 3) if L > 1 else 1.0
+                                                   for L, (t, s) in counts.items()}
+            steps.setdefault(method, {})[rows] = {L: s for L, (_, s) in counts.items()}
+            print(method, rows, tokens[method][rows], flush=True)
+    folder = Path(__file__).resolve().parents[1] / {"image": "emoji-image", "video": "emoji-video",
+                                                    "text": "code-text"}[args.kind]
+    out = {"about": "tokens committed per step by the row furthest behind, by method, batch size and window, "
+                    "under the model's default sampling; written by models/recipes/window_prior.py",
+           "sampling": pipe.default_sampling, "prompts": PROMPTS[args.kind], "seeds": args.seeds,
+           "tokens_per_step": tokens, "steps_counted": steps}
+    (folder / PRIOR_FILE).write_text(json.dumps(out, indent=1) + "\n")
+    print("wrote", folder / PRIOR_FILE)
+
+
+if __name__ == "__main__":
+    main()
