@@ -231,6 +231,8 @@ def _suites():
 
 def _bench_suite(args) -> dict:
     suites = _suites()
+    if args.suite == "overhead":
+        return _bench_overhead(args)
     from benchmarks.suite.report import write_json
 
     out = _check_writable(args.out or Path("benchmarks/results") / args.suite)
@@ -250,6 +252,28 @@ def _bench_suite(args) -> dict:
         print(f"suite {args.suite}: {result['seconds']:.0f} s ({result['cpu_seconds']:.0f} s of CPU time)")
     checks = [c["check"] for c in result["cases"] if c["case"] == "LosslessCase"]
     return {**result, "exit_status": _report_lossless(checks, args.json)}
+
+
+def _bench_overhead(args) -> dict:
+    """The decode step split into forward / p / drafting / verification / commit / rest against a plain forward
+    of the same model, per model, rows and method (benchmarks/overhead.py)."""
+    from benchmarks import overhead
+    from mmspec.pipelines.base import models_dir
+
+    models = [args.model] if args.model else [str(models_dir() / m) for m in overhead.BUNDLED
+                                              if args.kind is None or _bundled_kind(m) == args.kind]
+    out = _check_writable(args.out or Path("benchmarks/results") / "overhead")
+    argv = [*models, "--out", str(out), "--threads", str(args.threads or 1)]
+    argv += ["--rows", ",".join(map(str, args.rows))] if args.rows else []
+    argv += ["--repeats", str(args.repeats)] if args.repeats else []
+    result = overhead.main(argv)
+    if not args.json:
+        print((out / "overhead.md").read_text())
+    return result
+
+
+def _bundled_kind(model: str) -> str:
+    return "video" if model.endswith("video") else "image"
 
 
 def _rows_arg(text: str) -> tuple[int, ...]:
@@ -301,9 +325,9 @@ def _check_suite_options(args) -> None:
     if args.draft is not None and args.kind != "text":
         raise ValueError("--draft is the draft of a text model: mmspec bench text --suite quick --model DIR --draft DIR")
     suites = _suites().SUITES
-    if args.suite not in suites:
-        raise ValueError(f"--suite: unknown suite {args.suite!r}; choose one of {sorted(suites)}")
-    if not suites[args.suite].timed:
+    if args.suite not in suites and args.suite != "overhead":
+        raise ValueError(f"--suite: unknown suite {args.suite!r}; choose one of {sorted([*suites, 'overhead'])}")
+    if args.suite != "overhead" and not suites[args.suite].timed:
         given = [f"--{n}" for n in ("rows", "repeats") if getattr(args, n) is not None]
         if given:
             raise ValueError(f"{', '.join(given)}: not for --suite {args.suite}, which counts forwards (nothing "
@@ -377,7 +401,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--suite", help="run a whole suite (benchmarks/suite of a clone); a kind restricts it to "
                        "that kind. quick: image and video against batch size and window, text against transformers, "
                        "lossless checks; acceptance: forward counts, acceptance per window slot and its diagnosis "
-                       "(TV between Jacobi iterations, entropy of p) against the window, beside published figures")
+                       "(TV between Jacobi iterations, entropy of p) against the window, beside published figures; overhead: "
+                       "the decode step split into forward, p, drafting, verification and commit, beside a plain "
+                       "forward of the same model (image and video)")
     bench.add_argument("--rows", type=_rows_arg, help="--suite: batch sizes, e.g. 1,8,32 (default 1,4,8, and 16 with the "
                        "default method alone)")
     bench.add_argument("--out", help="write the JSON results here; with --suite, a folder for JSON, markdown and "
