@@ -187,10 +187,10 @@ def load_yardstick(path: str):
 
 def measure(model_dir: Path, rows_list: list[int], methods: list[tuple[str, int | None]], repeats: int,
             yardstick=None) -> list[dict]:
-    from mmspec.bench import load_pipeline
+    from mmspec.pipelines import load_pipeline
 
     kind = kind_of(model_dir)
-    pipe = load_pipeline(kind, model_dir)
+    pipe = load_pipeline(kind, model_dir, window_cache="off")
     cfg_batch = 2 if float(pipe.default_sampling.get("cfg_scale", 1.0)) != 1.0 else 1
     results = []
     for rows in rows_list:
