@@ -19,21 +19,29 @@ import mmspec
 from mmspec.pipelines.prompts import encode_prompt
 
 
-def _pipeline(model_dir: Path):
+def _pipeline(model_dir: Path, device: str):
     config = json.loads((model_dir / "config.json").read_text())
     kind = mmspec.VideoPipeline if config["layout"]["type"] == "Grid3D" else mmspec.ImagePipeline
-    return kind.from_pretrained(model_dir)
+    return kind.from_pretrained(model_dir, device=device, window_cache="off")
 
 
-def measure(model_dir: Path, rows: int, method: str, window: int, repeats: int, backend: str | None) -> dict:
-    pipe = _pipeline(model_dir)
+def _sync(device: str) -> None:
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+
+
+def measure(model_dir: Path, rows: int, method: str, window: int, repeats: int, backend: str | None,
+            device: str = "cpu") -> dict:
+    pipe = _pipeline(model_dir, device)
     cond = torch.tensor([encode_prompt("red heart", pipe.vocab, pipe.cond_len)] * rows)
     compile_options = True if backend is None else {"backend": backend}
 
     def run(compile):
+        _sync(device)
         t = time.perf_counter()
         out = mmspec.generate(pipe.target, cond, pipe.layout, method=method, window=window,
                               sampling=pipe.default_sampling, seed=0, compile=compile)
+        _sync(device)
         return time.perf_counter() - t, out
 
     first, compiled_out = run(compile_options)  # compiles every width it meets (the widened first window too)
@@ -57,6 +65,7 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--backend", default=None, help="torch.compile backend (default: inductor)")
+    ap.add_argument("--device", default="cpu")
     ap.add_argument("--out", type=Path, default=None)
     a = ap.parse_args(argv)
     torch.set_num_threads(a.threads)
@@ -64,9 +73,9 @@ def main(argv=None):
     for rows in map(int, a.rows.split(",")):
         for spec in a.methods.split(","):
             method, window = spec.split(":")
-            results.append(measure(a.model_dir, rows, method, int(window), a.repeats, a.backend))
+            results.append(measure(a.model_dir, rows, method, int(window), a.repeats, a.backend, a.device))
             print(json.dumps(results[-1]), flush=True)
-    lines = [f"{a.model_dir.name}, {a.threads} thread(s), torch {torch.__version__}, backend {a.backend or 'inductor'}",
+    lines = [f"{a.model_dir.name}, {a.device}, {a.threads} thread(s), torch {torch.__version__}, backend {a.backend or 'inductor'}",
              "", "| rows | method | window | eager ms/step | compiled ms/step | compiled / eager | first compiled run (s) "
              "| same tokens |", "|---|---|---|---|---|---|---|---|"]
     for r in results:

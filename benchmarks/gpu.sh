@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One run on a machine with one NVIDIA GPU (under 8 minutes): the lossless tests on CUDA (bf16 weights, fp32
-# verification), then the quick benchmark suite on CUDA at 1, 8 and 32 rows, everything into one folder.
+# verification), then the quick benchmark suite on CUDA at 1, 8 and 32 rows, proactive branches, and the compiled
+# step (CUDA graphs) against eager, everything into one folder.
 #
 #   bash benchmarks/gpu.sh [OUT_DIR]     # default: $OUT if set, else benchmarks/results/gpu
 #
@@ -37,10 +38,10 @@ fi
 { nvidia-smi; python -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"; } \
   > "$out/environment.txt" 2>&1
 
-# limits: 90 + 90 + 120 + 120 + 45 = 465 s at most, within 8 minutes with start-up; best of 1 timed run after the
+# limits: 90 + 90 + 100 + 90 + 45 + 60 = 475 s at most, within 8 minutes with start-up; best of 1 timed run after the
 # warm-up (GPU timings vary little), to fit
 step cuda-tests 90 python -m pytest tests/test_cuda.py -q -rs -p no:cacheprovider --junitxml="$out/cuda-tests.xml"
-for kind_limit in image:90 video:120 text:120; do
+for kind_limit in image:90 video:100 text:90; do
   kind=${kind_limit%:*}
   step "suite-$kind" "${kind_limit#*:}" python -m mmspec.cli bench "$kind" --suite quick --device cuda \
     --rows 1,8,32 --repeats 1 --out "$out/suite-$kind"
@@ -49,6 +50,11 @@ done
 # proactive branches cost width, which a GPU forward nearly does not charge: pac against coupled, wall-clock
 step proactive-image 45 python -m mmspec.cli bench image --methods coupled,pac,exact --window 32 --num 4 \
   --device cuda --out "$out/proactive-image.json"
+
+# the compiled step (torch.compile, mode reduce-overhead: CUDA graphs) against eager, same run; the first compiled
+# call of each width pays inductor's compile time, reported apart
+step compile-image 60 python benchmarks/compile_step.py models/emoji-image --device cuda --rows 1,8 \
+  --methods ar:1,exact:16 --repeats 1 --out "$out/compile"
 
 echo "== done in ${SECONDS}s, exit $status; results in $out"
 exit $status
