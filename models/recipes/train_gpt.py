@@ -230,8 +230,9 @@ def export(model, cfg, vocab, toks, words, tr, te, positions, device, args, run,
               "shape": spec["layout"][1]}, "frame_size": spec["frame"],
               "tokenizer": os.path.relpath(Path(args.vq).resolve(), out.resolve()),
               "prompt_vocab": "vocab.json", "default_sampling": spec["sampling"]}
-    if spec.get("given_frames"):  # without an image, the pipeline renders frame 0 with the image model
-        config["first_frame_model"] = "../emoji-image"
+    if spec.get("given_frames"):  # without an image, the pipeline renders frame 0 with the image model, staged as
+        config["first_frame_model"] = "../emoji-image"  # the sprite the clips were trained on (pipelines/scene.py)
+        config["first_frame_staging"] = "emoji-sprite"
     common.write_json(out / "config.json", config)
     common.write_json(out / "vocab.json", vocab)
     m16 = load_bf16(out, device)
