@@ -130,7 +130,7 @@ def test_bench_refuses_cuda_where_there_is_none(capsys):
 
 
 def test_bench_refuses_an_unknown_suite(capsys):
-    _refused(["bench", "image", "--suite", "slow"], capsys, "unknown suite 'slow'; choose one of ['acceptance', 'quick']")
+    _refused(["bench", "image", "--suite", "slow"], capsys, "unknown suite 'slow'; choose one of ['acceptance', 'overhead', 'quick']")
 
 
 @pytest.mark.parametrize("argv, message", [(["--suite", "quick", "--rows", "1,x"], "expected batch sizes like 1,4,8"),
