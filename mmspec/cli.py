@@ -128,8 +128,8 @@ def _common(p: argparse.ArgumentParser, kind_nargs: str | None = None, window=DE
     p.add_argument("--mask", help="image: inpainting mask, nonzero where to regenerate")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     p.add_argument("--compile", action="store_true",
-                   help="torch.compile the decode step (one graph per window width, CUDA graphs on a GPU): pays on "
-                        "a GPU; on a CPU eager is faster (benchmarks/README.md); the same tokens either way")
+                   help="torch.compile the decode step (one graph per window width, CUDA graphs on a GPU): for a GPU, "
+                        "and on a CPU for long runs at one row (benchmarks/README.md); the same tokens either way")
 
 
 def cmd_generate(args) -> dict:
