@@ -48,11 +48,10 @@ def _branches(proactive, kind: type[Branches]) -> "Branches | None":
     return kind(*proactive)
 
 
-def _with_branches(name: str, make_chain: Callable[[Layout], Drafter], verifier: ChainVerifier, proactive,
-                   kind: type[Branches]) -> Method:
-    """A chain method, or with proactive=(width, depth) the same around a tree: branches beside the chain's drafts
-    and the branch verifier around its verifier."""
-    branches = _branches(proactive, kind)
+def _with_branches(name: str, make_chain: Callable[[Layout], Drafter], verifier: ChainVerifier,
+                   branches: "Branches | None") -> Method:
+    """A chain method, or with branches the same around a tree: branches beside the chain's drafts and the branch
+    verifier around its verifier."""
     if branches is None:
         return Method(name, make_chain, verifier)
     return Method(name, lambda layout: ProactiveDrafter(make_chain(layout), branches), BranchVerifier(verifier),
@@ -65,7 +64,7 @@ def _jacobi(name: str, redraw, verifier, init: "str | None", proactive=None,
     if init is not None:
         make_fill(init)  # reject unknown policies now, not mid-generation
     return _with_branches(name, lambda layout: JacobiDrafter(redraw, make_fill(init or layout.default_init)),
-                          verifier, proactive, kind)
+                          verifier, _branches(proactive, kind))
 
 
 def jacobi(init: "str | None" = None, proactive=None) -> Method:
@@ -101,9 +100,10 @@ def lookup(fill: str | None = None) -> Method:
 def draft_model(model=None, sampling=None, proactive=None) -> Method:
     if model is None:
         raise ValueError("method 'draft-model' needs a draft model: {'name': 'draft-model', 'model': ...}")
-    nodes = 0 if proactive is None else _branches(proactive, ModelBranches).nodes
+    branches = _branches(proactive, ModelBranches)
+    nodes = 0 if branches is None else branches.nodes  # the draft model's cache has room for the branches
     return _with_branches("draft-model", lambda layout: DraftModelDrafter(model, sampling, nodes), RejectionVerifier(),
-                          proactive, ModelBranches)
+                          branches)
 
 
 # What a call does unless told otherwise (mmspec.generate and the pipelines): the tokens of plain AR with the same
