@@ -76,7 +76,7 @@ def generate(target: Target, condition: Any, layout: Layout, *, method: "str | d
         streams=Streams(seeds, target.vocab_size, device),
         seq=torch.full((B, N + L), -1, dtype=torch.long, device=device),
         forced=_rows(fixed, B, num_samples, L).to(device))
-    context = Context(condition=condition, num_samples=num_samples, prompt=session.prompt,
+    context = Context(session=session, condition=condition, num_samples=num_samples, prompt=session.prompt,
                       draft_vocab=session.draft_vocab)
     stop = None if stop_tokens is None else torch.as_tensor(list(stop_tokens), device=device)
     stats = decode(session, method.make_drafter(layout), method.verifier, policy, state, context, stop, on_commit,

@@ -10,6 +10,8 @@
 | gumbel      | Jacobi window, per-position Gumbel drafts (SCD-GS)  | rejection sampling            |
 | exact       | Jacobi window, per-position Gumbel drafts           | argmax match on the same noise|
 | pac         | coupled, with proactive branches at slot 0 (SJD-PAC)| recursive rejection sampling  |
+| eagle       | a draft head on the target's features (EAGLE-3),    | rejection sampling, or argmax |
+|             | optionally the first slots only, Jacobi the rest    | match (`exact`: ar's tokens)  |
 
 Every Jacobi method and draft-model take `proactive=(width, depth)`: slot 0 gets width - 1 siblings, each
 heading a branch of depth tokens, verified in the same forward (mmspec.drafters.proactive, mmspec.tree).
@@ -106,6 +108,35 @@ def draft_model(model=None, sampling=None, proactive=None) -> Method:
                           branches)
 
 
+def eagle(head=None, exact: bool = False, jacobi: "int | None" = None, init: "str | None" = None) -> Method:
+    """head: an EagleHead or a head folder (mmspec.reference.eagle). exact: drafts are argmax(log q + g) with each
+    position's own noise and the verifier accepts AR's token only (the tokens of `ar` with the same seed); else
+    drafts are drawn from q and verified by rejection sampling. jacobi: the head drafts the first `jacobi` slots
+    of each window and a Jacobi window the rest (exact: Gumbel redraws, else SCD's coupling; `init` fills it)."""
+    from mmspec.drafters.eagle import EagleDrafter, SplicedDrafter
+    from mmspec.reference.eagle import EagleHead, load_head
+
+    if head is None:
+        raise ValueError("method 'eagle' needs a draft head: {'name': 'eagle', 'head': FOLDER or EagleHead} "
+                         "(bundled models ship theirs in head/)")
+    if not isinstance(head, (EagleHead, _GivenLater)):  # (a check's stand-in: the caller gives its head later)
+        head = load_head(head)
+    if jacobi is not None and (isinstance(jacobi, bool) or not isinstance(jacobi, int) or jacobi < 1):
+        raise ValueError(f"jacobi must be the head's slots, an int >= 1, or None, got {jacobi!r}")
+    if init is not None:
+        make_fill(init)
+    draw, verifier = ("gumbel", GumbelMatchVerifier()) if exact else ("sample", RejectionVerifier())
+    redraw = GumbelRedraw() if exact else CoupledRedraw()
+
+    def make(layout: Layout) -> Drafter:
+        drafter = EagleDrafter(head, draw)
+        if jacobi is None:
+            return drafter
+        return SplicedDrafter(drafter, JacobiDrafter(redraw, make_fill(init or layout.default_init)), jacobi)
+
+    return Method("eagle", make, verifier)
+
+
 # What a call does unless told otherwise (mmspec.generate and the pipelines): the tokens of plain AR with the same
 # seed (`exact`), with the window picked at every step from measured costs and acceptance (1, plain AR, included).
 DEFAULT_METHOD = "exact"
@@ -113,8 +144,10 @@ DEFAULT_WINDOW = "auto"
 
 METHODS: dict[str, Callable[..., Method]] = {
     "ar": ar, "draft-model": draft_model, "lookup": lookup, "jacobi": jacobi,
-    "coupled": coupled, "gumbel": gumbel, "exact": exact, "pac": pac,
+    "coupled": coupled, "gumbel": gumbel, "exact": exact, "pac": pac, "eagle": eagle,
 }
+# options a caller may hold and give a spec that names none (a pipeline's draft model, a bundled model's head)
+SUPPLIED = {"draft-model": "model", "eagle": "head"}
 
 
 def _parse(method: "str | dict[str, Any]") -> tuple[str, dict[str, Any]]:
@@ -128,25 +161,36 @@ def _parse(method: "str | dict[str, Any]") -> tuple[str, dict[str, Any]]:
     return method, options
 
 
-def needs_draft_model(method: "str | dict[str, Any] | Method") -> bool:
-    """Whether a spec takes its draft model from the caller (resolve_method's draft_model): a draft-model method
-    that names none."""
+def _needs(method, name_: str) -> bool:
     if isinstance(method, Method):
         return False
     name, options = _parse(method)
-    return name == "draft-model" and "model" not in options
+    return name == name_ and SUPPLIED[name] not in options
 
 
-def resolve_method(method: "str | dict[str, Any] | Method", draft_model=None) -> Method:
+def needs_draft_model(method: "str | dict[str, Any] | Method") -> bool:
+    """Whether a spec takes its draft model from the caller (resolve_method's draft_model): a draft-model method
+    that names none."""
+    return _needs(method, "draft-model")
+
+
+def needs_head(method: "str | dict[str, Any] | Method") -> bool:
+    """Whether a spec takes its draft head from the caller (resolve_method's head): an eagle method that names none."""
+    return _needs(method, "eagle")
+
+
+def resolve_method(method: "str | dict[str, Any] | Method", draft_model=None, head=None) -> Method:
     """'coupled', {'name': 'coupled', 'init': 'above'} or a Method object -> a Method. The one place where a
     spec meets what its caller holds: `draft_model` (a pipeline's draft model) is the model of a spec that
-    needs one (needs_draft_model)."""
+    needs one (needs_draft_model), `head` (a bundled model's draft head) the head of an eagle spec that names
+    none (needs_head)."""
     if isinstance(method, Method):
         return method
     name, options = _parse(method)
     given = sorted(options)
-    if draft_model is not None and needs_draft_model(method):
-        options["model"] = draft_model
+    for held, needs in ((draft_model, needs_draft_model), (head, needs_head)):
+        if held is not None and needs(method):
+            options[SUPPLIED[name]] = held
     try:
         return METHODS[name](**options)
     except TypeError as err:
@@ -160,9 +204,11 @@ class _GivenLater:
 def check_method(method: "str | dict[str, Any] | Method", has_draft_model: bool = False) -> Method:
     """Refuse an unknown method or bad options before any work (building a Method loads nothing) -> the Method,
     for its name, window and width. has_draft_model: the caller will give a draft model when it runs."""
-    return resolve_method(method, draft_model=_GivenLater() if has_draft_model else None)
+    later = _GivenLater() if has_draft_model else None
+    return resolve_method(method, draft_model=later, head=later)
 
 
-def method_names(has_draft_model: bool = False) -> list[str]:
-    """The methods a caller can run by name: all of them with a draft model, the others without."""
-    return [name for name in METHODS if has_draft_model or not needs_draft_model(name)]
+def method_names(has_draft_model: bool = False, has_head: bool = False) -> list[str]:
+    """The methods a caller can run by name: draft-model with a draft model, eagle with a head, the others always."""
+    return [name for name in METHODS
+            if (has_draft_model or not needs_draft_model(name)) and (has_head or not needs_head(name))]

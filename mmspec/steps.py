@@ -80,8 +80,10 @@ class Verdict:
 class Context:
     """What drafters may need beyond the decode state, given once at `start`: the target's condition and the
     rows per condition (a draft model conditions on them), the prompt's ids in the target vocabulary (n-gram
-    lookup) and the ids random drafts come from (e.g. only visual tokens; None: all)."""
+    lookup), the ids random drafts come from (e.g. only visual tokens; None: all) and the target's session (a
+    draft head reads its features and embeddings)."""
 
+    session: Any = None
     condition: Any = None
     num_samples: int = 1
     prompt: list[torch.Tensor] | None = None

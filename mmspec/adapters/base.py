@@ -22,6 +22,8 @@ class Session(Protocol):
     device: torch.device
     prompt: list[torch.Tensor] | None  # per row: ids in the target vocabulary before generation, if any
     draft_vocab: torch.Tensor | None  # ids random drafts should come from (e.g. visual tokens only); None: all
+    taps: tuple[int, ...]  # layers whose inputs each forward keeps in `features` (a draft head reads them)
+    features: torch.Tensor | None  # [R, W, len(taps) * D] of the last forward, CFG's null rows after the others
 
     def forward(self, tokens: torch.Tensor, start: torch.Tensor,
                 tree: "Tree | None" = None) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -30,6 +32,10 @@ class Session(Protocol):
         before `start`; everything from `start` on is (re)written, so a rejection is a pointer move.
         With a `tree` (mmspec.tree), tokens [B, W] are its nodes: node w at index start + tree.offset[w],
         attending to the nodes tree.visible[w]."""
+        ...
+
+    def embed(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Token ids [R, T] -> the target's input embeddings [R, T, D] (a draft head without its own reads them)."""
         ...
 
     def adopt(self, nodes: torch.Tensor) -> None:
@@ -69,6 +75,8 @@ class PrefixSession:
 
     prompt: list[torch.Tensor] | None = None
     draft_vocab: torch.Tensor | None = None
+    taps: tuple[int, ...] = ()
+    features: torch.Tensor | None = None
 
     def __init__(self, prefix: torch.Tensor, lengths: torch.Tensor | None, batch_size: int, cfg: bool,
                  cache: StaticKVCache, vocab_size: int):

@@ -106,4 +106,8 @@ class HFSession(PrefixSession):
     def run(self, decoder: torch.nn.Module, h, position_ids, view: CacheView):
         """Run a transformers decoder on embeddings h [R, T, D] over this session's cache `view`."""
         with cached_attention(decoder):
-            return decoder(inputs_embeds=h, position_ids=position_ids, use_cache=False, mmspec_view=view)
+            out = decoder(inputs_embeds=h, position_ids=position_ids, use_cache=False, mmspec_view=view,
+                          output_hidden_states=bool(self.taps))
+        if self.taps:  # hidden_states[i]: the input of layer i (the last: the final layer's output, before its norm)
+            self.features = torch.cat([out.hidden_states[i] for i in self.taps], -1)
+        return out

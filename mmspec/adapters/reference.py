@@ -62,7 +62,10 @@ class ReferenceSession(PrefixSession):
         return self.model.tok_embeddings(tokens)
 
     def logits(self, h, positions, view):
-        return self.model(h, self.rot[positions], view)  # rotations [R, T, 1, D/2]
+        if not self.taps:
+            return self.model(h, self.rot[positions], view)  # rotations [R, T, 1, D/2]
+        logits, self.features = self.model.forward_features(h, self.rot[positions], view, self.taps)
+        return logits
 
 
 def _padding(mask: torch.Tensor, length: int) -> torch.Tensor:

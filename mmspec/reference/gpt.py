@@ -259,12 +259,25 @@ class GPT(nn.Module):
     def forward(self, h: torch.Tensor, rot: torch.Tensor, view: CacheView | None = None) -> torch.Tensor:
         """Embeddings h [B, T, D] rotated by rot [B, T, 1, D/2] (rows of `rope_table`), written to and attending
         through a cache `view` (or a plain causal pass) -> logits [B, T, V]."""
+        return self.forward_features(h, rot, view)[0]
+
+    def forward_features(self, h: torch.Tensor, rot: torch.Tensor, view: CacheView | None = None,
+                         taps: tuple[int, ...] = ()) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """As `forward`, and the inputs of layers `taps` side by side, [B, T, len(taps) * D] (what a draft head
+        reads: transformers' hidden_states[i] for i in taps), or None without taps."""
         B, T, D = h.shape
         mask = torch.ones(T, T, dtype=torch.bool, device=h.device).tril() if view is None else view.mask
         x = h.reshape(B * T, D)  # rows of tokens: each projection is one matmul, with no reshapes around it
-        for layer in self.layers:
+        features = []
+        for i, layer in enumerate(self.layers):
+            if i in taps:
+                features.append(x)
             x = layer.forward(x, rot, view, mask, B, T)
-        return F.linear(rms_norm(x, self.norm.weight, self.norm.eps), self.output.weight).view(B, T, -1)
+        x = rms_norm(x, self.norm.weight, self.norm.eps)
+        if len(self.layers) in taps:  # the last layer's output after the norm, as transformers' last hidden_states
+            features.append(x)
+        logits = F.linear(x, self.output.weight).view(B, T, -1)
+        return logits, torch.cat(features, -1).view(B, T, -1) if features else None
 
     def forward_sequence(self, cond: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """Teacher-forced pass without a cache (training, reference checks): condition ids, tokens [B, N]

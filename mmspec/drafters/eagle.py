@@ -1,0 +1,158 @@
+"""A draft head over the target's own features (EAGLE-3, mmspec.reference.eagle) drafts the window.
+
+The head keeps its own one-layer KV cache, with slot i for generated index i. Its input at index i
+is the pair (the target's features at index i-1, token x_i): the features that predicted x_i and the
+token drawn there. After a verification the k committed tokens and the features the same forward
+computed before them (that forward fed indices n-1 .. n+L-2, so its first k columns are exactly the
+features of indices n-1 .. n+k-2) are written to the head's cache in one head forward, whose last
+output gives q for the next index. Drafting further feeds the head its own output as features, one
+index at a time. No second target forward: the target session keeps the layers the head reads
+(`Session.taps`) of the forward it runs anyway.
+
+Draws: "sample" draws d_j ~ q_j with the aux stream (rejection verifiers test it under q_j);
+"gumbel" takes argmax(log q_j + g_j) with position j's own noise row, the row AR draws with, so the
+`exact` verifier accepts exactly AR's tokens. Before the first forward there are no features yet:
+the first window drafts nothing.
+
+`SplicedDrafter` gives a window's first slots from one drafter (the head, which sees the token the
+last step corrected) and the rest from another (a Jacobi window that carries its drafts on).
+"""
+from __future__ import annotations
+
+import torch
+
+from mmspec.adapters.base import Session
+from mmspec.cache import StaticKVCache
+from mmspec.drafters.base import Drafter
+from mmspec.reference.eagle import EagleHead
+from mmspec.sampling import sample_from
+from mmspec.state import DecodeState
+from mmspec.steps import Context, Draft, TreeDraft
+
+DRAWS = ("sample", "gumbel")
+
+
+class HeadSession:
+    """The head's cache and positions for one generation: rows as the target session's (CFG's null rows after)."""
+
+    def __init__(self, head: EagleHead, target: Session, state: DecodeState, rows: int):
+        cfg, device = head.config, state.seq.device
+        dtype = head.lm_head.weight.dtype
+        self.head, self.target = head, target
+        max_len = state.length + state.max_window + 1
+        self.cache = StaticKVCache(1, rows, cfg.num_key_value_heads, max_len, cfg.head_dim, dtype=dtype, device=device)
+        positions = state.layout.positions().to(device)  # [N, A]; drafts past the end take the last position
+        if positions.shape[1] != cfg.rope_axes:
+            raise ValueError(f"the head's RoPE has {cfg.rope_axes} axes, the layout {positions.shape[1]}")
+        positions = torch.cat([positions, positions[-1:].expand(max_len - len(positions), -1)])
+        self.cos, self.sin = head.rope(positions)  # [S, 1, hd]
+        self.embed = target.embed if head.embed_tokens is None else head.embed_tokens
+
+    @torch.no_grad()
+    def forward(self, hidden: torch.Tensor, tokens: torch.Tensor, start: torch.Tensor):
+        """Features [R, T, F] (the target's) or the head's outputs [R, T, H], tokens [R, T] at indices start [R] ..
+        -> (outputs [R, T, H], logits over the target vocabulary [R, T, V])."""
+        slots = start[:, None] + torch.arange(tokens.shape[1], device=start.device)  # [R, T]
+        view = self.cache.view(slots)
+        embeds = self.embed(tokens.clamp(min=0)).to(self.cos.dtype if hidden.dtype == torch.float32 else hidden.dtype)
+        out, logits = self.head(embeds, hidden.to(embeds.dtype), (self.cos[slots], self.sin[slots]), view)
+        self.cache.advance(slots)
+        return out, self.head.to_target(logits.float())
+
+
+class EagleDrafter:
+    def __init__(self, head: EagleHead, draw: str = "sample"):
+        if draw not in DRAWS:
+            raise ValueError(f"draw must be one of {DRAWS}, got {draw!r}")
+        self.head, self.draw = head, draw
+
+    def start(self, state: DecodeState, context: Context):
+        if self.head.config.vocab_size != state.vocab_size:
+            raise ValueError(f"the head drafts a vocabulary of {self.head.config.vocab_size} tokens, the target has "
+                             f"{state.vocab_size}")
+        target = context.session
+        if target is None:
+            raise ValueError("an EAGLE head reads the target's features: the drafter needs the target session")
+        target.taps = self.head.config.target_layers
+        self.rows = 2 if state.sampling.cfg else 1  # CFG: the head runs the null rows too, as the target does
+        self.session = HeadSession(self.head, target, state, state.batch_size * self.rows)
+        self.h = self.z = None  # [R, H] the head's last output, [R, V] its logits for index n (None: no features yet)
+
+    def _rows(self, x: torch.Tensor) -> torch.Tensor:
+        return x.repeat(self.rows, *(1,) * (x.dim() - 1))
+
+    def _q(self, state: DecodeState, z: torch.Tensor) -> torch.Tensor:
+        """[R, V] head logits -> [B, V] log q under the target's sampling (CFG, temperature, top-k/p)."""
+        B = state.batch_size
+        return state.sampling.logp(z[:B], z[B:] if self.rows == 2 else None)
+
+    def propose(self, state, L):
+        B = state.batch_size
+        if L == 1 or self.z is None:
+            return Draft.copied(state.seq.new_zeros(B, 0))
+        u = state.streams.uniform(L - 1).to(state.seq.device) if self.draw == "sample" else None
+        h, z = self.h, self.z
+        drafts, qs = [], []
+        for j in range(L - 1):
+            index = state.index(1, j)  # [B, 1]
+            logq = self._q(state, z)  # [B, V]
+            d = sample_from(logq.exp(), u[:, j]) if u is not None else state.gumbel_max(logq[:, None], index)[:, 0]
+            forced = state.structural(index)[:, 0]  # a forced token is fed as it will be (the step makes q one-hot)
+            d = torch.where(forced >= 0, forced, d)
+            drafts.append(d)
+            qs.append(logq.exp())
+            if j < L - 2:
+                out, logits = self.session.forward(h[:, None], self._rows(d[:, None]), self._rows(index[:, 0]))
+                h, z = out[:, 0], logits[:, 0]
+        tokens = torch.stack(drafts, 1)
+        return Draft(tokens, torch.stack(qs, 1), torch.zeros_like(tokens, dtype=torch.bool))
+
+    def update(self, state, draft, verdict, logp, k):
+        if isinstance(draft, TreeDraft):
+            raise ValueError("an EAGLE head drafts a chain (its features along a tree path are not kept)")
+        features = self.session.target.features  # [R, W, F] of the forward just verified
+        if features is None or features.shape[-1] != self.head.config.feature_size:
+            raise ValueError(f"the head reads features of width {self.head.config.feature_size} (target layers "
+                             f"{list(self.head.config.target_layers)}), the target gave "
+                             f"{None if features is None else features.shape[-1]}: a head for another model?")
+        L = verdict.y.shape[1]
+        n0 = state.n - k  # the window's first index: column j holds (features of n0-1+j, token n0+j)
+        out, logits = self.session.forward(features[:, :L], self._rows(verdict.y), self._rows(n0))
+        last = self._rows((k - 1).clamp(min=0))[:, None, None]  # [R, 1, 1] the last committed token's column
+        self.h = out.gather(1, last.expand(-1, 1, out.shape[2]))[:, 0]
+        self.z = logits.gather(1, last.expand(-1, 1, logits.shape[2]))[:, 0]
+
+
+class SplicedDrafter:
+    """The first `slots` drafts of a window from `first`, the others from `rest`; both see every outcome.
+
+    Lossless as each part is: the verifier tests every slot's draft under its own q, and the two parts draw
+    from separate randomness, so a slot's draft is distributed as its q given everything before it."""
+
+    def __init__(self, first: Drafter, rest: Drafter, slots: int):
+        if slots < 1:
+            raise ValueError(f"slots must be >= 1, got {slots}")
+        self.first, self.rest, self.slots = first, rest, slots
+
+    def start(self, state, context):
+        self.first.start(state, context)
+        self.rest.start(state, context)
+
+    def propose(self, state, L):
+        rest = self.rest.propose(state, L)
+        head = self.first.propose(state, min(self.slots, rest.width) + 1)
+        h = head.width  # (0 before the head has features)
+        if h == 0:
+            return rest
+        if rest.width == h:
+            return head
+        q = None
+        if head.q is not None or rest.q is not None:
+            V = (head.q if head.q is not None else rest.q).shape[2]
+            zeros = lambda d: d.tokens.new_zeros(*d.tokens.shape, V, dtype=torch.float32)  # noqa: E731
+            q = torch.cat([head.q if head.q is not None else zeros(head), (rest.q if rest.q is not None else zeros(rest))[:, h:]], 1)
+        return Draft(torch.cat([head.tokens, rest.tokens[:, h:]], 1), q, torch.cat([head.onehot, rest.onehot[:, h:]], 1))
+
+    def update(self, state, draft, verdict, logp, k):
+        self.first.update(state, draft, verdict, logp, k)
+        self.rest.update(state, draft, verdict, logp, k)
