@@ -375,6 +375,22 @@ def cmd_render(args) -> dict:
     return {**summary, "exit_status": 1 if summary["failed"] else 0}
 
 
+def cmd_train_head(args) -> dict:
+    import torch
+
+    from mmspec.train_head import TrainConfig, train_head
+
+    if not (Path(args.model) / "config.json").is_file():
+        raise FileNotFoundError(f"{args.model} is not a model folder (no config.json)")
+    out = _check_writable(args.out) if args.out else None
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    options = {k: getattr(args, k) for k in ("samples", "batch", "epochs", "ttt", "lr", "seed") if getattr(args, k) is not None}
+    folder = train_head(args.model, out, TrainConfig(**options), device=args.device)
+    print(folder)
+    return {"out": str(folder)}
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mmspec", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -430,6 +446,19 @@ def build_parser() -> argparse.ArgumentParser:
     conv.add_argument("--vocab-size", type=int, default=16384)
     conv.add_argument("--allow-pickle", action="store_true", help="read a .pt with torch's weights-only unpickler")
     conv.set_defaults(func=cmd_convert, json=False)
+    head = sub.add_parser("train-head", parents=[debug],
+                          help="train an EAGLE-3 draft head for a model folder from its own samples (resumable)")
+    head.add_argument("model", help="the target's folder (a bundled-style image, video or text model)")
+    head.add_argument("--out", help="where the head goes (default MODEL/head; run again to resume)")
+    head.add_argument("--samples", type=int, help="sequences generated and distilled (default 1024)")
+    head.add_argument("--epochs", type=float, help="passes over them (default 4)")
+    head.add_argument("--batch", type=int, help="sequences per step (default 16)")
+    head.add_argument("--ttt", type=int, help="drafting steps trained in a row (default 3)")
+    head.add_argument("--lr", type=float, help="peak learning rate (default 2e-3)")
+    head.add_argument("--seed", type=int, help="prompts, samples and initial weights (default 0)")
+    head.add_argument("--device", default="cpu")
+    head.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's)")
+    head.set_defaults(func=cmd_train_head, json=False)
     demo = sub.add_parser("demo", parents=[debug], help="the Gradio demo on the bundled models (needs the demo extra)")
     demo.add_argument("--host", default="127.0.0.1", help="address to bind (0.0.0.0: reachable from other machines)")
     demo.add_argument("--port", type=int, help="port (default: the first free one from 7860)")

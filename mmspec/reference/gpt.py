@@ -268,16 +268,16 @@ class GPT(nn.Module):
         B, T, D = h.shape
         mask = torch.ones(T, T, dtype=torch.bool, device=h.device).tril() if view is None else view.mask
         x = h.reshape(B * T, D)  # rows of tokens: each projection is one matmul, with no reshapes around it
-        features = []
+        kept = {}
         for i, layer in enumerate(self.layers):
             if i in taps:
-                features.append(x)
+                kept[i] = x
             x = layer.forward(x, rot, view, mask, B, T)
         x = rms_norm(x, self.norm.weight, self.norm.eps)
-        if len(self.layers) in taps:  # the last layer's output after the norm, as transformers' last hidden_states
-            features.append(x)
+        kept[len(self.layers)] = x  # the last layer's output after the norm, as transformers' last hidden_states
         logits = F.linear(x, self.output.weight).view(B, T, -1)
-        return logits, torch.cat(features, -1).view(B, T, -1) if features else None
+        # a layer named twice is given twice (vLLM's default layers for a 6-layer target: 2, 3, 3)
+        return logits, torch.cat([kept[i] for i in taps], -1).view(B, T, -1) if taps else None
 
     def forward_sequence(self, cond: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """Teacher-forced pass without a cache (training, reference checks): condition ids, tokens [B, N]
