@@ -121,6 +121,14 @@ def test_head_names_a_head_folder_for_a_model_without_one(tiny_models, tiny_head
         "has no head/: train one with `mmspec train-head" in err
 
 
+def test_bench_runs_eagle_with_the_model_folders_head(tiny_heads, capsys):
+    assert main(["bench", "image", "--model", str(tiny_heads / "image"), "--methods", "eagle", "--window", "4",
+                 "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    greedy = result["lossless"]["greedy"]["eagle"]  # greedy eagle gives plain greedy's tokens
+    assert [r["method"] for r in result["results"]] == ["ar", "eagle"] and greedy["identical"] == greedy["rows"] > 0
+
+
 def test_bench_refuses_eagle_on_a_model_without_a_head(tiny_models, capsys):
     _refused(["bench", "image", "--model", str(tiny_models / "image"), "--methods", "coupled,eagle"], capsys,
              "--methods eagle: method eagle needs a draft head")
