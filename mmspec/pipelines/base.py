@@ -10,7 +10,8 @@ from pathlib import Path
 
 import torch
 
-from mmspec.methods import DEFAULT_METHOD, DEFAULT_WINDOW, Method, needs_head, resolve_method  # noqa: F401 - defaults
+from mmspec.methods import DEFAULT_METHOD, DEFAULT_WINDOW  # noqa: F401 - the pipelines' defaults
+from mmspec.methods import Method, needs_head, resolve_method
 from mmspec.reference.eagle import EagleHead, load_head
 from mmspec.window import AutoWindow, WindowMemory, load_prior
 
@@ -162,10 +163,11 @@ class Pipeline:
         time a spec needs it: its layers picked for the target's depth when its config names none, on the
         target's device and dtype."""
         head = None
+        named = method.get("head") if isinstance(method, dict) and method.get("name") == "eagle" else None
         if needs_head(method):
             head = self._head(head_folder(self.folder))
-        elif isinstance(method, dict) and method.get("name") == "eagle" and isinstance(method.get("head"), (str, Path)):
-            method = {**method, "head": self._head(Path(method["head"]))}
+        elif isinstance(named, (str, os.PathLike)):
+            method = {**method, "head": self._head(Path(named))}
         return resolve_method(method, draft_model=self.draft_model, head=head)
 
     def _head(self, folder: Path) -> EagleHead:

@@ -86,5 +86,6 @@ def test_eagle_without_a_head_fails_before_a_first_frame_is_drawn(tiny_heads):
 
 
 def test_a_named_head_folder_that_is_not_there_is_a_clear_error(tiny_models, tmp_path):
+    pipe = ImagePipeline.from_pretrained(tiny_models / "image")
     with pytest.raises(FileNotFoundError, match="EAGLE-3 head: no folder at"):
-        ImagePipeline.from_pretrained(tiny_models / "image")("red heart", method={"name": "eagle", "head": tmp_path / "x"})
+        pipe("red heart", method={"name": "eagle", "head": tmp_path / "x"})

@@ -63,7 +63,8 @@ def test_eagle_entries_take_the_model_folders_head(tiny_heads):
 
     entries = (Entry("ar"), Entry({"name": "eagle", "exact": True}, 4, "eagle(exact) w=4"),
                Entry({"name": "eagle", "jacobi": 1}, 4, "eagle(jacobi=1) w=4"))
-    result = run_suite([CountCase("image", 2, 2, entries)], models={"image": tiny_heads / "image"}, log=lambda line: None)
+    result = run_suite([CountCase("image", 2, 2, entries)], models={"image": tiny_heads / "image"},
+                       log=lambda line: None)
     rows = _results(result, "image")
     spliced = rows["eagle(jacobi=1) w=4"]
     assert rows["eagle(exact) w=4"]["identical_to_ar"] == 4
