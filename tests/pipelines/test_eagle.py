@@ -5,6 +5,7 @@ import json
 import pytest
 import torch
 
+from mmspec.methods import check_method
 from mmspec.pipelines import ImagePipeline, TextPipeline, VideoPipeline
 from mmspec.reference.eagle import save_head
 from tiny import tiny_head, tiny_llama, word_tokenizer
@@ -60,6 +61,8 @@ def test_a_head_config_without_layers_reads_the_default_layers_of_the_targets_de
     config = json.loads((tmp_path / "head" / "config.json").read_text())
     del config["target_layers"], config["eagle_config"]
     (tmp_path / "head" / "config.json").write_text(json.dumps(config))
+    # checking a spec that names the folder loads nothing (without the depth, loading it would fail)
+    assert check_method({"name": "eagle", "head": str(tmp_path / "head")}).name == "eagle"
     pipe = TextPipeline.from_pretrained(tmp_path)
     call = dict(prompt="<s> w3", seed=0, max_new_tokens=8)
     assert pipe(method=EXACT, window=3, **call).texts == pipe(method="ar", **call).texts
