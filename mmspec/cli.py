@@ -8,7 +8,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from mmspec.methods import DEFAULT_METHOD, DEFAULT_WINDOW, METHODS, check_method, needs_draft_model
+from mmspec.methods import DEFAULT_METHOD, DEFAULT_WINDOW, METHODS, check_method, needs_draft_model, needs_head
 from mmspec.sampling import Sampling
 from mmspec.window import MAX_WINDOW
 
@@ -36,8 +36,26 @@ def _check_draft_model(spec, args, option: str) -> None:
                          "or --model DIR --draft DIR)")
 
 
+def _check_head(spec, args, option: str) -> None:
+    """An eagle spec that names no head takes the model folder's head/: refuse a model without one before it loads."""
+    if needs_head(spec) and args.kind is not None:
+        from mmspec.pipelines import PIPELINES
+        from mmspec.pipelines.base import head_folder, models_dir
+
+        model = Path(args.model) if args.model is not None else models_dir() / PIPELINES[args.kind].default_model
+        if model.is_dir():  # (no model folder at all: loading it says so)
+            try:
+                head_folder(model)
+            except FileNotFoundError as err:
+                raise FileNotFoundError(f"{option}: {err}") from None
+
+
+METHOD_OPTIONS = ("init", "proactive", "head", "exact", "jacobi")  # what the method takes from the command line
+
+
 def _method(args):
-    options = {k: v for k, v in (("init", args.init), ("proactive", _proactive(args.proactive))) if v is not None}
+    given = {**vars(args), "proactive": _proactive(args.proactive)}
+    options = {k: given[k] for k in METHOD_OPTIONS if given[k] is not None}
     return {"name": args.method, **options} if options else args.method
 
 
@@ -80,8 +98,9 @@ def _check_options(args) -> None:
         raise ValueError(f"--num must be >= 1, got {args.num}")
     if args.max_new_tokens < 1:
         raise ValueError(f"--max-new-tokens must be >= 1, got {args.max_new_tokens}")
-    check_method(_method(args), has_draft_model=True)  # unknown --init policies, bad --proactive shapes
+    check_method(_method(args), has_draft_model=True)  # unknown --init policies, bad --proactive shapes, --head
     _check_draft_model(_method(args), args, f"--method {args.method}")
+    _check_head(_method(args), args, f"--method {args.method}")
     for name in ("image", "mask"):
         path = getattr(args, name, None)
         if path is not None and not Path(path).is_file():
@@ -107,12 +126,21 @@ def _common(p: argparse.ArgumentParser, kind_nargs: str | None = None, window=DE
     p.add_argument("--model", help="model folder (default: the bundled model for the kind)")
     p.add_argument("--draft", help="text: a draft model folder, for the methods that draft with one")
     p.add_argument("--method", default=DEFAULT_METHOD, choices=sorted(METHODS),
-                   help=f"default {DEFAULT_METHOD}: the same tokens as --method ar with the same seed")
+                   help=f"default {DEFAULT_METHOD}: the same tokens as --method ar with the same seed; eagle: a draft "
+                        "head on the target's features, the model folder's head/ unless --head")
     p.add_argument("--init", help="fill policy for fresh window slots: random, left, above, prev-frame, ngram, pool "
                                   "(default: prev-frame for video, random otherwise)")
     p.add_argument("--proactive", metavar="WIDTH,DEPTH",
                    help="Jacobi methods: WIDTH-1 siblings of the window's first draft, each heading DEPTH tokens, "
                         "verified in the same forward (pac: 4,3)")
+    p.add_argument("--head", metavar="DIR", help="eagle: a draft head folder (mmspec's or a published EAGLE-3 one; "
+                                                 "default: the model folder's head/)")
+    p.add_argument("--exact", action="store_true", default=None,
+                   help="eagle: draft and verify on AR's noise, so the tokens are those of --method ar with the same "
+                        "seed (default: rejection sampling, the same law)")
+    p.add_argument("--jacobi", type=int, metavar="N",
+                   help="eagle: the head drafts the first N slots of each window, a Jacobi window the rest "
+                        "(--init fills it)")
     p.add_argument("--window", type=_window_arg, default=window,
                    help="positions verified per forward (1..256), or 'auto' (picked at every step from measured step "
                         "costs and acceptance, up to 16 image, 64 video, 6 text"
@@ -314,7 +342,7 @@ def _check_bench_options(args) -> None:
 
 
 def _check_suite_options(args) -> None:
-    given = [f"--{n}" for n in ("window", "methods", "prompt", "init", "proactive", "image", "mask")
+    given = [f"--{n}" for n in ("window", "methods", "prompt", *METHOD_OPTIONS, "image", "mask")
              if getattr(args, n) is not None]
     given += ["--num"] * (args.num != 1) + [f"--{k.replace('_', '-')}" for k in _given_sampling(args)]
     if given:
@@ -341,6 +369,7 @@ def _bench_methods(args) -> list[str]:
         raise ValueError(f"unknown --methods {unknown}; choose from {sorted(METHODS)}")
     for method in methods:
         _check_draft_model(method, args, f"--methods {method}")
+        _check_head(method, args, f"--methods {method}")
     return methods
 
 

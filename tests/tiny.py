@@ -175,6 +175,16 @@ def tiny_llama(vocab=40, layers=2, hidden=32, seed=0, dtype=torch.float64):
     return spread_weights(LlamaForCausalLM(cfg).to(dtype).eval())
 
 
+def tiny_head(vocab: int, dim: int, layers=(0, 1, 2), rope_axes: int = 1, seed: int = 0, **kw):
+    """A random EAGLE-3 head over a target of width `dim` reading its layers `layers` (hidden_states[i])."""
+    from mmspec.reference.eagle import EagleHead, HeadConfig
+
+    torch.manual_seed(seed)
+    cfg = HeadConfig(hidden_size=dim, num_attention_heads=2, intermediate_size=2 * dim, vocab_size=vocab,
+                     target_hidden_size=dim, target_layers=layers, rope_axes=rope_axes, **kw)
+    return spread_weights(EagleHead(cfg)).eval()
+
+
 def spread_weights(model, skip: tuple = ()):
     """Larger than default init, so p is far from uniform and context matters; `skip`: name prefixes left alone."""
     with torch.no_grad():
