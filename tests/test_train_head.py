@@ -80,3 +80,30 @@ def test_the_loss_falls_when_the_head_learns_a_batch():
         loss.backward()
         opt.step()
     assert loss.item() < 0.8 * first
+
+
+def test_drafting_through_the_cache_computes_what_a_causal_pass_does(tiny_models):
+    """HeadSession writes pairs in windows and carries one column on; EagleHead.forward is the plain causal pass."""
+    from types import SimpleNamespace
+
+    from mmspec.drafters.eagle import HeadSession
+    from mmspec.layouts import Grid2D
+    from tiny import tiny_head
+
+    torch.manual_seed(0)
+    head = tiny_head(32, 24, rope_axes=2, seed=4)
+    embed = torch.nn.Embedding(32, 24)
+    target = SimpleNamespace(embed=embed)
+    layout = Grid2D(4, 4)
+    state = SimpleNamespace(seq=torch.zeros(2, 20, dtype=torch.long), length=16, max_window=4, layout=layout)
+    session = HeadSession(head, target, state, rows=2)
+    F = head.config.feature_size
+    features, tokens = torch.randn(2, 9, F), torch.randint(32, (2, 9))
+    with torch.no_grad():
+        out, logits = head(embed(tokens), features, head.rope(layout.positions()[:9]))
+        for start, width in ((0, 3), (3, 1), (4, 5)):  # windows of pairs, the last column of each carried on
+            cols = slice(start, start + width)
+            last = torch.full((2,), width - 1)
+            o, z = session.forward(features[:, cols], tokens[:, cols], torch.full((2,), start), last)
+            torch.testing.assert_close(o[:, 0], out[:, start + width - 1], atol=1e-5, rtol=1e-5)
+            torch.testing.assert_close(z[:, 0], logits[:, start + width - 1], atol=1e-4, rtol=1e-4)

@@ -49,15 +49,26 @@ class HeadSession:
         self.embed = target.embed if head.embed_tokens is None else head.embed_tokens
 
     @torch.no_grad()
-    def forward(self, hidden: torch.Tensor, tokens: torch.Tensor, start: torch.Tensor):
+    def forward(self, hidden: torch.Tensor, tokens: torch.Tensor, start: torch.Tensor, last: torch.Tensor | None = None):
         """Features [R, T, F] (the target's) or the head's outputs [R, T, H], tokens [R, T] at indices start [R] ..
-        -> (outputs [R, T, H], logits over the target vocabulary [R, T, V])."""
+        -> (outputs [R, T', H], logits over the target vocabulary [R, T', V]); every pair goes into the cache, but
+        with `last` [R] only that column of each row is carried on (T' = 1): the others are context, never drafts."""
+        head = self.head
         slots = start[:, None] + torch.arange(tokens.shape[1], device=start.device)  # [R, T]
         view = self.cache.view(slots)
         embeds = self.embed(tokens.clamp(min=0)).to(self.cos.dtype if hidden.dtype == torch.float32 else hidden.dtype)
-        out, logits = self.head(embeds, hidden.to(embeds.dtype), (self.cos[slots], self.sin[slots]), view)
+        hidden = head.fuse(hidden.to(embeds.dtype))  # [R, T, H]
+        q, k, v = head.qkv(embeds, hidden, (self.cos[slots], self.sin[slots]))
+        k, v = view.update(0, k, v)
+        mask = view.mask  # [R, 1, T, S] or None
+        if last is not None:
+            q = q.gather(2, last[:, None, None, None].expand(-1, q.shape[1], 1, q.shape[3]))
+            hidden = hidden.gather(1, last[:, None, None].expand(-1, 1, hidden.shape[2]))
+            if mask is not None:
+                mask = mask.gather(2, last[:, None, None, None].expand(-1, 1, 1, mask.shape[3]))
+        out, logits = head.attend(hidden, q, k, v, mask)
         self.cache.advance(slots)
-        return out, self.head.to_target(logits.float())
+        return out, head.to_target(logits.float())
 
 
 class EagleDrafter:
@@ -117,10 +128,9 @@ class EagleDrafter:
                              f"{None if features is None else features.shape[-1]}: a head for another model?")
         L = verdict.y.shape[1]
         n0 = state.n - k  # the window's first index: column j holds (features of n0-1+j, token n0+j)
-        out, logits = self.session.forward(features[:, :L], self._rows(verdict.y), self._rows(n0))
-        last = self._rows((k - 1).clamp(min=0))[:, None, None]  # [R, 1, 1] the last committed token's column
-        self.h = out.gather(1, last.expand(-1, 1, out.shape[2]))[:, 0]
-        self.z = logits.gather(1, last.expand(-1, 1, logits.shape[2]))[:, 0]
+        last = self._rows((k - 1).clamp(min=0))  # [R] the last committed token's column
+        out, logits = self.session.forward(features[:, :L], self._rows(verdict.y), self._rows(n0), last)
+        self.h, self.z = out[:, 0], logits[:, 0]
 
 
 class SplicedDrafter:

@@ -37,7 +37,6 @@ import torch.nn.functional as F
 from safetensors.torch import save_file
 from torch import nn
 
-from mmspec.cache import CacheView
 from mmspec.loading import check_folder, read_safetensors
 from mmspec.reference.gpt import rms_norm, rope_angles
 
@@ -175,19 +174,15 @@ class EagleHead(nn.Module):
         ang = torch.cat([ang, ang], -1)[..., None, :]
         return ang.cos(), ang.sin()
 
-    def forward(self, embeds: torch.Tensor, hidden: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor],
-                view: CacheView | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Token embeddings [R, T, H] and the features before them [R, T, F] (the target's, fused here, or the
-        head's own last outputs [R, T, H]) -> (output before `norm` [R, T, H], logits over the draft vocabulary
-        [R, T, V_draft]). Attention runs through a cache `view` (or causally over the T pairs)."""
+    def forward(self, embeds: torch.Tensor, hidden: torch.Tensor,
+                rope: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """A causal pass over T pairs without a cache: token embeddings [R, T, H] and the features before them
+        [R, T, F] (the target's, fused here, or the head's own last outputs [R, T, H]) -> (outputs before `norm`
+        [R, T, H], logits over the draft vocabulary [R, T, V_draft]). Drafting runs the same layer through a
+        cache (mmspec.drafters.eagle.HeadSession), training through `qkv` and `attend` with its own mask."""
         hidden = self.fuse(hidden)
         q, k, v = self.qkv(embeds, hidden, rope)
-        mask = None
-        if view is not None:
-            k, v = view.update(0, k, v)
-            mask = view.mask
-        else:
-            mask = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).tril()
+        mask = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).tril()
         return self.attend(hidden, q, k, v, mask)
 
     def fuse(self, hidden: torch.Tensor) -> torch.Tensor:
