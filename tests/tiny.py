@@ -143,6 +143,20 @@ def gpt_law(model: mmspec.GPT, cond: int, layout, s: mmspec.Sampling) -> torch.T
     return law
 
 
+def llama_law(model, prompt: list[int], length: int, s: mmspec.Sampling) -> torch.Tensor:
+    """Exact law over all V^N continuations of `prompt` by a transformers causal LM, from teacher-forced passes."""
+    V = model.config.vocab_size
+    seqs = torch.tensor(list(itertools.product(range(V), repeat=length)))  # [V^N, N]
+    with torch.no_grad():
+        logits = model(torch.cat([torch.tensor(prompt).expand(len(seqs), -1), seqs[:, :-1]], 1)).logits
+    logits = logits[:, len(prompt) - 1:]  # [V^N, N, V]: the logits for each generated index
+    law = torch.zeros(V ** length, dtype=torch.float64)
+    for row, seq in enumerate(seqs):
+        law[sequence_id(seq, V)] = torch.prod(torch.stack([reference_p(logits[row, i], None, s)[seq[i]]
+                                                           for i in range(length)]))
+    return law
+
+
 def sequence_id(tokens: torch.Tensor, vocab_size: int) -> torch.Tensor:
     """[..., N] -> [...] cell index sum x_i V^i."""
     return (tokens * vocab_size ** torch.arange(tokens.shape[-1])).sum(-1)
@@ -182,6 +196,18 @@ def spread_weights(model, skip: tuple = ()):
             if p.dim() > 1 and not name.startswith(skip):
                 p.normal_(0, 0.3)
     return model
+
+
+def tiny_head(dim=24, vocab_size=16, target_layers=(0, 1, 2), rope_axes=1, seed=0, dtype=torch.float64, **kw):
+    """A random EAGLE-3 head over a tiny target of width `dim` (it embeds tokens with the target's embedding), its
+    weights spread as the targets' are: q neither matches p nor misses it, so a test sees accepts and rejects."""
+    from mmspec.reference.eagle import EagleHead, HeadConfig
+
+    torch.manual_seed(seed)
+    head = EagleHead(HeadConfig(hidden_size=dim, num_attention_heads=2, intermediate_size=2 * dim,
+                                vocab_size=vocab_size, target_hidden_size=dim, target_layers=target_layers,
+                                rope_axes=rope_axes, **kw))
+    return spread_weights(head).to(dtype).eval()
 
 
 def left_pad(rows: list, pad: int) -> tuple:
