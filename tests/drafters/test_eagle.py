@@ -1,15 +1,19 @@
 """EAGLE-3 draft heads (method 'eagle'): the exact law for every variant, wrong variants the law test catches,
 and heads in the published layout (what loads, what is refused)."""
 import dataclasses
+import json
 
 import pytest
 import torch
+from safetensors.torch import save_file
 
 import mmspec
+from mmspec import HFCausalLM
 from mmspec.drafters.eagle import EagleDrafter
+from mmspec.reference.eagle import load_head
 from mmspec.verify import RejectionVerifier
 from test_distribution import ALPHA, SAMPLES, case
-from tiny import CycleWindow, chi_square_pvalue, gpt_law, sequence_id, tiny_gpt, tiny_head
+from tiny import CycleWindow, chi_square_pvalue, gpt_law, llama_law, sequence_id, tiny_gpt, tiny_head, tiny_llama
 
 VARIANTS = {"chain": {}, "exact": {"exact": True}, "coupled-splice": {"jacobi": 1},
             "exact-splice": {"exact": True, "jacobi": 2}}
@@ -81,3 +85,118 @@ def test_the_law_test_has_power_against_a_head_that_reports_another_q(wrong, nam
     method = mmspec.Method("eagle-wrong", lambda layout: wrong(head), RejectionVerifier())
     g = _sample(name, method)
     assert chi_square_pvalue(sequence_id(g.tokens, 4), eagle_case(name)[4]) < ALPHA
+
+
+# A head in the published EAGLE-3 layout for a 4-layer tiny llama: vLLM's default layers are (2, 4 // 2, 4 - 3)
+VOCAB, DEPTH, HIDDEN = 8, 4, 32
+DRAFT_IDS = torch.tensor([0, 2, 3, 5, 6])  # the draft vocabulary as target ids, ascending as EAGLE-3 writes d2t
+
+
+def write_published_head(path, drop=(), **config):
+    """A folder as the EAGLE-3 checkpoints vLLM and SGLang serve are written: a Llama config with draft_vocab_size
+    and no eagle_config, bf16 weights under the published names, d2t (int64) and t2d (bool), no embed_tokens (the
+    target's embedding is used). `drop`: weights left out; `config`: keys to change."""
+    heads, kv_heads, head_dim, inner, Vd = 4, 2, 8, 64, len(DRAFT_IDS)
+    g = torch.Generator().manual_seed(0)
+
+    def w(*shape):
+        return (torch.randn(*shape, generator=g) * 0.3).to(torch.bfloat16)
+
+    def norm():
+        return (1 + torch.randn(HIDDEN, generator=g) * 0.1).to(torch.bfloat16)
+
+    weights = {
+        "fc.weight": w(HIDDEN, 3 * HIDDEN),
+        "midlayer.input_layernorm.weight": norm(), "midlayer.hidden_norm.weight": norm(),
+        "midlayer.post_attention_layernorm.weight": norm(), "norm.weight": norm(),
+        "midlayer.self_attn.q_proj.weight": w(heads * head_dim, 2 * HIDDEN),
+        "midlayer.self_attn.k_proj.weight": w(kv_heads * head_dim, 2 * HIDDEN),
+        "midlayer.self_attn.v_proj.weight": w(kv_heads * head_dim, 2 * HIDDEN),
+        "midlayer.self_attn.o_proj.weight": w(HIDDEN, heads * head_dim),
+        "midlayer.mlp.gate_proj.weight": w(inner, HIDDEN), "midlayer.mlp.up_proj.weight": w(inner, HIDDEN),
+        "midlayer.mlp.down_proj.weight": w(HIDDEN, inner),
+        "lm_head.weight": w(Vd, HIDDEN),
+        "d2t": DRAFT_IDS - torch.arange(Vd),  # target id = draft id + d2t[draft id]
+        "t2d": torch.isin(torch.arange(VOCAB), DRAFT_IDS),
+    }
+    cfg = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_act": "silu",
+           "hidden_size": HIDDEN, "intermediate_size": inner, "num_attention_heads": heads,
+           "num_key_value_heads": kv_heads, "num_hidden_layers": 1, "max_position_embeddings": 2048,
+           "rms_norm_eps": 1e-5, "rope_theta": 500000.0, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+           "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0, "vocab_size": VOCAB, "draft_vocab_size": Vd,
+           **config}
+    path.mkdir()
+    (path / "config.json").write_text(json.dumps(cfg))
+    save_file({k: v for k, v in weights.items() if k not in drop}, str(path / "model.safetensors"))
+    return path
+
+
+class Recording(EagleDrafter):
+    """The head's drafter, keeping every draft it proposed."""
+
+    drafts: list
+
+    def propose(self, state, L):
+        draft = super().propose(state, L)
+        self.drafts.append(draft)
+        return draft
+
+
+def test_a_published_head_reads_vllms_default_layers_and_drafts_its_vocabulary_only(tmp_path):
+    head = load_head(write_published_head(tmp_path / "head"), target_layers=DEPTH)
+    assert head.config.target_layers == (2, 2, 1) and head.config.draft_vocab_size == len(DRAFT_IDS)
+    assert head.embed_tokens is None and head.lm_head.weight.dtype == torch.float32
+    target = HFCausalLM(tiny_llama(VOCAB, layers=DEPTH, hidden=HIDDEN, dtype=torch.float32))
+    recording = Recording(head)
+    recording.drafts = []
+    method = mmspec.Method("eagle", lambda layout: recording, RejectionVerifier())
+    out = mmspec.generate(target, [[1, 2], [1, 4, 5]], mmspec.Sequence1D(10), method=method, window=4,
+                          num_samples=8)
+    q = torch.cat([d.q.flatten(0, 1) for d in recording.drafts if d.width])  # [drafts, V]
+    tokens = torch.cat([d.tokens.flatten() for d in recording.drafts if d.width])
+    outside = ~torch.isin(torch.arange(VOCAB), DRAFT_IDS)
+    assert len(q) > 100 and (q[:, outside] == 0).all() and torch.allclose(q.sum(-1), torch.ones(len(q)))
+    assert torch.isin(tokens, DRAFT_IDS).all()
+    assert 0 < out.stats.accepted.sum() < out.stats.drafted.sum()
+
+
+def test_a_published_head_keeps_the_law_and_exact_stays_ar(tmp_path):
+    head = load_head(write_published_head(tmp_path / "head"), target_layers=DEPTH)
+    model = tiny_llama(VOCAB, layers=DEPTH, hidden=HIDDEN, dtype=torch.float32)
+    prompts, layout, sampling = [[1, 2], [1, 7, 3]], mmspec.Sequence1D(12), {"temperature": 0.8, "top_k": 6}
+    ar = mmspec.generate(HFCausalLM(model), prompts, layout, method="ar", sampling=sampling, seed=0, num_samples=3)
+    exact = mmspec.generate(HFCausalLM(model), prompts, layout, method={"name": "eagle", "head": head, "exact": True},
+                            window=5, sampling=sampling, seed=0, num_samples=3)
+    assert torch.equal(exact.tokens, ar.tokens) and exact.stats.accepted.sum() > 0
+    s = mmspec.Sampling(temperature=1.0)  # p has mass outside the draft vocabulary: only corrections reach it
+    g = mmspec.generate(HFCausalLM(model), [[1, 2]], mmspec.Sequence1D(3), method={"name": "eagle", "head": head},
+                        window=3, sampling=s, seed=0, num_samples=SAMPLES)
+    law = llama_law(model, [1, 2], 3, s)
+    assert chi_square_pvalue(sequence_id(g.tokens, VOCAB), law) > ALPHA
+    assert 0.15 < g.stats.acceptance_per_position[0] < 0.85
+
+
+def test_published_heads_that_cannot_run_are_refused_clearly(tmp_path):
+    with pytest.raises(ValueError, match="RoPE scaling 'llama3' is not supported"):
+        load_head(write_published_head(tmp_path / "llama3", rope_scaling={
+            "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 8192}), target_layers=DEPTH)
+    with pytest.raises(ValueError, match=r"missing \['midlayer.mlp.up_proj.weight'\]"):
+        load_head(write_published_head(tmp_path / "missing", drop=("midlayer.mlp.up_proj.weight",)),
+                  target_layers=DEPTH)
+    with pytest.raises(ValueError, match="names no target layers"):
+        load_head(tmp_path / "missing")
+    with pytest.raises(ValueError, match="not an EAGLE-3 head"):
+        load_head(write_published_head(tmp_path / "medusa", architectures=["MedusaModel"]), target_layers=DEPTH)
+
+    def run(head, **target):
+        model = tiny_llama(**{"vocab": VOCAB, "layers": DEPTH, "hidden": HIDDEN, **target})
+        return mmspec.generate(HFCausalLM(model), [[1, 2]], mmspec.Sequence1D(6), method={"name": "eagle", "head": head},
+                               window=3)
+
+    head = load_head(write_published_head(tmp_path / "head"), target_layers=DEPTH, dtype=torch.float64)
+    with pytest.raises(ValueError, match="the head drafts a vocabulary of 8 tokens, the target has 12"):
+        run(head, vocab=12)
+    with pytest.raises(ValueError, match=r"the head reads features of width 96 \(target layers \[2, 2, 1\]\), "
+                                         "the target gave 144"):
+        run(head, hidden=48)  # a head for another model of the same vocabulary
