@@ -45,8 +45,10 @@ class HeadSession:
         if positions.shape[1] != cfg.rope_axes:
             raise ValueError(f"the head's RoPE has {cfg.rope_axes} axes, the layout {positions.shape[1]}")
         positions = torch.cat([positions, positions[-1:].expand(max_len - len(positions), -1)])
-        self.cos, self.sin = head.rope(positions)  # [S, 1, hd]
+        # computed in fp32, used in the head's dtype, as Llama's RoPE (a bf16 head's projections take bf16 inputs)
+        self.cos, self.sin = (t.to(dtype) for t in head.rope(positions))  # [S, 1, hd]
         self.embed = target.embed if head.embed_tokens is None else head.embed_tokens
+        self.dtype = dtype
 
     @torch.no_grad()
     def forward(self, hidden: torch.Tensor, tokens: torch.Tensor, start: torch.Tensor):
@@ -54,8 +56,8 @@ class HeadSession:
         -> (outputs [R, T, H], logits over the target vocabulary [R, T, V])."""
         slots = start[:, None] + torch.arange(tokens.shape[1], device=start.device)  # [R, T]
         view = self.cache.view(slots)
-        embeds = self.embed(tokens.clamp(min=0)).to(self.cos.dtype if hidden.dtype == torch.float32 else hidden.dtype)
-        out, logits = self.head(embeds, hidden.to(embeds.dtype), (self.cos[slots], self.sin[slots]), view)
+        embeds = self.embed(tokens.clamp(min=0)).to(self.dtype)  # the target's dtype may differ from the head's
+        out, logits = self.head(embeds, hidden.to(self.dtype), (self.cos[slots], self.sin[slots]), view)
         self.cache.advance(slots)
         return out, self.head.to_target(logits.float())
 

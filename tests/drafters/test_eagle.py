@@ -200,3 +200,17 @@ def test_published_heads_that_cannot_run_are_refused_clearly(tmp_path):
     with pytest.raises(ValueError, match=r"the head reads features of width 96 \(target layers \[2, 2, 1\]\), "
                                          "the target gave 144"):
         run(head, hidden=48)  # a head for another model of the same vocabulary
+
+
+@pytest.mark.parametrize("head_dtype, target_dtype", [(torch.float32, torch.float64), (torch.bfloat16, torch.float32),
+                                                      (torch.bfloat16, torch.bfloat16)], ids=str)
+def test_a_head_runs_in_its_own_dtype_over_a_target_in_another(tmp_path, head_dtype, target_dtype):
+    """load_head gives fp32 by default (bf16 on request), whatever the target runs in: the head takes the target's
+    features and embeddings in its own dtype."""
+    head = load_head(write_published_head(tmp_path / "head"), target_layers=DEPTH, dtype=head_dtype)
+    target = HFCausalLM(tiny_llama(VOCAB, layers=DEPTH, hidden=HIDDEN, dtype=target_dtype))
+    kw = {"sampling": {"temperature": 0.8}, "seed": 0, "num_samples": 3}
+    ar = mmspec.generate(target, [[1, 2], [1, 7, 3]], mmspec.Sequence1D(12), method="ar", **kw)
+    exact = mmspec.generate(target, [[1, 2], [1, 7, 3]], mmspec.Sequence1D(12), window=4,
+                            method={"name": "eagle", "head": head, "exact": True}, **kw)
+    assert torch.equal(exact.tokens, ar.tokens) and exact.stats.accepted.sum() > 0
