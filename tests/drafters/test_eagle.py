@@ -200,6 +200,18 @@ def test_published_heads_that_cannot_run_are_refused_clearly(tmp_path):
     with pytest.raises(ValueError, match=r"the head reads features of width 96 \(target layers \[2, 2, 1\]\), "
                                          "the target gave 144"):
         run(head, hidden=48)  # a head for another model of the same vocabulary
+    head.config.target_layers = (1, 2, 6)  # as a config naming layers the target lacks would
+    with pytest.raises(ValueError, match=r"features of layers \(1, 2, 6\) asked for \(a draft head's\); the model "
+                                         "has 4 layers"):
+        run(head)
+
+
+def test_a_head_reading_layers_the_reference_gpt_lacks_is_refused():
+    target = mmspec.ReferenceTarget(tiny_gpt(rope_axes=1))
+    head = tiny_head(24, 16, target_layers=(0, 3))
+    with pytest.raises(ValueError, match=r"features of layers \(0, 3\) asked for; the model has 2 layers"):
+        mmspec.generate(target, torch.tensor([0]), mmspec.Sequence1D(6), method={"name": "eagle", "head": head},
+                        window=3)
 
 
 @pytest.mark.parametrize("head_dtype, target_dtype", [(torch.float32, torch.float64), (torch.bfloat16, torch.float32),
