@@ -126,8 +126,9 @@ def tabular_law(target: TabularTarget, cond: int, s: mmspec.Sampling, given: dic
     return law
 
 
-def gpt_law(model: mmspec.GPT, cond: int, layout, s: mmspec.Sampling) -> torch.Tensor:
-    """Exact law over all V^N sequences of a tiny GPT, from teacher-forced passes over every sequence."""
+def gpt_law(model: mmspec.GPT, cond: int, layout, s: mmspec.Sampling, given: dict | None = None) -> torch.Tensor:
+    """Exact law over all V^N sequences of a tiny GPT, from teacher-forced passes over every sequence; positions in
+    `given` ({index: token}) hold their token instead of a draw."""
     V, N = model.config.vocab_size, layout.length
     seqs = torch.tensor(list(itertools.product(range(V), repeat=N)))  # [V^N, N]
     pos = layout.positions()
@@ -138,7 +139,10 @@ def gpt_law(model: mmspec.GPT, cond: int, layout, s: mmspec.Sampling) -> torch.T
     for row, seq in enumerate(seqs):
         prob = 1.0
         for i in range(N):
-            prob *= reference_p(c[row, i], u[row, i], s)[seq[i]].item()
+            if given and i in given:
+                prob *= float(seq[i] == given[i])
+            else:
+                prob *= reference_p(c[row, i], u[row, i], s)[seq[i]].item()
         law[sequence_id(seq, V)] = prob
     return law
 

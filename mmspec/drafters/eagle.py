@@ -12,7 +12,7 @@ index at a time. No second target forward: the target session keeps the layers t
 Draws: "sample" draws d_j ~ q_j with the aux stream (rejection verifiers test it under q_j);
 "gumbel" takes argmax(log q_j + g_j) with position j's own noise row, the row AR draws with, so the
 `exact` verifier accepts exactly AR's tokens. Before the first forward there are no features yet:
-the first window drafts nothing.
+the first window drafts nothing, unless it lies over given tokens (a first frame), which it drafts as they are.
 
 `SplicedDrafter` gives a window's first slots from one drafter (the head, which sees the token the
 last step corrected) and the rest from another (a Jacobi window that carries its drafts on).
@@ -90,7 +90,11 @@ class EagleDrafter:
 
     def propose(self, state, L):
         B = state.batch_size
-        if L == 1 or self.z is None:
+        if L == 1:
+            return Draft.copied(state.seq.new_zeros(B, 0))
+        if self.z is None:  # no features yet: only a window the loop widened over given tokens, drafted as they are
+            if state.forced_ahead() >= L - 1:  # (one read of the device, at the first step only)
+                return Draft.copied(state.structural(state.index(L - 1)).clamp(min=0))
             return Draft.copied(state.seq.new_zeros(B, 0))
         u = state.streams.uniform(L - 1).to(state.seq.device) if self.draw == "sample" else None
         h, z = self.h, self.z

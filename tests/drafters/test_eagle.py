@@ -56,6 +56,21 @@ def test_eagle_matches_exact_law(name, variant, window):
     assert 0.15 < g.stats.acceptance_per_position[0] < 0.85
 
 
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_eagle_keeps_the_law_with_given_tokens_and_widened_windows(variant):
+    """Given tokens are drafted as they are; a run of them as long as the window widens it, the first window
+    included (before the head has features): one forward takes the run and the token after it."""
+    target, head, layout, sampling, _ = eagle_case("text-1d")
+    places = {0: 2, 1: 0}
+    given = torch.tensor([[places.get(i, -1) for i in range(layout.length)]])
+    g = mmspec.generate(target, torch.tensor([0]), layout, method={"name": "eagle", "head": head, **VARIANTS[variant]},
+                        window=CycleWindow((2, 3)), sampling=sampling, seed=0, num_samples=SAMPLES, given=given)
+    assert (g.stats.commit_step[:, :3] == 0).all()  # the first forward, widened from 2 to 3: the run and one more
+    law = gpt_law(target.model, 0, layout, sampling, given=places)
+    assert chi_square_pvalue(sequence_id(g.tokens, 4), law) > ALPHA
+    assert g.stats.accepted.sum() > 0
+
+
 class NotRenormalised(EagleDrafter):
     """Wrong: q is the head's softmax masked to the top-k / top-p afterwards, never renormalised. The draws are
     still right (sample_from normalises its weights); the q reported to the verifier is too small."""
