@@ -149,7 +149,9 @@ def write_published_head(path, drop=(), **config):
 class Recording(EagleDrafter):
     """The head's drafter, keeping every draft it proposed."""
 
-    drafts: list
+    def __init__(self, head):
+        super().__init__(head)
+        self.drafts = []
 
     def propose(self, state, L):
         draft = super().propose(state, L)
@@ -163,7 +165,6 @@ def test_a_published_head_reads_vllms_default_layers_and_drafts_its_vocabulary_o
     assert head.embed_tokens is None and head.lm_head.weight.dtype == torch.float32
     target = HFCausalLM(tiny_llama(VOCAB, layers=DEPTH, hidden=HIDDEN, dtype=torch.float32))
     recording = Recording(head)
-    recording.drafts = []
     method = mmspec.Method("eagle", lambda layout: recording, RejectionVerifier())
     out = mmspec.generate(target, [[1, 2], [1, 4, 5]], mmspec.Sequence1D(10), method=method, window=4,
                           num_samples=8)
@@ -206,8 +207,8 @@ def test_published_heads_that_cannot_run_are_refused_clearly(tmp_path):
 
     def run(head, **target):
         model = tiny_llama(**{"vocab": VOCAB, "layers": DEPTH, "hidden": HIDDEN, **target})
-        return mmspec.generate(HFCausalLM(model), [[1, 2]], mmspec.Sequence1D(6), method={"name": "eagle", "head": head},
-                               window=3)
+        return mmspec.generate(HFCausalLM(model), [[1, 2]], mmspec.Sequence1D(6), window=3,
+                               method={"name": "eagle", "head": head})
 
     head = load_head(write_published_head(tmp_path / "head"), target_layers=DEPTH, dtype=torch.float64)
     with pytest.raises(ValueError, match="the head drafts a vocabulary of 8 tokens, the target has 12"):
