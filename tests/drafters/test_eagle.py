@@ -10,6 +10,7 @@ from safetensors.torch import save_file
 import mmspec
 from mmspec import HFCausalLM
 from mmspec.drafters.eagle import EagleDrafter
+from mmspec.loading import read_safetensors
 from mmspec.reference.eagle import load_head
 from mmspec.verify import RejectionVerifier
 from test_distribution import ALPHA, SAMPLES, case
@@ -107,10 +108,10 @@ VOCAB, DEPTH, HIDDEN = 8, 4, 32
 DRAFT_IDS = torch.tensor([0, 2, 3, 5, 6])  # the draft vocabulary as target ids, ascending as EAGLE-3 writes d2t
 
 
-def write_published_head(path, drop=(), **config):
+def write_published_head(path, drop=(), embed=False, **config):
     """A folder as the EAGLE-3 checkpoints vLLM and SGLang serve are written: a Llama config with draft_vocab_size
     and no eagle_config, bf16 weights under the published names, d2t (int64) and t2d (bool), no embed_tokens (the
-    target's embedding is used). `drop`: weights left out; `config`: keys to change."""
+    target's embedding is used) unless `embed`. `drop`: weights left out; `config`: keys to change."""
     heads, kv_heads, head_dim, inner, Vd = 4, 2, 8, 64, len(DRAFT_IDS)
     g = torch.Generator().manual_seed(0)
 
@@ -134,6 +135,8 @@ def write_published_head(path, drop=(), **config):
         "d2t": DRAFT_IDS - torch.arange(Vd),  # target id = draft id + d2t[draft id]
         "t2d": torch.isin(torch.arange(VOCAB), DRAFT_IDS),
     }
+    if embed:  # (drawn last: the other weights stay those of the same head without it)
+        weights["embed_tokens.weight"] = w(VOCAB, HIDDEN)
     cfg = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_act": "silu",
            "hidden_size": HIDDEN, "intermediate_size": inner, "num_attention_heads": heads,
            "num_key_value_heads": kv_heads, "num_hidden_layers": 1, "max_position_embeddings": 2048,
@@ -174,6 +177,20 @@ def test_a_published_head_reads_vllms_default_layers_and_drafts_its_vocabulary_o
     assert len(q) > 100 and (q[:, outside] == 0).all() and torch.allclose(q.sum(-1), torch.ones(len(q)))
     assert torch.isin(tokens, DRAFT_IDS).all()
     assert 0 < out.stats.accepted.sum() < out.stats.drafted.sum()
+
+
+def test_a_published_head_with_its_own_embedding_embeds_with_it(tmp_path):
+    path = write_published_head(tmp_path / "own", embed=True)
+    head, plain = load_head(path, target_layers=DEPTH), load_head(write_published_head(tmp_path / "plain"), DEPTH)
+    embedding = read_safetensors(path / "model.safetensors")["embed_tokens.weight"]
+    assert torch.equal(head.embed_tokens.weight, embedding.float())
+    target = HFCausalLM(tiny_llama(VOCAB, layers=DEPTH, hidden=HIDDEN, dtype=torch.float32))
+    drafters = [Recording(head), Recording(plain)]
+    for drafter in drafters:
+        method = mmspec.Method("eagle", lambda layout: drafter, RejectionVerifier())
+        mmspec.generate(target, [[1, 2]], mmspec.Sequence1D(4), method=method, window=3, seed=0)
+    own, shared = (torch.cat([d.q for d in drafter.drafts if d.width], 1) for drafter in drafters)
+    assert not torch.allclose(own, shared)  # the same head and features, another embedding: another q
 
 
 def test_a_published_head_keeps_the_law_and_exact_stays_ar(tmp_path):
