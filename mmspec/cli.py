@@ -8,7 +8,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from mmspec.methods import DEFAULT_METHOD, DEFAULT_WINDOW, METHODS, check_method, needs_draft_model
+from mmspec.methods import DEFAULT_METHOD, DEFAULT_WINDOW, METHODS, check_method, needs_draft_model, needs_head
 from mmspec.sampling import Sampling
 from mmspec.window import MAX_WINDOW
 
@@ -36,8 +36,26 @@ def _check_draft_model(spec, args, option: str) -> None:
                          "or --model DIR --draft DIR)")
 
 
+def _check_head(spec, args, option: str) -> None:
+    """An eagle spec that names no head takes the model folder's head/: refuse a model without one before it loads."""
+    if needs_head(spec) and args.kind is not None:
+        from mmspec.pipelines import PIPELINES
+        from mmspec.pipelines.base import head_folder, models_dir
+
+        model = Path(args.model) if args.model is not None else models_dir() / PIPELINES[args.kind].default_model
+        if model.is_dir():  # (no model folder at all: loading it says so)
+            try:
+                head_folder(model)
+            except FileNotFoundError as err:
+                raise FileNotFoundError(f"{option}: {err}") from None
+
+
+METHOD_OPTIONS = ("init", "proactive", "head", "exact", "jacobi")  # what the method takes from the command line
+
+
 def _method(args):
-    options = {k: v for k, v in (("init", args.init), ("proactive", _proactive(args.proactive))) if v is not None}
+    given = {**vars(args), "proactive": _proactive(args.proactive)}
+    options = {k: given[k] for k in METHOD_OPTIONS if given[k] is not None}
     return {"name": args.method, **options} if options else args.method
 
 
@@ -80,8 +98,9 @@ def _check_options(args) -> None:
         raise ValueError(f"--num must be >= 1, got {args.num}")
     if args.max_new_tokens < 1:
         raise ValueError(f"--max-new-tokens must be >= 1, got {args.max_new_tokens}")
-    check_method(_method(args), has_draft_model=True)  # unknown --init policies, bad --proactive shapes
+    check_method(_method(args), has_draft_model=True)  # unknown --init policies, bad --proactive shapes, --head
     _check_draft_model(_method(args), args, f"--method {args.method}")
+    _check_head(_method(args), args, f"--method {args.method}")
     for name in ("image", "mask"):
         path = getattr(args, name, None)
         if path is not None and not Path(path).is_file():
@@ -107,12 +126,21 @@ def _common(p: argparse.ArgumentParser, kind_nargs: str | None = None, window=DE
     p.add_argument("--model", help="model folder (default: the bundled model for the kind)")
     p.add_argument("--draft", help="text: a draft model folder, for the methods that draft with one")
     p.add_argument("--method", default=DEFAULT_METHOD, choices=sorted(METHODS),
-                   help=f"default {DEFAULT_METHOD}: the same tokens as --method ar with the same seed")
+                   help=f"default {DEFAULT_METHOD}: the same tokens as --method ar with the same seed; eagle: a draft "
+                        "head on the target's features, the model folder's head/ unless --head")
     p.add_argument("--init", help="fill policy for fresh window slots: random, left, above, prev-frame, ngram, pool "
                                   "(default: prev-frame for video, random otherwise)")
     p.add_argument("--proactive", metavar="WIDTH,DEPTH",
                    help="Jacobi methods: WIDTH-1 siblings of the window's first draft, each heading DEPTH tokens, "
                         "verified in the same forward (pac: 4,3)")
+    p.add_argument("--head", metavar="DIR", help="eagle: a draft head folder (mmspec's or a published EAGLE-3 one; "
+                                                 "default: the model folder's head/)")
+    p.add_argument("--exact", action="store_true", default=None,
+                   help="eagle: draft and verify on AR's noise, so the tokens are those of --method ar with the same "
+                        "seed (default: rejection sampling, the same law)")
+    p.add_argument("--jacobi", type=int, metavar="N",
+                   help="eagle: the head drafts the first N slots of each window, a Jacobi window the rest "
+                        "(--init fills it)")
     p.add_argument("--window", type=_window_arg, default=window,
                    help="positions verified per forward (1..256), or 'auto' (picked at every step from measured step "
                         "costs and acceptance, up to 16 image, 64 video, 6 text"
@@ -314,7 +342,7 @@ def _check_bench_options(args) -> None:
 
 
 def _check_suite_options(args) -> None:
-    given = [f"--{n}" for n in ("window", "methods", "prompt", "init", "proactive", "image", "mask")
+    given = [f"--{n}" for n in ("window", "methods", "prompt", *METHOD_OPTIONS, "image", "mask")
              if getattr(args, n) is not None]
     given += ["--num"] * (args.num != 1) + [f"--{k.replace('_', '-')}" for k in _given_sampling(args)]
     if given:
@@ -341,6 +369,7 @@ def _bench_methods(args) -> list[str]:
         raise ValueError(f"unknown --methods {unknown}; choose from {sorted(METHODS)}")
     for method in methods:
         _check_draft_model(method, args, f"--methods {method}")
+        _check_head(method, args, f"--methods {method}")
     return methods
 
 
@@ -373,6 +402,22 @@ def cmd_render(args) -> dict:
                          batch_size=args.batch_size)
     print(" ".join(f"{k}={v}" for k, v in summary.items()))
     return {**summary, "exit_status": 1 if summary["failed"] else 0}
+
+
+def cmd_train_head(args) -> dict:
+    import torch
+
+    from mmspec.train_head import TrainConfig, train_head
+
+    if not (Path(args.model) / "config.json").is_file():
+        raise FileNotFoundError(f"{args.model} is not a model folder (no config.json)")
+    out = _check_writable(args.out) if args.out else None
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    options = {k: getattr(args, k) for k in ("samples", "batch", "epochs", "ttt", "lr", "seed") if getattr(args, k) is not None}
+    folder = train_head(args.model, out, TrainConfig(**options), device=args.device)
+    print(folder)
+    return {"out": str(folder)}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -430,6 +475,19 @@ def build_parser() -> argparse.ArgumentParser:
     conv.add_argument("--vocab-size", type=int, default=16384)
     conv.add_argument("--allow-pickle", action="store_true", help="read a .pt with torch's weights-only unpickler")
     conv.set_defaults(func=cmd_convert, json=False)
+    head = sub.add_parser("train-head", parents=[debug],
+                          help="train an EAGLE-3 draft head for a model folder from its own samples (resumable)")
+    head.add_argument("model", help="the target's folder (a bundled-style image, video or text model)")
+    head.add_argument("--out", help="where the head goes (default MODEL/head; run again to resume)")
+    head.add_argument("--samples", type=int, help="sequences generated and distilled (default 1024)")
+    head.add_argument("--epochs", type=float, help="passes over them (default 4)")
+    head.add_argument("--batch", type=int, help="sequences per step (default 16)")
+    head.add_argument("--ttt", type=int, help="drafting steps trained in a row (default 3)")
+    head.add_argument("--lr", type=float, help="peak learning rate (default 2e-3)")
+    head.add_argument("--seed", type=int, help="prompts, samples and initial weights (default 0)")
+    head.add_argument("--device", default="cpu")
+    head.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's)")
+    head.set_defaults(func=cmd_train_head, json=False)
     demo = sub.add_parser("demo", parents=[debug], help="the Gradio demo on the bundled models (needs the demo extra)")
     demo.add_argument("--host", default="127.0.0.1", help="address to bind (0.0.0.0: reachable from other machines)")
     demo.add_argument("--port", type=int, help="port (default: the first free one from 7860)")

@@ -19,12 +19,14 @@ heading a branch of depth tokens, verified in the same forward (mmspec.drafters.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from os import PathLike
 from typing import Any, Callable
 
 from mmspec.drafters import (CoupledRedraw, DraftModelDrafter, Drafter, GumbelRedraw, IndependentRedraw,
                              JacobiDrafter, LookupDrafter, NoDraft, make_fill)
 from mmspec.drafters.proactive import Branches, FreshBranches, ModelBranches, NoiseBranches, ProactiveDrafter
 from mmspec.layouts import Layout
+from mmspec.loading import check_folder
 from mmspec.verify import BranchVerifier, ChainVerifier, GumbelMatchVerifier, RejectionVerifier, Verifier
 
 
@@ -198,13 +200,19 @@ def resolve_method(method: "str | dict[str, Any] | Method", draft_model=None, he
 
 
 class _GivenLater:
-    """Stands for a draft model the caller gives when it runs (a pipeline's, loaded after the check)."""
+    """Stands for a draft model or head the caller gives when it runs (a pipeline's, loaded after the check)."""
 
 
 def check_method(method: "str | dict[str, Any] | Method", has_draft_model: bool = False) -> Method:
-    """Refuse an unknown method or bad options before any work (building a Method loads nothing) -> the Method,
-    for its name, window and width. has_draft_model: the caller will give a draft model when it runs."""
+    """Refuse an unknown method or bad options before any work (building a Method loads nothing: a head named by
+    its folder is checked to be one, not loaded) -> the Method, for its name, window and width. has_draft_model:
+    the caller will give a draft model (or head) when it runs."""
     later = _GivenLater() if has_draft_model else None
+    if not isinstance(method, Method):
+        name, options = _parse(method)
+        if name == "eagle" and isinstance(options.get("head"), (str, PathLike)):
+            check_folder(options["head"], "EAGLE-3 head")
+            method = {**options, "name": name, "head": _GivenLater()}
     return resolve_method(method, draft_model=later, head=later)
 
 

@@ -91,7 +91,7 @@ def _finite(logits: torch.Tensor, what: str) -> torch.Tensor:
     if torch.compiler.is_compiling():  # checked on the device: a compiled step reads nothing back
         torch._assert_async(~torch.isnan(logits).any(), f"the target produced NaN {what} logits")
     # the max propagates NaN: one reduction, instead of a bool tensor as large as the logits and its any()
-    elif logits.numel() and math.isnan(logits.amax()):
+    elif logits.numel() and math.isnan(logits.detach().amax()):
         raise FloatingPointError(f"the target produced NaN {what} logits; check the model weights and dtype")
     return logits
 

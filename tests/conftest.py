@@ -61,3 +61,19 @@ def tiny_text(tmp_path_factory):
         tiny_llama(layers=layers, hidden=hidden, seed=seed, dtype=torch.float32).save_pretrained(root / name)
         word_tokenizer().save_pretrained(root / name)
     return root
+
+
+@pytest.fixture(scope="session")
+def tiny_heads(tiny_models, tiny_text, tmp_path_factory):
+    """Copies of the tiny image, video and text models (text: the target) with a random draft head in head/, as
+    method eagle finds a bundled model's; video-from-text has none."""
+    from tiny import tiny_head
+    from mmspec.reference.eagle import save_head
+
+    root = tmp_path_factory.mktemp("heads")
+    shutil.copytree(tiny_models, root, dirs_exist_ok=True)
+    shutil.copytree(tiny_text / "target", root / "text")
+    for name, axes in (("image", 2), ("video", 3)):
+        save_head(tiny_head(32, 24, rope_axes=axes), root / name / "head")
+    save_head(tiny_head(40, 32), root / "text" / "head")
+    return root

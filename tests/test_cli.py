@@ -89,10 +89,49 @@ def _refused(argv, capsys, message):
     (["--proactive", "8"], "expected WIDTH,DEPTH"),
     (["--proactive", "1,3"], "proactive drafting needs width >= 2"),
     (["--method", "ar", "--proactive", "4,3"], "bad options ['proactive'] for method 'ar'"),
+    (["--method", "coupled", "--exact"], "bad options ['exact'] for method 'coupled'"),
+    (["--method", "eagle", "--jacobi", "0"], "jacobi must be the head's slots, an int >= 1"),
+    (["--method", "eagle", "--head", "/nonexistent/head"], "EAGLE-3 head: no folder at /nonexistent/head"),
 ])
 def test_bad_options_are_refused_before_models_load(tmp_path, capsys, argv, message):
     _refused(["generate", "image", "red heart", "--model", str(tmp_path / "none"), "--out", str(tmp_path), *argv],
              capsys, message)
+
+
+def test_generate_with_the_model_folders_head(tiny_heads, tmp_path, capsys):
+    assert main(["generate", "image", "red heart", "--model", str(tiny_heads / "image"), "--out", str(tmp_path),
+                 "--method", "eagle", "--exact", "--window", "4", "--compare", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["method"] == "eagle" and result["compare"]["identical"]  # --exact: ar's tokens
+    assert main(["generate", "video", "bounce apple", "--model", str(tiny_heads / "video"), "--out", str(tmp_path),
+                 "--method", "eagle", "--jacobi", "2", "--init", "random", "--window", "5", "--json"]) == 0
+    assert main(["generate", "text", "<s> w3", "--model", str(tiny_heads / "text"), "--out", str(tmp_path),
+                 "--method", "eagle", "--max-new-tokens", "5", "--json"]) == 0
+    capsys.readouterr()
+
+
+def test_head_names_a_head_folder_for_a_model_without_one(tiny_models, tiny_heads, tmp_path, capsys):
+    argv = ["generate", "image", "red heart", "--model", str(tiny_models / "image"), "--out", str(tmp_path),
+            "--method", "eagle", "--window", "4", "--json"]
+    assert main([*argv, "--head", str(tiny_heads / "image" / "head")]) == 0
+    assert json.loads(capsys.readouterr().out)["stats"]["nfe"] >= 1
+    assert main(argv) == 2  # without --head: the model folder has none
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"--method eagle: method eagle needs a draft head and {tiny_models / 'image'} " \
+        "has no head/: train one with `mmspec train-head" in err
+
+
+def test_bench_runs_eagle_with_the_model_folders_head(tiny_heads, capsys):
+    assert main(["bench", "image", "--model", str(tiny_heads / "image"), "--methods", "eagle", "--window", "4",
+                 "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    greedy = result["lossless"]["greedy"]["eagle"]  # greedy eagle gives plain greedy's tokens
+    assert [r["method"] for r in result["results"]] == ["ar", "eagle"] and greedy["identical"] == greedy["rows"] > 0
+
+
+def test_bench_refuses_eagle_on_a_model_without_a_head(tiny_models, capsys):
+    _refused(["bench", "image", "--model", str(tiny_models / "image"), "--methods", "coupled,eagle"], capsys,
+             "--methods eagle: method eagle needs a draft head")
 
 
 def test_unwritable_out_is_refused_before_models_load(tmp_path, capsys):
@@ -110,6 +149,8 @@ def test_unwritable_out_is_refused_before_models_load(tmp_path, capsys):
      "--window, --temperature: not for --suite"),
     (["bench", "image", "--suite", "quick", "--draft", "{tmp}"], "--draft is the draft of a text model"),
     (["bench", "video", "--suite", "quick", "--image", "{tmp}/file"], "--image: not for --suite"),
+    (["bench", "image", "--suite", "quick", "--model", "{tmp}/none", "--method", "eagle", "--exact", "--jacobi", "2"],
+     "--exact, --jacobi: not for --suite"),
     (["bench", "--suite", "quick", "--threads", "0"], "--threads must be >= 1"),
     (["bench", "--suite", "quick", "--device", "tpu9"], "--device: unknown device 'tpu9'"),
     (["bench", "--suite", "quick", "--out", "{tmp}/file/out"], "cannot write to --out"),

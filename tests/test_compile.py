@@ -31,7 +31,7 @@ def _method(method):
     if method == "draft-model" or isinstance(method, dict) and method["name"] == "draft-model":
         return {**({"name": method} if isinstance(method, str) else method), "model": _target(seed=3)}
     if isinstance(method, dict) and method["name"] == "eagle":  # the target forward inside the step keeps its features
-        return {**method, "head": tiny_head(24, 16, target_layers=(0, 1), rope_axes=2, seed=3)}
+        return {**method, "head": tiny_head(16, 24, layers=(0, 1), rope_axes=2, seed=3, dtype=torch.float64)}
     return method
 
 
@@ -76,7 +76,7 @@ def test_compiled_exact_equals_ar_with_inductor():
 def test_compiled_methods_match_the_exact_law(method):
     target, _, layout, sampling, law = case("gpt-grid")
     if method == "eagle":  # the head reads the features the compiled forward kept (functionalised by aot_eager)
-        method = {"name": "eagle", "head": tiny_head(24, 4, rope_axes=2, seed=3, dtype=torch.float32)}
+        method = {"name": "eagle", "head": tiny_head(4, 24, rope_axes=2, seed=3)}
     g = mmspec.generate(target, torch.tensor([0]), layout, method=method, window=4, sampling=sampling, seed=0,
                         num_samples=20_000, compile={"backend": "aot_eager"})
     pvalue = chi_square_pvalue(sequence_id(g.tokens, target.vocab_size), law)

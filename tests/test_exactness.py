@@ -26,7 +26,7 @@ def _with_draft(method, axes):
     if method == "draft-model" or isinstance(method, dict) and method["name"] == "draft-model":
         return {**({"name": method} if isinstance(method, str) else method), "model": _target(axes, seed=3)}
     if isinstance(method, dict) and method["name"] == "eagle":  # a head over the target's 2 layers and its output
-        return {**method, "head": tiny_head(24, 16, rope_axes=axes, seed=3)}
+        return {**method, "head": tiny_head(16, 24, rope_axes=axes, seed=3, dtype=torch.float64)}
     return method
 
 

@@ -90,7 +90,7 @@ def _exact_and_ar_with_given_tokens(method, window):
 @pytest.mark.parametrize("jacobi", [None, 2])
 @pytest.mark.parametrize("window", [2, 5])
 def test_exact_with_a_draft_head_equals_ar_with_given_tokens(jacobi, window):
-    head = tiny_head(24, 16, rope_axes=2, seed=3)
+    head = tiny_head(16, 24, rope_axes=2, seed=3, dtype=torch.float64)
     exact, _, _ = _exact_and_ar_with_given_tokens({"name": "eagle", "head": head, "exact": True, "jacobi": jacobi},
                                                   window)
     assert exact.stats.accepted.sum() > 0

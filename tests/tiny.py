@@ -193,6 +193,18 @@ def tiny_llama(vocab=40, layers=2, hidden=32, seed=0, dtype=torch.float64):
     return spread_weights(LlamaForCausalLM(cfg).to(dtype).eval())
 
 
+def tiny_head(vocab: int, dim: int, layers=(0, 1, 2), rope_axes: int = 1, seed: int = 0, dtype=torch.float32, **kw):
+    """A random EAGLE-3 head over a target of width `dim` reading its layers `layers` (hidden_states[i]), embedding
+    tokens with the target's embedding; its weights spread as the targets' are: q neither matches p nor misses it,
+    so a test sees accepts and rejects."""
+    from mmspec.reference.eagle import EagleHead, HeadConfig
+
+    torch.manual_seed(seed)
+    cfg = HeadConfig(hidden_size=dim, num_attention_heads=2, intermediate_size=2 * dim, vocab_size=vocab,
+                     target_hidden_size=dim, target_layers=layers, rope_axes=rope_axes, **kw)
+    return spread_weights(EagleHead(cfg)).to(dtype).eval()
+
+
 def spread_weights(model, skip: tuple = ()):
     """Larger than default init, so p is far from uniform and context matters; `skip`: name prefixes left alone."""
     with torch.no_grad():
@@ -200,18 +212,6 @@ def spread_weights(model, skip: tuple = ()):
             if p.dim() > 1 and not name.startswith(skip):
                 p.normal_(0, 0.3)
     return model
-
-
-def tiny_head(dim=24, vocab_size=16, target_layers=(0, 1, 2), rope_axes=1, seed=0, dtype=torch.float64, **kw):
-    """A random EAGLE-3 head over a tiny target of width `dim` (it embeds tokens with the target's embedding), its
-    weights spread as the targets' are: q neither matches p nor misses it, so a test sees accepts and rejects."""
-    from mmspec.reference.eagle import EagleHead, HeadConfig
-
-    torch.manual_seed(seed)
-    head = EagleHead(HeadConfig(hidden_size=dim, num_attention_heads=2, intermediate_size=2 * dim,
-                                vocab_size=vocab_size, target_hidden_size=dim, target_layers=target_layers,
-                                rope_axes=rope_axes, **kw))
-    return spread_weights(head).to(dtype).eval()
 
 
 def left_pad(rows: list, pad: int) -> tuple:

@@ -8,7 +8,7 @@ import dataclasses
 import torch
 
 from mmspec.bench import identical_rows
-from mmspec.methods import Method, resolve_method
+from mmspec.methods import Method
 from mmspec.stats import Stats
 from benchmarks.suite.cases import CountCase, prompts_for, spec_label
 from benchmarks.suite.measure import generated, measured
@@ -59,8 +59,8 @@ def _image(first, rows: slice) -> dict:
 
 
 def _method(pipeline, spec) -> Method:
-    """A method spec as a Method, with the pipeline's draft model where it needs one."""
-    return resolve_method(spec, draft_model=pipeline.draft_model)
+    """A method spec as a Method, with the pipeline's draft model or draft head where it needs one."""
+    return pipeline.resolve(spec)
 
 
 def _pooled(stats: list[Stats]) -> Stats:

@@ -103,7 +103,7 @@ class Tab:
     def _controls(self) -> dict:
         """The inputs, by the name of the handler argument they fill."""
         kind, pipe = self.kind, self.pipe
-        methods = method_names(has_draft_model=pipe.draft_model is not None)
+        methods = method_names(has_draft_model=pipe.draft_model is not None, has_head=pipe.has_head)
         sampling = {"temperature": 1.0, "top_k": 0, "top_p": 1.0, **pipe.default_sampling}
         c = {"prompt": gr.Textbox(EXAMPLES[kind][0], label="Prompt", lines=3 if kind == "text" else 1,
                                   elem_id=f"{kind}-prompt")}

@@ -10,8 +10,12 @@ from pathlib import Path
 
 import torch
 
-from mmspec.methods import DEFAULT_METHOD, DEFAULT_WINDOW, resolve_method  # noqa: F401 - the pipelines' defaults
+from mmspec.methods import DEFAULT_METHOD, DEFAULT_WINDOW  # noqa: F401 - the pipelines' defaults
+from mmspec.methods import Method, needs_head, resolve_method
+from mmspec.reference.eagle import EagleHead, load_head
 from mmspec.window import AutoWindow, WindowMemory, load_prior
+
+HEAD = "head"  # a model folder's draft head for method eagle: <model>/head/ (mmspec train-head writes one)
 
 
 def models_dir() -> Path:
@@ -30,6 +34,19 @@ def model_path(path: "str | Path | None", default: str) -> Path:
                     "or pass a model folder)")
         raise FileNotFoundError(f"no model folder at {path}{hint}")
     return path
+
+
+def head_folder(model: "Path | None") -> Path:
+    """The draft head of a model folder (its head/), which must be there: an eagle spec that names no head uses it."""
+    if model is None:
+        raise ValueError("method eagle needs a draft head: this pipeline has no model folder, so name one "
+                         "({'name': 'eagle', 'head': FOLDER})")
+    folder = model / HEAD
+    if not folder.is_dir():
+        raise FileNotFoundError(f"method eagle needs a draft head and {model} has no head/: train one with "
+                                f"`mmspec train-head {model} --out {folder}`, or name a head folder "
+                                "({'name': 'eagle', 'head': FOLDER}; the CLI's --head FOLDER)")
+    return folder
 
 
 class WindowMemories(dict):
@@ -120,25 +137,59 @@ def as_list(prompt) -> list:
 
 class Pipeline:
     """The call sequence the image, video and text pipelines share. A subclass sets `default_model` (a bundled
-    model folder's name) and `default_window` (auto windows' widest), holds `target` and `default_sampling`, and
-    may hold a `draft_model`: the model of a method that drafts with one and names none."""
+    model folder's name) and `default_window` (auto windows' widest), holds `target` (whose `model` has
+    `target_depth` layers) and `default_sampling`, and may hold a `draft_model`: the model of a method that drafts
+    with one and names none. A pipeline loaded from a model `folder` with a head/ gives that draft head to an
+    eagle spec that names none."""
 
     default_model: str
     default_window: int
     draft_model = None
+    folder: "Path | None" = None  # the model folder (from_pretrained sets it)
     compile: "bool | dict" = False  # a call's default for mmspec.generate's compile (from_pretrained sets it)
 
     def __init__(self):
         self.window_memory = WindowMemories()  # window="auto" learns costs and acceptance across calls
+        self.heads: dict[Path, EagleHead] = {}  # head folder -> its head, loaded when a spec first needs it
 
-    def _generate(self, run, *, total: int, method, window, sampling, progress_bar: bool, on_commit, started: float,
-                  compile: "bool | dict | None" = None):
+    @property
+    def has_head(self) -> bool:
+        """Whether the model folder has a draft head (head/), so that method eagle needs no head named."""
+        return self.folder is not None and (self.folder / HEAD).is_dir()
+
+    def resolve(self, method: "str | dict | Method") -> Method:
+        """A method spec -> a Method with what this pipeline holds: its draft model, and the draft head of an eagle
+        spec (the model folder's head/ unless the spec names a head folder), loaded for this target the first
+        time a spec needs it: its layers picked for the target's depth when its config names none, on the
+        target's device and dtype."""
+        head = None
+        named = method.get("head") if isinstance(method, dict) and method.get("name") == "eagle" else None
+        if needs_head(method):
+            head = self._head(head_folder(self.folder))
+        elif isinstance(named, (str, os.PathLike)):
+            method = {**method, "head": self._head(Path(named))}
+        return resolve_method(method, draft_model=self.draft_model, head=head)
+
+    def _head(self, folder: Path) -> EagleHead:
+        key = folder.resolve()
+        if key not in self.heads:
+            weight = next(self.target.model.parameters())
+            self.heads[key] = load_head(folder, target_layers=self.target_depth, dtype=weight.dtype,
+                                        device=weight.device)
+        return self.heads[key]
+
+    def _plan(self, method, window) -> tuple[Method, "int | AutoWindow"]:
+        """A call's method and window policy, made before any of its work (an eagle spec on a model without a head
+        fails here): the spec resolved, and window=None/"auto" an AutoWindow that starts from what earlier calls
+        with the same method name learned."""
+        return self.resolve(method), resolve_window(window, self.default_window, self.window_memory, method)
+
+    def _generate(self, run, *, total: int, method: Method, policy, sampling, progress_bar: bool, on_commit,
+                  started: float, compile: "bool | dict | None" = None):
         """run(method=, window=, sampling=, on_commit=, compile=) -> an object with .stats (mmspec.generate's
-        Generation or generate_text's), with the method resolved, the window policy made, the default sampling
+        Generation or generate_text's), with the method and window policy of `_plan`, the default sampling
         filled in, compile defaulting to the pipeline's and a progress bar over `total` tokens. -> (what run
         returned, its summary, timed from `started`)."""
-        policy = resolve_window(window, self.default_window, self.window_memory, method)
-        method = resolve_method(method, draft_model=self.draft_model)
         sampling = self.default_sampling if sampling is None else sampling
         with progress(total, type(self).__name__, progress_bar) as hook:
             out = run(method=method, window=policy, sampling=sampling, on_commit=chain(hook, on_commit),

@@ -89,8 +89,12 @@ class _GridPipeline(Pipeline):
         window_cache = WindowCache.coerce(window_cache)
         pipe._load_extras(path, config, device, dtype, window_cache)
         pipe.window_memory = window_cache.memories(path, device)
-        pipe.compile = compile
+        pipe.folder, pipe.compile = path, compile
         return pipe
+
+    @property
+    def target_depth(self) -> int:
+        return self.target.model.config.n_layer
 
     def _load_extras(self, path: Path, config: dict, device, dtype, window_cache: WindowCache) -> None:
         """Models a pipeline uses besides its own, named in config.json."""
@@ -103,10 +107,11 @@ class _GridPipeline(Pipeline):
         prompts = as_list(prompt)
         rows = [p for p in prompts for _ in range(num_outputs)]
         started = time.perf_counter()
+        method, policy = self._plan(method, window)  # before a first frame is drawn
         given, extra = self._given(rows, image, mask, seed=seed, progress_bar=progress_bar)
         cond = self.condition(prompts)
         run = partial(generate, self.target, cond, self.layout, seed=seed, num_samples=num_outputs, given=given)
-        out, summary = self._generate(run, total=len(rows) * self.layout.length, method=method, window=window,
+        out, summary = self._generate(run, total=len(rows) * self.layout.length, method=method, policy=policy,
                                       sampling=sampling, progress_bar=progress_bar, on_commit=on_commit,
                                       started=started, compile=compile)
         return self._output(out, rows, {**summary, **extra})

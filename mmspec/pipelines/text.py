@@ -100,8 +100,12 @@ class TextPipeline(Pipeline):
                                                      else model_path(draft_path, ""), device=device)
         pipe = cls(target, draft_model)
         pipe.window_memory = WindowCache.coerce(window_cache).memories(path, device)
-        pipe.compile = compile
+        pipe.folder, pipe.compile = path, compile
         return pipe
+
+    @property
+    def target_depth(self) -> int:
+        return self.target.model.config.get_text_config().num_hidden_layers
 
     def __call__(self, prompt, num_outputs: int = 1, seed=0, method=DEFAULT_METHOD, window=DEFAULT_WINDOW,
                  sampling: "dict | None" = None, max_new_tokens: int = 64, stop_strings=(),
@@ -109,9 +113,10 @@ class TextPipeline(Pipeline):
         """stream(row, text) gets each row's new text as it is committed; on_commit(state, k) is called
         after every forward (see mmspec.generate)."""
         prompts = as_list(prompt)
+        method, policy = self._plan(method, window)
         run = partial(generate_text, self.target, prompts, max_new_tokens, stop_strings=stop_strings, stream=stream,
                       seed=seed, num_samples=num_outputs)
         out, summary = self._generate(run, total=len(prompts) * num_outputs * max_new_tokens, method=method,
-                                      window=window, sampling=sampling, progress_bar=progress_bar,
+                                      policy=policy, sampling=sampling, progress_bar=progress_bar,
                                       on_commit=on_commit, started=time.perf_counter(), compile=compile)
         return TextOutput(out.texts, [p for p in prompts for _ in range(num_outputs)], out.tokens, out.stats, summary)

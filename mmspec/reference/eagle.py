@@ -176,25 +176,43 @@ class EagleHead(nn.Module):
         return ang.cos(), ang.sin()
 
     def forward(self, embeds: torch.Tensor, hidden: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor],
-                view: CacheView | None = None, mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Token embeddings [R, T, H] and the features before them [R, T, F] (the target's, fused here when
-        F is their width, else the head's own last outputs [R, T, H]) -> (output before `norm` [R, T, H],
-        logits over the draft vocabulary [R, T, V_draft]). Attention runs through a cache `view`, or
-        with an explicit boolean `mask` [T, S] over keys this forward computes (training)."""
-        cfg, attn, layer = self.config, self.midlayer.self_attn, self.midlayer
-        if hidden.shape[-1] == cfg.feature_size and cfg.feature_size != cfg.hidden_size:
-            hidden = self.fc(hidden)
-        R, T, _ = embeds.shape
-        x = torch.cat([layer.input_layernorm(embeds), layer.hidden_norm(hidden)], -1)  # [R, T, 2H]
-        q = rotate(attn.q_proj(x).view(R, T, attn.heads, -1), *rope).transpose(1, 2)  # [R, H, T, hd]
-        k = rotate(attn.k_proj(x).view(R, T, attn.kv_heads, -1), *rope).transpose(1, 2)
-        v = attn.v_proj(x).view(R, T, attn.kv_heads, -1).transpose(1, 2)
+                view: CacheView | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Token embeddings [R, T, H] and the features before them [R, T, F] (the target's, fused here, or the
+        head's own last outputs [R, T, H]) -> (output before `norm` [R, T, H], logits over the draft vocabulary
+        [R, T, V_draft]). Attention runs through a cache `view` (or causally over the T pairs)."""
+        hidden = self.fuse(hidden)
+        q, k, v = self.qkv(embeds, hidden, rope)
+        mask = None
         if view is not None:
             k, v = view.update(0, k, v)
             mask = view.mask
+        else:
+            mask = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).tril()
+        return self.attend(hidden, q, k, v, mask)
+
+    def fuse(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The target's features [.., F] -> [.., H] through `fc`; the head's own outputs pass as they are."""
+        cfg = self.config
+        return self.fc(hidden) if hidden.shape[-1] == cfg.feature_size and cfg.feature_size != cfg.hidden_size else hidden
+
+    def qkv(self, embeds: torch.Tensor, hidden: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor]):
+        """Pairs of embeddings and (fused) features [R, T, H] -> queries [R, heads, T, hd], keys and values
+        [R, kv_heads, T, hd], RoPE applied (cos/sin broadcastable to [R, T, 1, hd])."""
+        attn, layer = self.midlayer.self_attn, self.midlayer
+        R, T, _ = embeds.shape
+        x = torch.cat([layer.input_layernorm(embeds), layer.hidden_norm(hidden)], -1)  # [R, T, 2H]
+        q = rotate(attn.q_proj(x).view(R, T, attn.heads, -1), *rope).transpose(1, 2)
+        k = rotate(attn.k_proj(x).view(R, T, attn.kv_heads, -1), *rope).transpose(1, 2)
+        return q, k, attn.v_proj(x).view(R, T, attn.kv_heads, -1).transpose(1, 2)
+
+    def attend(self, hidden: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+               mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Attention of q over keys k, v (mask [.., T, S] True = seen), then the residual, MLP, norm and lm_head."""
+        attn, layer = self.midlayer.self_attn, self.midlayer
         if attn.kv_heads != attn.heads:
             k, v = (t.repeat_interleave(attn.heads // attn.kv_heads, 1) for t in (k, v))
         y = F.scaled_dot_product_attention(q, k.type_as(q), v.type_as(q), attn_mask=mask)
+        R, _, T, _ = q.shape
         h = hidden + attn.o_proj(y.transpose(1, 2).reshape(R, T, -1))
         out = h + layer.mlp(layer.post_attention_layernorm(h))
         return out, self.lm_head(self.norm(out))

@@ -279,7 +279,7 @@ class GPT(nn.Module):
         x = rms_norm(x, self.norm.weight, self.norm.eps)
         kept[len(self.layers)] = x  # the last layer's output after the norm, as transformers' last hidden_states
         logits = F.linear(x, self.output.weight).view(B, T, -1)
-        # in the taps' order, a layer named twice given twice (transformers' hidden_states[i] for i in taps)
+        # in the taps' order, a layer named twice given twice (vLLM's default layers for a 6-layer target: 2, 3, 3)
         return logits, torch.cat([kept[i] for i in taps], -1).view(B, T, -1) if taps else None
 
     def forward_sequence(self, cond: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:

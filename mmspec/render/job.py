@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from mmspec.methods import DEFAULT_METHOD, DEFAULT_WINDOW, check_method, needs_draft_model
+from mmspec.methods import DEFAULT_METHOD, DEFAULT_WINDOW, check_method, needs_draft_model, needs_head
 from mmspec.window import MAX_WINDOW
 from mmspec.render.inputs import INPUT_KEYS, InputFiles
 from mmspec.render.naming import file_name, output_id
@@ -60,6 +60,13 @@ class Job:
         draft folder."""
         return self.kind == "text" and (self.model is None or self.draft is not None)
 
+    @property
+    def folder(self) -> Path:
+        """The model folder: the job's, or the bundled model of the kind (its head/ serves method eagle)."""
+        from mmspec.pipelines.base import models_dir
+
+        return Path(self.model) if self.model is not None else models_dir() / pipeline_class(self.kind).default_model
+
 
 def pipeline_class(kind: str):
     import mmspec.pipelines
@@ -100,7 +107,7 @@ def _outputs(job: Job, data: dict, path: Path, where: "_Where") -> list[Output]:
     _mapping(defaults, f"{path.name}: defaults")
     defaults_label = f"{where.at(defaults)}defaults."
     _no_unknown(defaults, allowed, defaults_label)
-    _settings(job, defaults, defaults_label)  # its faults are named as its own, not as the first item's
+    _settings(job, defaults, defaults_label, path.parent)  # its faults are named as its own, not as the first item's
     files.check(defaults, defaults_label, whole=False)  # an item may complete what the defaults give
     outputs: dict[str, Output] = {}
     for label, item in _items(data, path, where):
@@ -110,7 +117,7 @@ def _outputs(job: Job, data: dict, path: Path, where: "_Where") -> list[Output]:
         if not isinstance(prompt, str):
             raise JobError(f"{label}prompt: must be a string, got {prompt!r}")
         merged = _merge(defaults, item)
-        settings, inputs = _settings(job, merged, label), files.check(merged, label, whole=True)
+        settings, inputs = _settings(job, merged, label, path.parent), files.check(merged, label, whole=True)
         identity = {"kind": job.kind, "model": data.get("model"), "prompt": prompt, "settings": settings}
         if needs_draft_model(settings["method"]):
             identity["draft"] = data.get("draft")
@@ -199,8 +206,8 @@ def _merge(defaults: dict, item: dict) -> dict:
     return merged
 
 
-def _settings(job: Job, merged: dict, label: str) -> dict:
-    method = _method(merged.get("method", DEFAULT_METHOD), job, label)
+def _settings(job: Job, merged: dict, label: str, base: Path) -> dict:
+    method = _method(merged.get("method", DEFAULT_METHOD), job, label, base)
     window = merged.get("window", DEFAULT_WINDOW)
     if window != "auto":  # auto: the pipeline's AutoWindow picks L per step from measured costs
         window = _int(window, 1, MAX_WINDOW, f"{label}window")
@@ -215,17 +222,27 @@ def _settings(job: Job, merged: dict, label: str) -> dict:
     return settings
 
 
-def _method(method, job: Job, label: str):
-    """A method name or {name, options}; a mapping with only a name becomes the name, so both hash alike."""
+def _method(method, job: Job, label: str, base: Path):
+    """A method name or {name, options}; a mapping with only a name becomes the name, so both hash alike. A head
+    folder an eagle method names is relative to the job file, as the model folder is."""
+    from mmspec.pipelines.base import head_folder
+
     if isinstance(method, dict) and set(method) == {"name"}:
         method = method["name"]
+    if isinstance(method, dict) and method.get("name") == "eagle" and isinstance(method.get("head"), str):
+        method = {**method, "head": str(base / method["head"])}
     try:
         check_method(method, has_draft_model=True)
-    except (ValueError, TypeError) as err:
+    except (ValueError, TypeError, FileNotFoundError) as err:
         raise JobError(f"{label}method: {err}") from None
     if needs_draft_model(method) and not job.has_draft_model:  # the pipeline gives its draft model
         name = method["name"] if isinstance(method, dict) else method
         raise JobError(f"{label}method: {name} needs a text job with a draft model (job key draft)")
+    if needs_head(method):  # the pipeline gives its model folder's head
+        try:
+            head_folder(job.folder)
+        except FileNotFoundError as err:
+            raise JobError(f"{label}method: {err}") from None
     return method
 
 

@@ -16,7 +16,7 @@ def _method(name, vocab=40, dtype=torch.float64):
     if name == "draft-model":
         return {"name": "draft-model", "model": HFCausalLM(tiny_llama(vocab, layers=1, hidden=16, seed=5, dtype=dtype))}
     if name == "eagle":  # a head over the tiny llama's embedding, its first layer's input and its last output
-        return {"name": "eagle", "head": tiny_head(32, vocab, target_layers=(0, 1, 2), seed=5, dtype=dtype)}
+        return {"name": "eagle", "head": tiny_head(vocab, 32, seed=5, dtype=dtype)}
     return name
 
 

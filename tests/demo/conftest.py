@@ -38,9 +38,10 @@ def serve():
 
 
 @pytest.fixture(scope="session")
-def tiny_demo_models(tiny_models, tiny_text) -> dict:
-    return dict(image_model=tiny_models / "image", video_model=tiny_models / "video",
-                text_model=tiny_text / "target", text_draft=tiny_text / "draft")
+def tiny_demo_models(tiny_heads, tiny_models, tiny_text) -> dict:
+    """The image and text models with a draft head (method eagle), the video model without one."""
+    return dict(image_model=tiny_heads / "image", video_model=tiny_models / "video",
+                text_model=tiny_heads / "text", text_draft=tiny_text / "draft")
 
 
 @pytest.fixture(scope="session")

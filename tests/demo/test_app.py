@@ -40,6 +40,19 @@ def test_text_returns_the_completion_its_runs_and_stats(client):
     assert STATS <= set(stats) and stats["method"] == "draft-model" and _image(commit_map)
 
 
+def test_eagle_is_offered_where_the_model_folder_has_a_head(client):
+    from gradio_client.exceptions import AppError
+
+    gallery, stats, *_ = client.predict(prompt="red heart", method="eagle", window=4, num_outputs=2,
+                                        api_name="/image_generate")
+    assert len(gallery) == 2 and stats["method"] == "eagle" and stats["tokens"] == 2 * 16
+    text, _, stats, *_ = client.predict(prompt="<s> w3", method="eagle", window=3, max_new_tokens=6,
+                                        api_name="/text_generate")
+    assert text.startswith("<s> w3") and stats["method"] == "eagle"
+    with pytest.raises(AppError, match="eagle.* not in the list of choices"):  # the video model has no head/: not among its methods
+        client.predict(prompt="bounce apple", method="eagle", api_name="/video_generate")
+
+
 @pytest.mark.parametrize("kind, inputs", [("image", dict(prompt="red heart", num_outputs=3)),
                                           ("text", dict(prompt="<s> w3", temperature=1.0, max_new_tokens=12))])
 def test_compare_with_ar_states_that_exact_gives_identical_tokens(client, kind, inputs):

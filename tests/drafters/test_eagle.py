@@ -26,12 +26,12 @@ def eagle_case(name):
     if name not in CASES:
         if name == "grid-cfg":
             target, _, layout, sampling, law = case("gpt-grid")
-            head = tiny_head(24, 4, rope_axes=2, seed=3, dtype=torch.float32)
+            head = tiny_head(4, 24, rope_axes=2, seed=3)
         else:
             model, layout = tiny_gpt(vocab_size=4, rope_axes=1, num_classes=2, block_size=5, dtype=torch.float32), \
                 mmspec.Sequence1D(5)
             target, sampling = mmspec.ReferenceTarget(model), mmspec.Sampling(temperature=0.8, top_p=0.9)
-            head = tiny_head(24, 4, rope_axes=1, seed=3, dtype=torch.float32)
+            head = tiny_head(4, 24, seed=3)
             law = gpt_law(model, 0, layout, sampling)
         CASES[name] = target, head, layout, sampling, law
     return CASES[name]
@@ -241,7 +241,7 @@ def test_published_heads_that_cannot_run_are_refused_clearly(tmp_path):
 
 def test_a_head_reading_layers_the_reference_gpt_lacks_is_refused():
     target = mmspec.ReferenceTarget(tiny_gpt(rope_axes=1))
-    head = tiny_head(24, 16, target_layers=(0, 3))
+    head = tiny_head(16, 24, layers=(0, 3), dtype=torch.float64)
     with pytest.raises(ValueError, match=r"features of layers \(0, 3\) asked for; the model has 2 layers"):
         mmspec.generate(target, torch.tensor([0]), mmspec.Sequence1D(6), method={"name": "eagle", "head": head},
                         window=3)

@@ -125,3 +125,22 @@ def test_compile_is_a_job_setting_that_names_no_output(models, write_job):
     assert [o.file for o in plain.outputs] == [o.file for o in compiled.outputs]  # the same tokens, the same files
     with pytest.raises(JobError, match="compile: must be true or false"):
         load_job(write_job({**base, "compile": "yes"}))
+
+
+def test_eagle_needs_the_model_folders_head_or_names_a_head_folder_beside_the_job(models, tiny_heads, write_job,
+                                                                                   tmp_path):
+    import shutil
+
+    base = {"kind": "image", "model": str(models / "image"), "items": [{"prompt": "red heart", "method": "eagle"}]}
+    with pytest.raises(JobError) as err:
+        load_job(write_job(base))
+    assert f"items[0].method: method eagle needs a draft head and {models / 'image'} has no head/" in str(err.value)
+    assert "mmspec train-head" in str(err.value)
+    named = {**base, "items": [{"prompt": "red heart", "method": {"name": "eagle", "head": "heads/image"}}]}
+    with pytest.raises(JobError, match="items\\[0\\].method: EAGLE-3 head: no folder at"):
+        load_job(write_job(named))
+    shutil.copytree(tiny_heads / "image" / "head", tmp_path / "heads" / "image")  # beside the job file
+    (output,) = load_job(write_job(named)).outputs
+    assert output.settings["method"]["head"] == str(tmp_path / "heads" / "image")
+    (own,) = load_job(write_job({**base, "model": str(tiny_heads / "image")})).outputs
+    assert own.settings["method"] == "eagle"

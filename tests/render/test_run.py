@@ -95,3 +95,15 @@ def test_sigkill_mid_job_then_rerun_gives_each_output_exactly_once(image_job, wr
     assert rendered.verified() and len(rendered.manifest) == 60 and len(rendered.files) == 60
     assert {line["id"] for line in rendered.manifest} == {o.id for o in load_job(job).outputs}
     assert not list(out.glob(".tmp-*"))
+
+
+def test_an_eagle_job_gives_ars_texts_with_exact(tiny_heads, write_job, folder, tmp_path):
+    job = {"kind": "text", "model": str(tiny_heads / "text"), "defaults": {"window": 3, "max_new_tokens": 6},
+           "items": [{"prompt": "<s> w3 w4", "num": 2}, {"prompt": "<s> w9"}]}
+    texts = {}
+    for name, method in (("ar", "ar"), ("eagle", {"name": "eagle", "exact": True})):
+        out = tmp_path / name
+        render_job(write_job({**job, "defaults": {**job["defaults"], "method": method}}, f"{name}.yaml"), out,
+                   progress=False)
+        texts[name] = {(line["prompt"], line["seed"]): folder(out).files[line["file"]] for line in folder(out).manifest}
+    assert texts["eagle"] == texts["ar"] and len(texts["ar"]) == 3

@@ -54,3 +54,18 @@ def test_coupled_and_draft_model_measure_tv_lookup_has_none(tiny_acceptance):
     draft = text["draft-model w=6"]["diagnosis"]
     assert draft["carried_share"][0] == 1.0 and draft["tv"][0] is not None  # every draft-model draft keeps its q
     assert text["draft-model w=6"]["window"] == 6 and text["lookup w=4"]["mean_acceptance_length"] >= 1
+
+
+def test_eagle_entries_take_the_model_folders_head(tiny_heads):
+    from benchmarks.suite import run_suite
+    from benchmarks.suite.cases import CountCase
+    from mmspec.bench import Entry
+
+    entries = (Entry("ar"), Entry({"name": "eagle", "exact": True}, 4, "eagle(exact) w=4"),
+               Entry({"name": "eagle", "jacobi": 1}, 4, "eagle(jacobi=1) w=4"))
+    result = run_suite([CountCase("image", 2, 2, entries)], models={"image": tiny_heads / "image"},
+                       log=lambda line: None)
+    rows = _results(result, "image")
+    spliced = rows["eagle(jacobi=1) w=4"]
+    assert rows["eagle(exact) w=4"]["identical_to_ar"] == 4
+    assert spliced["method"] == "eagle(jacobi=1)" and len(spliced["acceptance_per_position"]) == 3

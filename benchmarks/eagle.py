@@ -1,0 +1,115 @@
+"""Draft heads (method `eagle`) against plain AR and the Jacobi window, on a bundled model, in the same run.
+
+Per method: forwards (NFE) per row and their ratio to AR's, tokens committed per forward, how often each draft
+slot is accepted (does the head fix slot 0, the draft after the token the last step corrected?), and CPU time
+against AR's. Runs the model's default sampling, and with --hot also temperature 1 without top-k / top-p (the
+high-entropy regime real image models sample in). Video rows get their first frame given (as the pipeline does).
+
+  python benchmarks/eagle.py image [--rows 1] [--window 6] [--threads 1] [--out benchmarks/results/eagle]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import torch
+
+from mmspec.bench import PROMPTS
+from mmspec.pipelines import load_pipeline
+
+
+def methods(window: int, jacobi_window: int) -> list[tuple[str, object, object]]:
+    """(label, spec, window): the head's spec names no folder: the pipeline gives the model's head/."""
+    return [("ar", "ar", 1), ("exact auto", "exact", "auto"), (f"exact {jacobi_window}", "exact", jacobi_window),
+            (f"eagle {window}", "eagle", window),
+            (f"eagle exact {window}", {"name": "eagle", "exact": True}, window),
+            (f"eagle exact jacobi=1 {jacobi_window}", {"name": "eagle", "exact": True, "jacobi": 1}, jacobi_window),
+            (f"eagle exact jacobi=2 {jacobi_window}", {"name": "eagle", "exact": True, "jacobi": 2}, jacobi_window),
+            ("eagle exact auto", {"name": "eagle", "exact": True}, "auto")]
+
+
+def run(pipe, kind: str, rows: int, window: int, jacobi_window: int, sampling, prompts: list[str]) -> list[dict]:
+    call = {"max_new_tokens": 128} if kind == "text" else {}
+    batches = [[p] * rows for p in prompts]
+    if kind == "video":  # the same first frame for every method: the video model's own work only
+        firsts = [pipe.image_model(b, seed=0, method="ar") for b in batches]
+    results = []
+    for label, spec, w in methods(window, jacobi_window):
+        nfe = tokens = cpu = 0.0
+        accepted = forwards = None
+        for i, batch in enumerate(batches):
+            extra = {"image": firsts[i]} if kind == "video" else {}
+            c0 = time.process_time()
+            out = pipe(batch, seed=0, method=spec, window=w, sampling=sampling, **call, **extra)
+            cpu += time.process_time() - c0
+            s = out.stats
+            nfe += float(s.nfe.float().mean())
+            tokens += float(s.committed.sum()) / rows
+            a, f = s.accepted_at.sum(0).float(), s.forwards_at.sum(0).float()
+            accepted = a if accepted is None else _pad_add(accepted, a)
+            forwards = f if forwards is None else _pad_add(forwards, f)
+        per_slot = (accepted / forwards.clamp(min=1))[:8]
+        results.append({"method": label, "nfe_per_row": round(nfe / len(batches), 1),
+                        "tokens_per_forward": round(tokens / nfe, 3), "cpu_seconds": round(cpu, 2),
+                        "accepted_per_slot": [round(float(x), 3) for x in per_slot]})
+        print(f"  {label:28s} nfe {results[-1]['nfe_per_row']:7.1f}  tok/fwd {results[-1]['tokens_per_forward']:5.2f}"
+              f"  cpu {cpu:6.2f}s  slots {results[-1]['accepted_per_slot']}", flush=True)
+    ar = results[0]
+    for r in results:
+        r["nfe_ratio"] = round(ar["nfe_per_row"] / r["nfe_per_row"], 2)
+        r["cpu_speedup"] = round(ar["cpu_seconds"] / r["cpu_seconds"], 2)
+    return results
+
+
+def _pad_add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    n = max(len(a), len(b))
+    return torch.nn.functional.pad(a, (0, n - len(a))) + torch.nn.functional.pad(b, (0, n - len(b)))
+
+
+def markdown(kind: str, rows: int, table: dict[str, list[dict]]) -> str:
+    lines = []
+    for regime, results in table.items():
+        lines += [f"### {kind}, {rows} row(s), {regime}", "",
+                  "| method | NFE/row | NFE ratio | tokens/forward | CPU speed-up | accepted at slot 0, 1, 2, ... |",
+                  "|---|---|---|---|---|---|"]
+        lines += [f"| {r['method']} | {r['nfe_per_row']} | {r['nfe_ratio']}x | {r['tokens_per_forward']} | "
+                  f"{r['cpu_speedup']}x | {r['accepted_per_slot']} |" for r in results]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("kind", choices=["image", "video", "text"])
+    ap.add_argument("--rows", type=int, default=1)
+    ap.add_argument("--window", type=int, default=6, help="the head's chain window (default 6)")
+    ap.add_argument("--jacobi-window", type=int, default=16, help="the window of exact and of head + Jacobi")
+    ap.add_argument("--prompts", type=int, default=4, help="how many of the bench prompts (default 4)")
+    ap.add_argument("--hot", action="store_true", help="also temperature 1 without top-k / top-p")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--out", default="benchmarks/results/eagle")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    pipe = load_pipeline(args.kind, window_cache="off")
+    prompts = PROMPTS[args.kind][: args.prompts]
+    regimes = {"default sampling": None}
+    if args.hot:
+        regimes["temperature 1, no top-k / top-p"] = {**{k: v for k, v in pipe.default_sampling.items()
+                                                        if k not in ("top_k", "top_p")}, "temperature": 1.0}
+    table = {}
+    for regime, sampling in regimes.items():
+        print(f"{args.kind}, {args.rows} row(s), {regime}:", flush=True)
+        table[regime] = run(pipe, args.kind, args.rows, args.window, args.jacobi_window, sampling, prompts)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = f"{args.kind}-rows{args.rows}"
+    (out / f"{stem}.json").write_text(json.dumps({"kind": args.kind, "rows": args.rows, "threads": args.threads,
+                                                  "prompts": prompts, "results": table}, indent=1))
+    (out / f"{stem}.md").write_text(markdown(args.kind, args.rows, table))
+    print("wrote", out / f"{stem}.md")
+
+
+if __name__ == "__main__":
+    main()
