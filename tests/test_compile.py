@@ -14,12 +14,13 @@ import torch
 import mmspec
 from mmspec.verify import RejectionVerifier
 from test_distribution import ALPHA, case
-from tiny import chi_square_pvalue, sequence_id, tiny_gpt
+from tiny import chi_square_pvalue, sequence_id, tiny_gpt, tiny_head
 
 SAMPLING = mmspec.Sampling(temperature=0.9, top_k=12, cfg_scale=2.5)
 LAYOUT = mmspec.Grid2D(3, 4, row_end_token=15)  # structural tokens: forced drafts and p, widened windows
 METHODS = ["ar", "jacobi", "coupled", "gumbel", "exact", "lookup", "draft-model", "pac",
-           {"name": "exact", "proactive": [3, 2]}, {"name": "draft-model", "proactive": [3, 2]}]
+           {"name": "exact", "proactive": [3, 2]}, {"name": "draft-model", "proactive": [3, 2]},
+           {"name": "eagle"}, {"name": "eagle", "exact": True, "jacobi": 2}]
 
 
 def _target(seed=0):
@@ -29,6 +30,8 @@ def _target(seed=0):
 def _method(method):
     if method == "draft-model" or isinstance(method, dict) and method["name"] == "draft-model":
         return {**({"name": method} if isinstance(method, str) else method), "model": _target(seed=3)}
+    if isinstance(method, dict) and method["name"] == "eagle":  # the target forward inside the step keeps its features
+        return {**method, "head": tiny_head(16, 24, layers=(0, 1), rope_axes=2, seed=3, dtype=torch.float64)}
     return method
 
 
@@ -69,9 +72,11 @@ def test_compiled_exact_equals_ar_with_inductor():
     assert got.stats.nfe.sum() < ar.stats.nfe.sum()
 
 
-@pytest.mark.parametrize("method", ["coupled", "pac", "exact"], ids=str)
+@pytest.mark.parametrize("method", ["coupled", "pac", "exact", "eagle"], ids=str)
 def test_compiled_methods_match_the_exact_law(method):
     target, _, layout, sampling, law = case("gpt-grid")
+    if method == "eagle":  # the head reads the features the compiled forward kept (functionalised by aot_eager)
+        method = {"name": "eagle", "head": tiny_head(4, 24, rope_axes=2, seed=3)}
     g = mmspec.generate(target, torch.tensor([0]), layout, method=method, window=4, sampling=sampling, seed=0,
                         num_samples=20_000, compile={"backend": "aot_eager"})
     pvalue = chi_square_pvalue(sequence_id(g.tokens, target.vocab_size), law)

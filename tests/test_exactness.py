@@ -3,11 +3,12 @@ import pytest
 import torch
 
 import mmspec
-from tiny import CycleWindow, TabularTarget, tiny_gpt
+from tiny import CycleWindow, TabularTarget, tiny_gpt, tiny_head
 
 PROACTIVE = [{"name": "exact", "proactive": [3, 2]}, {"name": "exact", "proactive": [5, 4]},
              {"name": "draft-model", "proactive": [3, 2]}]
-ALL = ["ar", "jacobi", "coupled", "gumbel", "exact", "lookup", "draft-model", "pac"] + PROACTIVE
+EAGLE = [{"name": "eagle"}, {"name": "eagle", "jacobi": 2}, {"name": "eagle", "exact": True, "jacobi": 1}]
+ALL = ["ar", "jacobi", "coupled", "gumbel", "exact", "lookup", "draft-model", "pac"] + PROACTIVE + EAGLE
 LAYOUTS = {
     "1d": (mmspec.Sequence1D(14), 1),
     "2d": (mmspec.Grid2D(4, 4), 2),
@@ -24,6 +25,8 @@ def _target(axes, seed=0):
 def _with_draft(method, axes):
     if method == "draft-model" or isinstance(method, dict) and method["name"] == "draft-model":
         return {**({"name": method} if isinstance(method, str) else method), "model": _target(axes, seed=3)}
+    if isinstance(method, dict) and method["name"] == "eagle":  # a head over the target's 2 layers and its output
+        return {**method, "head": tiny_head(16, 24, rope_axes=axes, seed=3, dtype=torch.float64)}
     return method
 
 
@@ -68,8 +71,21 @@ def test_exact_with_proactive_branches_equals_ar(layout, proactive, window):
 
 
 @pytest.mark.parametrize("layout", list(LAYOUTS))
+@pytest.mark.parametrize("jacobi", [None, 1, 3])
+@pytest.mark.parametrize("window", [2, 4, "auto"])
+def test_exact_with_a_draft_head_equals_ar(layout, jacobi, window):
+    layout, axes = LAYOUTS[layout]
+    target = _target(axes)
+    expected = _run(target, layout, "ar").tokens
+    got = _run(target, layout, {"name": "eagle", "exact": True, "jacobi": jacobi}, window=window)
+    assert torch.equal(got.tokens, expected)
+    assert 0 < got.stats.accepted.sum() < got.stats.drafted.sum()  # the head's drafts were both kept and refused
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
 @pytest.mark.parametrize("method", [{"name": "exact", "init": "random"}, {"name": "exact", "init": "above"},
-                                    {"name": "exact", "init": "ngram"}, {"name": "exact", "proactive": [3, 3]}],
+                                    {"name": "exact", "init": "ngram"}, {"name": "exact", "proactive": [3, 3]},
+                                    {"name": "eagle", "exact": True}, {"name": "eagle", "exact": True, "jacobi": 2}],
                          ids=str)
 @pytest.mark.parametrize("sizes", [(3, 1, 6, 2, 8), (9, 4, 1, 1, 12)], ids=str)
 def test_exact_equals_ar_with_a_window_that_changes_every_step(layout, method, sizes):

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 import mmspec
-from tiny import TabularTarget, chi_square_pvalue, sequence_id, tabular_law, tiny_gpt
+from tiny import TabularTarget, chi_square_pvalue, sequence_id, tabular_law, tiny_gpt, tiny_head
 
 SAMPLES = 20_000
 PLACES = {"start": {0: 2}, "middle": {2: 1}, "scattered": {0: 1, 3: 0}}
@@ -73,10 +73,7 @@ def test_the_test_has_power_against_given_tokens_the_model_does_not_see():
     assert chi_square_pvalue(sequence_id(tokens, 3), tabular_law(target, 0, sampling, given={2: 1})) < 1e-3
 
 
-@pytest.mark.parametrize("init", ["random", "above", "left", "pool"])
-@pytest.mark.parametrize("window", [2, 5, 9])
-@pytest.mark.parametrize("proactive", [None, [4, 2]], ids=["chain", "proactive"])
-def test_exact_equals_ar_with_given_tokens(init, window, proactive):
+def _exact_and_ar_with_given_tokens(method, window):
     layout = mmspec.Grid2D(4, 4)
     target = mmspec.ReferenceTarget(tiny_gpt(vocab_size=16))
     given = torch.full((4, 16), -1)
@@ -85,9 +82,26 @@ def test_exact_equals_ar_with_given_tokens(init, window, proactive):
     given[3, ::3] = 9  # scattered
     kw = dict(sampling={"temperature": 0.9, "top_k": 12, "cfg_scale": 2.5}, seed=0, num_samples=2, given=given)
     ar = mmspec.generate(target, torch.tensor([0, 3]), layout, method="ar", **kw)
-    method = {"name": "exact", "init": init, **({"proactive": proactive} if proactive else {})}
     exact = mmspec.generate(target, torch.tensor([0, 3]), layout, method=method, window=window, **kw)
     assert torch.equal(exact.tokens, ar.tokens)
+    return exact, ar, given
+
+
+@pytest.mark.parametrize("jacobi", [None, 2])
+@pytest.mark.parametrize("window", [2, 5])
+def test_exact_with_a_draft_head_equals_ar_with_given_tokens(jacobi, window):
+    head = tiny_head(16, 24, rope_axes=2, seed=3, dtype=torch.float64)
+    exact, _, _ = _exact_and_ar_with_given_tokens({"name": "eagle", "head": head, "exact": True, "jacobi": jacobi},
+                                                  window)
+    assert exact.stats.accepted.sum() > 0
+
+
+@pytest.mark.parametrize("init", ["random", "above", "left", "pool"])
+@pytest.mark.parametrize("window", [2, 5, 9])
+@pytest.mark.parametrize("proactive", [None, [4, 2]], ids=["chain", "proactive"])
+def test_exact_equals_ar_with_given_tokens(init, window, proactive):
+    method = {"name": "exact", "init": init, **({"proactive": proactive} if proactive else {})}
+    exact, ar, given = _exact_and_ar_with_given_tokens(method, window)
     assert torch.equal(ar.tokens[given >= 0], given[given >= 0])
     free = (given < 0).sum(1)
     assert (exact.stats.drafted >= 0).all() and (exact.stats.accepted <= exact.stats.drafted).all()

@@ -126,8 +126,9 @@ def tabular_law(target: TabularTarget, cond: int, s: mmspec.Sampling, given: dic
     return law
 
 
-def gpt_law(model: mmspec.GPT, cond: int, layout, s: mmspec.Sampling) -> torch.Tensor:
-    """Exact law over all V^N sequences of a tiny GPT, from teacher-forced passes over every sequence."""
+def gpt_law(model: mmspec.GPT, cond: int, layout, s: mmspec.Sampling, given: dict | None = None) -> torch.Tensor:
+    """Exact law over all V^N sequences of a tiny GPT, from teacher-forced passes over every sequence; positions in
+    `given` ({index: token}) hold their token instead of a draw."""
     V, N = model.config.vocab_size, layout.length
     seqs = torch.tensor(list(itertools.product(range(V), repeat=N)))  # [V^N, N]
     pos = layout.positions()
@@ -138,8 +139,25 @@ def gpt_law(model: mmspec.GPT, cond: int, layout, s: mmspec.Sampling) -> torch.T
     for row, seq in enumerate(seqs):
         prob = 1.0
         for i in range(N):
-            prob *= reference_p(c[row, i], u[row, i], s)[seq[i]].item()
+            if given and i in given:
+                prob *= float(seq[i] == given[i])
+            else:
+                prob *= reference_p(c[row, i], u[row, i], s)[seq[i]].item()
         law[sequence_id(seq, V)] = prob
+    return law
+
+
+def llama_law(model, prompt: list[int], length: int, s: mmspec.Sampling) -> torch.Tensor:
+    """Exact law over all V^N continuations of `prompt` by a transformers causal LM, from teacher-forced passes."""
+    V = model.config.vocab_size
+    seqs = torch.tensor(list(itertools.product(range(V), repeat=length)))  # [V^N, N]
+    with torch.no_grad():
+        logits = model(torch.cat([torch.tensor(prompt).expand(len(seqs), -1), seqs[:, :-1]], 1)).logits
+    logits = logits[:, len(prompt) - 1:]  # [V^N, N, V]: the logits for each generated index
+    law = torch.zeros(V ** length, dtype=torch.float64)
+    for row, seq in enumerate(seqs):
+        law[sequence_id(seq, V)] = torch.prod(torch.stack([reference_p(logits[row, i], None, s)[seq[i]]
+                                                           for i in range(length)]))
     return law
 
 
@@ -175,14 +193,16 @@ def tiny_llama(vocab=40, layers=2, hidden=32, seed=0, dtype=torch.float64):
     return spread_weights(LlamaForCausalLM(cfg).to(dtype).eval())
 
 
-def tiny_head(vocab: int, dim: int, layers=(0, 1, 2), rope_axes: int = 1, seed: int = 0, **kw):
-    """A random EAGLE-3 head over a target of width `dim` reading its layers `layers` (hidden_states[i])."""
+def tiny_head(vocab: int, dim: int, layers=(0, 1, 2), rope_axes: int = 1, seed: int = 0, dtype=torch.float32, **kw):
+    """A random EAGLE-3 head over a target of width `dim` reading its layers `layers` (hidden_states[i]), embedding
+    tokens with the target's embedding; its weights spread as the targets' are: q neither matches p nor misses it,
+    so a test sees accepts and rejects."""
     from mmspec.reference.eagle import EagleHead, HeadConfig
 
     torch.manual_seed(seed)
     cfg = HeadConfig(hidden_size=dim, num_attention_heads=2, intermediate_size=2 * dim, vocab_size=vocab,
                      target_hidden_size=dim, target_layers=layers, rope_axes=rope_axes, **kw)
-    return spread_weights(EagleHead(cfg)).eval()
+    return spread_weights(EagleHead(cfg)).to(dtype).eval()
 
 
 def spread_weights(model, skip: tuple = ()):

@@ -108,6 +108,10 @@ class HFSession(PrefixSession):
         with cached_attention(decoder):
             out = decoder(inputs_embeds=h, position_ids=position_ids, use_cache=False, mmspec_view=view,
                           output_hidden_states=bool(self.taps))
-        if self.taps:  # hidden_states[i]: the input of layer i (the last: the final layer's output, before its norm)
+        if self.taps:  # hidden_states[i]: the input of layer i (the last: the final layer's output, after its norm)
+            layers = len(out.hidden_states) - 1
+            if any(not 0 <= i <= layers for i in self.taps):
+                raise ValueError(f"features of layers {tuple(self.taps)} asked for (a draft head's); the model has "
+                                 f"{layers} layers (0 .. {layers}: each layer's input, then the normed output)")
             self.features = torch.cat([out.hidden_states[i] for i in self.taps], -1)
         return out

@@ -12,7 +12,7 @@ index at a time. No second target forward: the target session keeps the layers t
 Draws: "sample" draws d_j ~ q_j with the aux stream (rejection verifiers test it under q_j);
 "gumbel" takes argmax(log q_j + g_j) with position j's own noise row, the row AR draws with, so the
 `exact` verifier accepts exactly AR's tokens. Before the first forward there are no features yet:
-the first window drafts nothing.
+the first window drafts nothing, unless it lies over given tokens (a first frame), which it drafts as they are.
 
 `SplicedDrafter` gives a window's first slots from one drafter (the head, which sees the token the
 last step corrected) and the rest from another (a Jacobi window that carries its drafts on).
@@ -45,8 +45,10 @@ class HeadSession:
         if positions.shape[1] != cfg.rope_axes:
             raise ValueError(f"the head's RoPE has {cfg.rope_axes} axes, the layout {positions.shape[1]}")
         positions = torch.cat([positions, positions[-1:].expand(max_len - len(positions), -1)])
-        self.cos, self.sin = head.rope(positions)  # [S, 1, hd]
+        # computed in fp32, used in the head's dtype, as Llama's RoPE (a bf16 head's projections take bf16 inputs)
+        self.cos, self.sin = (t.to(dtype) for t in head.rope(positions))  # [S, 1, hd]
         self.embed = target.embed if head.embed_tokens is None else head.embed_tokens
+        self.dtype = dtype
 
     @torch.no_grad()
     def forward(self, hidden: torch.Tensor, tokens: torch.Tensor, start: torch.Tensor, last: torch.Tensor | None = None):
@@ -56,8 +58,8 @@ class HeadSession:
         head = self.head
         slots = start[:, None] + torch.arange(tokens.shape[1], device=start.device)  # [R, T]
         view = self.cache.view(slots)
-        embeds = self.embed(tokens.clamp(min=0)).to(self.cos.dtype if hidden.dtype == torch.float32 else hidden.dtype)
-        hidden = head.fuse(hidden.to(embeds.dtype))  # [R, T, H]
+        embeds = self.embed(tokens.clamp(min=0)).to(self.dtype)  # the target's dtype may differ from the head's
+        hidden = head.fuse(hidden.to(self.dtype))  # [R, T, H]
         q, k, v = head.qkv(embeds, hidden, (self.cos[slots], self.sin[slots]))
         k, v = view.update(0, k, v)
         mask = view.mask  # [R, 1, T, S] or None
@@ -99,7 +101,11 @@ class EagleDrafter:
 
     def propose(self, state, L):
         B = state.batch_size
-        if L == 1 or self.z is None:
+        if L == 1:
+            return Draft.copied(state.seq.new_zeros(B, 0))
+        if self.z is None:  # no features yet: only a window the loop widened over given tokens, drafted as they are
+            if state.forced_ahead() >= L - 1:  # (one read of the device, at the first step only)
+                return Draft.copied(state.structural(state.index(L - 1)).clamp(min=0))
             return Draft.copied(state.seq.new_zeros(B, 0))
         u = state.streams.uniform(L - 1).to(state.seq.device) if self.draw == "sample" else None
         h, z = self.h, self.z

@@ -266,9 +266,12 @@ class GPT(nn.Module):
         """As `forward`, and the inputs of layers `taps` side by side, [B, T, len(taps) * D] (what a draft head
         reads: transformers' hidden_states[i] for i in taps), or None without taps."""
         B, T, D = h.shape
+        if any(not 0 <= i <= len(self.layers) for i in taps):
+            raise ValueError(f"features of layers {tuple(taps)} asked for; the model has {len(self.layers)} layers "
+                             f"(0 .. {len(self.layers)}: each layer's input, then the normed output)")
         mask = torch.ones(T, T, dtype=torch.bool, device=h.device).tril() if view is None else view.mask
         x = h.reshape(B * T, D)  # rows of tokens: each projection is one matmul, with no reshapes around it
-        kept = {}
+        kept = {}  # layer -> its input [B * T, D]
         for i, layer in enumerate(self.layers):
             if i in taps:
                 kept[i] = x
@@ -276,7 +279,7 @@ class GPT(nn.Module):
         x = rms_norm(x, self.norm.weight, self.norm.eps)
         kept[len(self.layers)] = x  # the last layer's output after the norm, as transformers' last hidden_states
         logits = F.linear(x, self.output.weight).view(B, T, -1)
-        # a layer named twice is given twice (vLLM's default layers for a 6-layer target: 2, 3, 3)
+        # in the taps' order, a layer named twice given twice (vLLM's default layers for a 6-layer target: 2, 3, 3)
         return logits, torch.cat([kept[i] for i in taps], -1).view(B, T, -1) if taps else None
 
     def forward_sequence(self, cond: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:

@@ -1,5 +1,4 @@
 """Text path over transformers causal LMs: greedy equals `model.generate`, the exact law holds, loading is strict."""
-import itertools
 import json
 
 import pytest
@@ -8,14 +7,16 @@ from safetensors.torch import save_file
 
 import mmspec
 from mmspec import HFCausalLM, generate_text
-from tiny import chi_square_pvalue, reference_p, sequence_id, tiny_llama, word_tokenizer
+from tiny import chi_square_pvalue, llama_law, sequence_id, tiny_head, tiny_llama, word_tokenizer
 
-METHODS = ["ar", "jacobi", "coupled", "gumbel", "exact", "lookup", "draft-model", "pac"]
+METHODS = ["ar", "jacobi", "coupled", "gumbel", "exact", "lookup", "draft-model", "pac", "eagle"]
 
 
-def _method(name, vocab=40):
+def _method(name, vocab=40, dtype=torch.float64):
     if name == "draft-model":
-        return {"name": "draft-model", "model": HFCausalLM(tiny_llama(vocab, layers=1, hidden=16, seed=5))}
+        return {"name": "draft-model", "model": HFCausalLM(tiny_llama(vocab, layers=1, hidden=16, seed=5, dtype=dtype))}
+    if name == "eagle":  # a head over the tiny llama's embedding, its first layer's input and its last output
+        return {"name": "eagle", "head": tiny_head(vocab, 32, seed=5, dtype=dtype)}
     return name
 
 
@@ -52,16 +53,8 @@ def test_distribution_on_a_tiny_llama(method):
     V, N, prompt = 5, 3, [1, 2]
     model = tiny_llama(vocab=V, dtype=torch.float32)
     s = mmspec.Sampling(temperature=0.9, top_k=4)
-    seqs = torch.tensor(list(itertools.product(range(V), repeat=N)))
-    with torch.no_grad():
-        logits = model(torch.cat([torch.tensor(prompt).expand(len(seqs), -1), seqs[:, :-1]], 1)).logits[:, 1:]
-    law = torch.zeros(V ** N, dtype=torch.float64)
-    for row, seq in enumerate(seqs):
-        law[sequence_id(seq, V)] = torch.prod(torch.stack([reference_p(logits[row, i], None, s)[seq[i]]
-                                                           for i in range(N)]))
-    m = _method(method, vocab=V)
-    if method == "draft-model":
-        m["model"].model.float()
+    law = llama_law(model, prompt, N, s)
+    m = _method(method, vocab=V, dtype=torch.float32)
     out = mmspec.generate(HFCausalLM(model), [prompt], mmspec.Sequence1D(N), method=m, window=3, sampling=s,
                           num_samples=20_000)
     assert chi_square_pvalue(sequence_id(out.tokens, V), law) > 1e-3

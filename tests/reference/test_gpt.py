@@ -33,3 +33,20 @@ def test_config_validation():
         mmspec.GPTConfig(num_classes=0)
     with pytest.raises(ValueError, match="rotary groups"):
         mmspec.GPTConfig(dim=40, n_head=2, rope_axes=3, num_classes=3)
+
+
+def test_features_are_the_tapped_layers_inputs_in_the_taps_order():
+    """As transformers' hidden_states[i] for i in taps: layer i's input (i = n_layer: the normed output), in the
+    order the taps name them, a layer named twice given twice (vLLM's default EAGLE-3 layers (2, L // 2, L - 3)
+    repeat one for 4 to 6 layers)."""
+    model = tiny_gpt(rope_axes=1, n_layer=3)
+    h = torch.randn(2, 5, 24, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    rot = model.rope_table(mmspec.Sequence1D(5).positions())[:5][None, :, None]  # [1, T, 1, D/2]
+    logits, none = model.forward_features(h, rot)
+    single = {i: model.forward_features(h, rot, taps=(i,))[1] for i in range(4)}  # [B, T, D] each
+    assert none is None and torch.equal(single[0], h)
+    torch.testing.assert_close(model.output(single[3]), logits, atol=1e-12, rtol=0)
+    for taps in [(2, 0), (2, 2, 1), (1, 3)]:
+        assert torch.equal(model.forward_features(h, rot, taps=taps)[1], torch.cat([single[i] for i in taps], -1))
+    with pytest.raises(ValueError, match=r"layers \(0, 4\).*3 layers"):
+        model.forward_features(h, rot, taps=(0, 4))

@@ -1,0 +1,261 @@
+"""EAGLE-3 draft heads (method 'eagle'): the exact law for every variant, wrong variants the law test catches,
+and heads in the published layout (what loads, what is refused)."""
+import dataclasses
+import json
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+import mmspec
+from mmspec import HFCausalLM
+from mmspec.drafters.eagle import EagleDrafter
+from mmspec.loading import read_safetensors
+from mmspec.reference.eagle import load_head
+from mmspec.verify import RejectionVerifier
+from test_distribution import ALPHA, SAMPLES, case
+from tiny import CycleWindow, chi_square_pvalue, gpt_law, llama_law, sequence_id, tiny_gpt, tiny_head, tiny_llama
+
+VARIANTS = {"chain": {}, "exact": {"exact": True}, "coupled-splice": {"jacobi": 1},
+            "exact-splice": {"exact": True, "jacobi": 2}}
+CASES = {}
+
+
+def eagle_case(name):
+    """(target, head, layout, sampling, exact law): a 2x2 grid with CFG, and 1D text without it."""
+    if name not in CASES:
+        if name == "grid-cfg":
+            target, _, layout, sampling, law = case("gpt-grid")
+            head = tiny_head(4, 24, rope_axes=2, seed=3)
+        else:
+            model, layout = tiny_gpt(vocab_size=4, rope_axes=1, num_classes=2, block_size=5, dtype=torch.float32), \
+                mmspec.Sequence1D(5)
+            target, sampling = mmspec.ReferenceTarget(model), mmspec.Sampling(temperature=0.8, top_p=0.9)
+            head = tiny_head(4, 24, seed=3)
+            law = gpt_law(model, 0, layout, sampling)
+        CASES[name] = target, head, layout, sampling, law
+    return CASES[name]
+
+
+def _sample(name, method, window=4):
+    target, head, layout, sampling, _ = eagle_case(name)
+    if isinstance(method, dict):
+        method = {"name": "eagle", "head": head, **method}
+    return mmspec.generate(target, torch.tensor([0]), layout, method=method, window=window, sampling=sampling,
+                           seed=0, num_samples=SAMPLES)
+
+
+@pytest.mark.parametrize("name", ["grid-cfg", "text-1d"])
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("window", [4, CycleWindow((4, 2, 1, 3))], ids=["window-4", "changing"])
+def test_eagle_matches_exact_law(name, variant, window):
+    g = _sample(name, VARIANTS[variant], window)
+    law = eagle_case(name)[4]
+    pvalue = chi_square_pvalue(sequence_id(g.tokens, 4), law)
+    assert pvalue > ALPHA, f"eagle {variant} on {name}: chi-square p = {pvalue:.2e}"
+    # the head's slot 0 is both accepted and rejected often: the test runs both paths of every step
+    assert 0.15 < g.stats.acceptance_per_position[0] < 0.85
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_eagle_keeps_the_law_with_given_tokens_and_widened_windows(variant):
+    """Given tokens are drafted as they are; a run of them as long as the window widens it, the first window
+    included (before the head has features): one forward takes the run and the token after it."""
+    target, head, layout, sampling, _ = eagle_case("text-1d")
+    places = {0: 2, 1: 0}
+    given = torch.tensor([[places.get(i, -1) for i in range(layout.length)]])
+    g = mmspec.generate(target, torch.tensor([0]), layout, method={"name": "eagle", "head": head, **VARIANTS[variant]},
+                        window=CycleWindow((2, 3)), sampling=sampling, seed=0, num_samples=SAMPLES, given=given)
+    assert (g.stats.commit_step[:, :3] == 0).all()  # the first forward, widened from 2 to 3: the run and one more
+    law = gpt_law(target.model, 0, layout, sampling, given=places)
+    assert chi_square_pvalue(sequence_id(g.tokens, 4), law) > ALPHA
+    assert g.stats.accepted.sum() > 0
+
+
+class NotRenormalised(EagleDrafter):
+    """Wrong: q is the head's softmax masked to the top-k / top-p afterwards, never renormalised. The draws are
+    still right (sample_from normalises its weights); the q reported to the verifier is too small."""
+
+    def _q(self, state, z):
+        B, untruncated = state.batch_size, dataclasses.replace(state.sampling, top_k=None, top_p=None)
+        whole = untruncated.logp(z[:B], z[B:] if self.rows == 2 else None)
+        return whole.masked_fill(super()._q(state, z) == -torch.inf, -torch.inf)
+
+
+class ReportsAnotherTemperature(EagleDrafter):
+    """Wrong: drafts are drawn from q, and the verifier is told q sharpened as by a lower temperature."""
+
+    def propose(self, state, L):
+        draft = super().propose(state, L)
+        if draft.q is None:
+            return draft
+        sharper = draft.q ** 1.5
+        return dataclasses.replace(draft, q=sharper / sharper.sum(-1, keepdim=True))
+
+
+@pytest.mark.parametrize("wrong, name", [(NotRenormalised, "grid-cfg"), (NotRenormalised, "text-1d"),
+                                         (ReportsAnotherTemperature, "grid-cfg")],
+                         ids=["not-renormalised-grid", "not-renormalised-text", "another-temperature-grid"])
+def test_the_law_test_has_power_against_a_head_that_reports_another_q(wrong, name):
+    head = eagle_case(name)[1]
+    method = mmspec.Method("eagle-wrong", lambda layout: wrong(head), RejectionVerifier())
+    g = _sample(name, method)
+    assert chi_square_pvalue(sequence_id(g.tokens, 4), eagle_case(name)[4]) < ALPHA
+
+
+# A head in the published EAGLE-3 layout for a 4-layer tiny llama: vLLM's default layers are (2, 4 // 2, 4 - 3)
+VOCAB, DEPTH, HIDDEN = 8, 4, 32
+DRAFT_IDS = torch.tensor([0, 2, 3, 5, 6])  # the draft vocabulary as target ids, ascending as EAGLE-3 writes d2t
+
+
+def write_published_head(path, drop=(), embed=False, **config):
+    """A folder as the EAGLE-3 checkpoints vLLM and SGLang serve are written: a Llama config with draft_vocab_size
+    and no eagle_config, bf16 weights under the published names, d2t (int64) and t2d (bool), no embed_tokens (the
+    target's embedding is used) unless `embed`. `drop`: weights left out; `config`: keys to change."""
+    heads, kv_heads, head_dim, inner, Vd = 4, 2, 8, 64, len(DRAFT_IDS)
+    g = torch.Generator().manual_seed(0)
+
+    def w(*shape):
+        return (torch.randn(*shape, generator=g) * 0.3).to(torch.bfloat16)
+
+    def norm():
+        return (1 + torch.randn(HIDDEN, generator=g) * 0.1).to(torch.bfloat16)
+
+    weights = {
+        "fc.weight": w(HIDDEN, 3 * HIDDEN),
+        "midlayer.input_layernorm.weight": norm(), "midlayer.hidden_norm.weight": norm(),
+        "midlayer.post_attention_layernorm.weight": norm(), "norm.weight": norm(),
+        "midlayer.self_attn.q_proj.weight": w(heads * head_dim, 2 * HIDDEN),
+        "midlayer.self_attn.k_proj.weight": w(kv_heads * head_dim, 2 * HIDDEN),
+        "midlayer.self_attn.v_proj.weight": w(kv_heads * head_dim, 2 * HIDDEN),
+        "midlayer.self_attn.o_proj.weight": w(HIDDEN, heads * head_dim),
+        "midlayer.mlp.gate_proj.weight": w(inner, HIDDEN), "midlayer.mlp.up_proj.weight": w(inner, HIDDEN),
+        "midlayer.mlp.down_proj.weight": w(HIDDEN, inner),
+        "lm_head.weight": w(Vd, HIDDEN),
+        "d2t": DRAFT_IDS - torch.arange(Vd),  # target id = draft id + d2t[draft id]
+        "t2d": torch.isin(torch.arange(VOCAB), DRAFT_IDS),
+    }
+    if embed:  # (drawn last: the other weights stay those of the same head without it)
+        weights["embed_tokens.weight"] = w(VOCAB, HIDDEN)
+    cfg = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_act": "silu",
+           "hidden_size": HIDDEN, "intermediate_size": inner, "num_attention_heads": heads,
+           "num_key_value_heads": kv_heads, "num_hidden_layers": 1, "max_position_embeddings": 2048,
+           "rms_norm_eps": 1e-5, "rope_theta": 500000.0, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+           "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0, "vocab_size": VOCAB, "draft_vocab_size": Vd,
+           **config}
+    path.mkdir()
+    (path / "config.json").write_text(json.dumps(cfg))
+    save_file({k: v for k, v in weights.items() if k not in drop}, str(path / "model.safetensors"))
+    return path
+
+
+class Recording(EagleDrafter):
+    """The head's drafter, keeping every draft it proposed."""
+
+    def __init__(self, head):
+        super().__init__(head)
+        self.drafts = []
+
+    def propose(self, state, L):
+        draft = super().propose(state, L)
+        self.drafts.append(draft)
+        return draft
+
+
+def test_a_published_head_reads_vllms_default_layers_and_drafts_its_vocabulary_only(tmp_path):
+    head = load_head(write_published_head(tmp_path / "head"), target_layers=DEPTH)
+    assert head.config.target_layers == (2, 2, 1) and head.config.draft_vocab_size == len(DRAFT_IDS)
+    assert head.embed_tokens is None and head.lm_head.weight.dtype == torch.float32
+    target = HFCausalLM(tiny_llama(VOCAB, layers=DEPTH, hidden=HIDDEN, dtype=torch.float32))
+    recording = Recording(head)
+    method = mmspec.Method("eagle", lambda layout: recording, RejectionVerifier())
+    out = mmspec.generate(target, [[1, 2], [1, 4, 5]], mmspec.Sequence1D(10), method=method, window=4,
+                          num_samples=8)
+    q = torch.cat([d.q.flatten(0, 1) for d in recording.drafts if d.width])  # [drafts, V]
+    tokens = torch.cat([d.tokens.flatten() for d in recording.drafts if d.width])
+    outside = ~torch.isin(torch.arange(VOCAB), DRAFT_IDS)
+    assert len(q) > 100 and (q[:, outside] == 0).all() and torch.allclose(q.sum(-1), torch.ones(len(q)))
+    assert torch.isin(tokens, DRAFT_IDS).all()
+    assert 0 < out.stats.accepted.sum() < out.stats.drafted.sum()
+
+
+def test_a_published_head_with_its_own_embedding_embeds_with_it(tmp_path):
+    path = write_published_head(tmp_path / "own", embed=True)
+    head, plain = load_head(path, target_layers=DEPTH), load_head(write_published_head(tmp_path / "plain"), DEPTH)
+    embedding = read_safetensors(path / "model.safetensors")["embed_tokens.weight"]
+    assert torch.equal(head.embed_tokens.weight, embedding.float())
+    target = HFCausalLM(tiny_llama(VOCAB, layers=DEPTH, hidden=HIDDEN, dtype=torch.float32))
+    drafters = [Recording(head), Recording(plain)]
+    for drafter in drafters:
+        method = mmspec.Method("eagle", lambda layout: drafter, RejectionVerifier())
+        mmspec.generate(target, [[1, 2]], mmspec.Sequence1D(4), method=method, window=3, seed=0)
+    own, shared = (torch.cat([d.q for d in drafter.drafts if d.width], 1) for drafter in drafters)
+    assert not torch.allclose(own, shared)  # the same head and features, another embedding: another q
+
+
+def test_a_published_head_keeps_the_law_and_exact_stays_ar(tmp_path):
+    head = load_head(write_published_head(tmp_path / "head"), target_layers=DEPTH)
+    model = tiny_llama(VOCAB, layers=DEPTH, hidden=HIDDEN, dtype=torch.float32)
+    prompts, layout, sampling = [[1, 2], [1, 7, 3]], mmspec.Sequence1D(12), {"temperature": 0.8, "top_k": 6}
+    ar = mmspec.generate(HFCausalLM(model), prompts, layout, method="ar", sampling=sampling, seed=0, num_samples=3)
+    exact = mmspec.generate(HFCausalLM(model), prompts, layout, method={"name": "eagle", "head": head, "exact": True},
+                            window=5, sampling=sampling, seed=0, num_samples=3)
+    assert torch.equal(exact.tokens, ar.tokens) and exact.stats.accepted.sum() > 0
+    s = mmspec.Sampling(temperature=1.0)  # p has mass outside the draft vocabulary: only corrections reach it
+    g = mmspec.generate(HFCausalLM(model), [[1, 2]], mmspec.Sequence1D(3), method={"name": "eagle", "head": head},
+                        window=3, sampling=s, seed=0, num_samples=SAMPLES)
+    law = llama_law(model, [1, 2], 3, s)
+    assert chi_square_pvalue(sequence_id(g.tokens, VOCAB), law) > ALPHA
+    assert 0.15 < g.stats.acceptance_per_position[0] < 0.85
+
+
+def test_published_heads_that_cannot_run_are_refused_clearly(tmp_path):
+    with pytest.raises(ValueError, match="RoPE scaling 'llama3' is not supported"):
+        load_head(write_published_head(tmp_path / "llama3", rope_scaling={
+            "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 8192}), target_layers=DEPTH)
+    with pytest.raises(ValueError, match=r"missing \['midlayer.mlp.up_proj.weight'\]"):
+        load_head(write_published_head(tmp_path / "missing", drop=("midlayer.mlp.up_proj.weight",)),
+                  target_layers=DEPTH)
+    with pytest.raises(ValueError, match="names no target layers"):
+        load_head(tmp_path / "missing")
+    with pytest.raises(ValueError, match="not an EAGLE-3 head"):
+        load_head(write_published_head(tmp_path / "medusa", architectures=["MedusaModel"]), target_layers=DEPTH)
+
+    def run(head, **target):
+        model = tiny_llama(**{"vocab": VOCAB, "layers": DEPTH, "hidden": HIDDEN, **target})
+        return mmspec.generate(HFCausalLM(model), [[1, 2]], mmspec.Sequence1D(6), window=3,
+                               method={"name": "eagle", "head": head})
+
+    head = load_head(write_published_head(tmp_path / "head"), target_layers=DEPTH, dtype=torch.float64)
+    with pytest.raises(ValueError, match="the head drafts a vocabulary of 8 tokens, the target has 12"):
+        run(head, vocab=12)
+    with pytest.raises(ValueError, match=r"the head reads features of width 96 \(target layers \[2, 2, 1\]\), "
+                                         "the target gave 144"):
+        run(head, hidden=48)  # a head for another model of the same vocabulary
+    head.config.target_layers = (1, 2, 6)  # as a config naming layers the target lacks would
+    with pytest.raises(ValueError, match=r"features of layers \(1, 2, 6\) asked for \(a draft head's\); the model "
+                                         "has 4 layers"):
+        run(head)
+
+
+def test_a_head_reading_layers_the_reference_gpt_lacks_is_refused():
+    target = mmspec.ReferenceTarget(tiny_gpt(rope_axes=1))
+    head = tiny_head(16, 24, layers=(0, 3), dtype=torch.float64)
+    with pytest.raises(ValueError, match=r"features of layers \(0, 3\) asked for; the model has 2 layers"):
+        mmspec.generate(target, torch.tensor([0]), mmspec.Sequence1D(6), method={"name": "eagle", "head": head},
+                        window=3)
+
+
+@pytest.mark.parametrize("head_dtype, target_dtype", [(torch.float32, torch.float64), (torch.bfloat16, torch.float32),
+                                                      (torch.bfloat16, torch.bfloat16)], ids=str)
+def test_a_head_runs_in_its_own_dtype_over_a_target_in_another(tmp_path, head_dtype, target_dtype):
+    """load_head gives fp32 by default (bf16 on request), whatever the target runs in: the head takes the target's
+    features and embeddings in its own dtype."""
+    head = load_head(write_published_head(tmp_path / "head"), target_layers=DEPTH, dtype=head_dtype)
+    target = HFCausalLM(tiny_llama(VOCAB, layers=DEPTH, hidden=HIDDEN, dtype=target_dtype))
+    kw = {"sampling": {"temperature": 0.8}, "seed": 0, "num_samples": 3}
+    ar = mmspec.generate(target, [[1, 2], [1, 7, 3]], mmspec.Sequence1D(12), method="ar", **kw)
+    exact = mmspec.generate(target, [[1, 2], [1, 7, 3]], mmspec.Sequence1D(12), window=4,
+                            method={"name": "eagle", "head": head, "exact": True}, **kw)
+    assert torch.equal(exact.tokens, ar.tokens) and exact.stats.accepted.sum() > 0
