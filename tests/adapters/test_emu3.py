@@ -10,9 +10,9 @@ from transformers import Emu3Config, Emu3ForConditionalGeneration, Emu3TextConfi
 
 import mmspec
 from mmspec.adapters.emu3 import Emu3Image, emu3_layout
-from tiny import chi_square_pvalue, left_pad, reference_p, sequence_id, spread_weights
+from tiny import tiny_head, chi_square_pvalue, left_pad, reference_p, sequence_id, spread_weights
 
-METHODS = ["ar", "jacobi", "coupled", "gumbel", "exact", "lookup", "draft-model", "pac"]
+METHODS = ["ar", "jacobi", "coupled", "gumbel", "exact", "lookup", "draft-model", "pac", "eagle"]
 V, START = 99, 30  # text vocabulary; visual token of code c is START + c
 PAD, BOS, EOS, IMAGE, EOL, EOF, EOI, BOI, WRAP = 0, 1, 2, 3, 4, 5, 6, 7, 8
 H, W = 2, 3
@@ -47,6 +47,9 @@ def _model(**kw):
 def _method(name, **kw):
     if name == "draft-model":
         return {"name": "draft-model", "model": Emu3Image(tiny_emu3(layers=1, seed=5, **kw))}
+    if name == "eagle":  # a random head over the session's features (hidden_states 0, 1, 1) and embeddings
+        vocab = Emu3Image(_model(**kw)).vocab_size
+        return {"name": "eagle", "head": tiny_head(vocab, 32, layers=(0, 1, 1), rope_axes=2, seed=5)}
     return name
 
 

@@ -9,9 +9,9 @@ from transformers import JanusConfig, JanusForConditionalGeneration
 
 import mmspec
 from mmspec.adapters.janus import JanusImage
-from tiny import chi_square_pvalue, left_pad, reference_p, sequence_id, spread_weights
+from tiny import tiny_head, chi_square_pvalue, left_pad, reference_p, sequence_id, spread_weights
 
-METHODS = ["ar", "jacobi", "coupled", "gumbel", "exact", "lookup", "draft-model", "pac"]
+METHODS = ["ar", "jacobi", "coupled", "gumbel", "exact", "lookup", "draft-model", "pac", "eagle"]
 BOS, PAD, BOI = 2, 1, 3
 
 
@@ -41,6 +41,9 @@ def _model(**kw):
 def _method(name, **kw):
     if name == "draft-model":
         return {"name": "draft-model", "model": JanusImage(tiny_janus(layers=1, seed=5, **kw))}
+    if name == "eagle":  # a random head over the session's features (hidden_states 0, 1, 1) and embeddings
+        vocab = JanusImage(_model(**kw)).vocab_size
+        return {"name": "eagle", "head": tiny_head(vocab, 32, layers=(0, 1, 1), rope_axes=2, seed=5)}
     return name
 
 
