@@ -5,7 +5,10 @@ slot is accepted (does the head fix slot 0, the draft after the token the last s
 against AR's. Runs the model's default sampling, and with --hot also temperature 1 without top-k / top-p (the
 high-entropy regime real image models sample in). Video rows get their first frame given (as the pipeline does).
 
-  python benchmarks/eagle.py image [--rows 1] [--window 6] [--threads 1] [--out benchmarks/results/eagle]
+  python benchmarks/eagle.py image [--rows 1] [--window 6] [--hot] [--threads 1] [--out benchmarks/results/eagle]
+
+On text at 1 row it also times eagle against transformers' assisted generation and prompt lookup (greedy and
+sampled, same prompt ids, same run).
 """
 from __future__ import annotations
 
@@ -80,6 +83,26 @@ def markdown(kind: str, rows: int, table: dict[str, list[dict]]) -> str:
     return "\n".join(lines)
 
 
+def against_transformers(pipe, window: int) -> dict:
+    """code-text at 1 row, greedy and sampled: tokens per second of eagle against transformers' assisted generation
+    (with the bundled draft model) and prompt lookup, on the same prompt ids, in the same run
+    (benchmarks/suite/run.py's text case)."""
+    from benchmarks.suite.cases import GREEDY, SAMPLED, TextCase
+    from benchmarks.suite.run import run_text
+
+    out = {}
+    for name, sampling in (("greedy", GREEDY), ("sampled", SAMPLED)):
+        case = TextCase(1, sampling, ("ar", "eagle", "draft-model", "lookup"), ("generate", "assisted", "prompt-lookup"),
+                        prompts=3)
+        results = run_text(pipe, case, seed=0, max_new_tokens=128)["results"]
+        eagle = results["mmspec eagle"]["tokens_per_second"]
+        out[name] = {"tokens_per_second": {k: round(v["tokens_per_second"], 1) for k, v in results.items()},
+                     "eagle_vs_assisted": round(eagle / results["transformers assisted"]["tokens_per_second"], 2),
+                     "eagle_vs_prompt_lookup": round(eagle / results["transformers prompt-lookup"]["tokens_per_second"], 2)}
+        print(f"  {name}: {out[name]}", flush=True)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("kind", choices=["image", "video", "text"])
@@ -102,12 +125,19 @@ def main() -> None:
     for regime, sampling in regimes.items():
         print(f"{args.kind}, {args.rows} row(s), {regime}:", flush=True)
         table[regime] = run(pipe, args.kind, args.rows, args.window, args.jacobi_window, sampling, prompts)
+    versus = against_transformers(pipe, args.window) if args.kind == "text" and args.rows == 1 else None
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stem = f"{args.kind}-rows{args.rows}"
     (out / f"{stem}.json").write_text(json.dumps({"kind": args.kind, "rows": args.rows, "threads": args.threads,
-                                                  "prompts": prompts, "results": table}, indent=1))
-    (out / f"{stem}.md").write_text(markdown(args.kind, args.rows, table))
+                                                  "prompts": prompts, "results": table, "transformers": versus},
+                                                 indent=1))
+    text = markdown(args.kind, args.rows, table)
+    if versus:
+        text += "\n### against transformers (tokens per second, 1 row, 128 new tokens)\n\n" + "\n".join(
+            f"- {name}: {v['tokens_per_second']}; eagle / assisted {v['eagle_vs_assisted']}x, eagle / prompt lookup "
+            f"{v['eagle_vs_prompt_lookup']}x" for name, v in versus.items()) + "\n"
+    (out / f"{stem}.md").write_text(text)
     print("wrote", out / f"{stem}.md")
 
 

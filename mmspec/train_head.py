@@ -173,7 +173,8 @@ def head_loss(head: EagleHead, embed, batch: dict[str, torch.Tensor], sampling: 
     return loss, acc
 
 
-def _save_checkpoint(folder: Path, head: EagleHead, opt: torch.optim.Optimizer, step: int, log: list) -> None:
+def _save_checkpoint(folder: Path, head: EagleHead, opt: torch.optim.Optimizer, step: int, log: list,
+                     seconds: float) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     names = {id(p): n for n, p in head.named_parameters()}
     state = {}
@@ -186,12 +187,13 @@ def _save_checkpoint(folder: Path, head: EagleHead, opt: torch.optim.Optimizer, 
     save_file(state, str(folder / "optim.tmp"))
     (folder / "head.tmp").replace(folder / "head.safetensors")  # a stop mid-write leaves the last checkpoint whole
     (folder / "optim.tmp").replace(folder / "optim.safetensors")
-    (folder / "state.json").write_text(json.dumps({"step": step, "log": log}))
+    (folder / "state.json").write_text(json.dumps({"step": step, "log": log, "seconds": round(seconds, 1)}))
 
 
-def _load_checkpoint(folder: Path, head: EagleHead, opt: torch.optim.Optimizer) -> tuple[int, list]:
+def _load_checkpoint(folder: Path, head: EagleHead, opt: torch.optim.Optimizer) -> tuple[int, list, float]:
+    """-> (steps done, the log, seconds of training so far)."""
     if not (folder / "state.json").is_file():
-        return 0, []
+        return 0, [], 0.0
     head.load_state_dict(load_file(str(folder / "head.safetensors")))
     params = dict(head.named_parameters())
     saved = load_file(str(folder / "optim.safetensors"))
@@ -199,7 +201,7 @@ def _load_checkpoint(folder: Path, head: EagleHead, opt: torch.optim.Optimizer) 
         name, field = key.split("::")
         opt.state[params[name]][field] = value
     raw = json.loads((folder / "state.json").read_text())
-    return raw["step"], raw["log"]
+    return raw["step"], raw["log"], raw.get("seconds", 0.0)
 
 
 def train_head(model: "str | Path", out: "str | Path | None" = None, train: TrainConfig | None = None,
@@ -222,15 +224,18 @@ def train_head(model: "str | Path", out: "str | Path | None" = None, train: Trai
         data = distill(target, cfg, train, progress)
         work.mkdir(parents=True, exist_ok=True)
         save_file(data, str(work / "data.tmp"))
+        (work / "distill.json").write_text(json.dumps({"seconds": round(time.perf_counter() - started, 1)}))
         (work / "data.tmp").replace(data_file)
-    distill_seconds = time.perf_counter() - started
+    timed = work / "distill.json"  # (absent for data distilled before it was written)
+    distill_seconds = json.loads(timed.read_text())["seconds"] if timed.is_file() else 0.0
     embed = target.target.model.get_input_embeddings() if target.kind == "text" else target.target.model.tok_embeddings
     N = data["tokens"].shape[1]
     positions = (torch.arange(N)[:, None] if target.kind == "text" else target.layout.positions()).to(device)
     rope = head.rope(positions)  # [N, 1, hd] each
     total = max(1, int(train.epochs * len(data["tokens"]) / train.batch))
     opt = torch.optim.AdamW(head.parameters(), lr=train.lr, weight_decay=0.0, betas=(0.9, 0.95))
-    step, log = _load_checkpoint(work, head, opt)
+    step, log, trained = _load_checkpoint(work, head, opt)
+    resumed = time.perf_counter()
     from tqdm.auto import tqdm
 
     order = torch.Generator().manual_seed(train.seed)
@@ -253,7 +258,7 @@ def train_head(model: "str | Path", out: "str | Path | None" = None, train: Trai
             if step % 20 == 0 or step == total:
                 log.append({"step": step, "loss": round(loss.item(), 4), "top1": [round(a, 3) for a in acc]})
             if step % train.checkpoint_every == 0 or step == total:
-                _save_checkpoint(work, head, opt, step, log)
+                _save_checkpoint(work, head, opt, step, log, trained + time.perf_counter() - resumed)
     head.eval()
     acceptance = evaluate(target, head, train)
     cfg.card = {"trained_by": "mmspec train-head (mmspec/train_head.py)", "target": model.name,
@@ -261,7 +266,8 @@ def train_head(model: "str | Path", out: "str | Path | None" = None, train: Trai
                 "steps": step, "batch": train.batch, "ttt": train.ttt, "lr": train.lr,
                 "threads": torch.get_num_threads(), "device": device,
                 "distill_minutes": round(distill_seconds / 60, 1),
-                "minutes": round((time.perf_counter() - started) / 60, 1), "last_log": log[-3:],
+                "minutes": round((distill_seconds + trained + time.perf_counter() - resumed) / 60, 1),
+                "last_log": log[-3:],
                 "acceptance": acceptance}
     save_head(head, out)
     (out / "README.md").write_text(card_text(cfg.card))
