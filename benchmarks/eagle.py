@@ -5,7 +5,7 @@ slot is accepted (does the head fix slot 0, the draft after the token the last s
 against AR's. Runs the model's default sampling, and with --hot also temperature 1 without top-k / top-p (the
 high-entropy regime real image models sample in). Video rows get their first frame given (as the pipeline does).
 
-  python benchmarks/eagle.py image [--rows 1] [--window 6] [--hot] [--threads 1] [--out benchmarks/results/eagle]
+  python -m benchmarks.eagle image [--rows 1] [--window 6] [--hot] [--threads 1] [--out benchmarks/results/eagle]
 
 On text at 1 row it also times eagle against transformers' assisted generation and prompt lookup (greedy and
 sampled, same prompt ids, same run).
