@@ -64,3 +64,16 @@ def test_a_method_added_to_the_tuple_runs_everywhere_and_dict_specs_get_labels(m
     assert [str(e) for e in image[1].entries][-1] == "coupled(init=above) w=16"
     assert sum(e.method == spec for e in image[0].entries) == len(acceptance_windows("image", spec))
     assert spec_label("exact") == "exact"
+
+
+def test_a_kind_whose_model_has_a_head_runs_it_in_the_acceptance_suite():
+    from benchmarks.suite.cases import HEAD_ACCEPTANCE_METHODS, TEXT_HEAD_ACCEPTANCE_METHODS
+
+    cases = acceptance(heads=("image", "text"))
+    labels = {kind: {spec_label(e.method) for c in cases if c.kind == kind for e in c.entries}
+              for kind in ("image", "video", "text")}
+    assert {spec_label(m) for m in HEAD_ACCEPTANCE_METHODS} <= labels["image"]
+    assert {spec_label(m) for m in TEXT_HEAD_ACCEPTANCE_METHODS} <= labels["text"]
+    assert not any(label.startswith("eagle") for label in labels["video"])
+    assert acceptance_windows("image", {"name": "eagle", "exact": True}) == (4, 8)  # the head alone stops at 8
+    assert acceptance_windows("image", {"name": "eagle", "exact": True, "jacobi": 1}) == WINDOWS["image"]
