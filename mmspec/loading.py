@@ -68,3 +68,18 @@ def load_pretrained(auto_cls, path: str | Path, what: str, dtype: torch.dtype, t
         raise
     raise_on_loading_info(info, path)
     return model
+
+
+def load_strict(model: torch.nn.Module, state_dict: dict[str, torch.Tensor], source: str,
+                optional: frozenset[str] = frozenset()) -> None:
+    """Load every weight the model's config implies, with its shape, and no other (`optional` keys may be absent:
+    the module keeps its own)."""
+    expected = model.state_dict()
+    missing = sorted(set(expected) - set(state_dict) - optional)
+    unexpected = sorted(set(state_dict) - set(expected))
+    shapes = [f"{k}: {tuple(state_dict[k].shape)} vs config {tuple(v.shape)}" for k, v in expected.items()
+              if k in state_dict and state_dict[k].shape != v.shape]
+    if missing or unexpected or shapes:
+        raise ValueError(f"the weights in {source} do not match the config: missing {missing[:5]}, "
+                         f"unexpected {unexpected[:5]}, shape mismatches {shapes[:5]}")
+    model.load_state_dict({k: v.to(expected[k].dtype) for k, v in state_dict.items()}, strict=not optional)

@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from mmspec.loading import check_folder, read_safetensors
+from mmspec.loading import check_folder, load_strict, read_safetensors
 from mmspec.reference.gpt import GPT, GPTConfig
 
 # LlamaGen's GPT_models table: (n_layer, n_head, dim)
@@ -56,18 +56,6 @@ def load_gpt(path: str | Path, dtype: torch.dtype = torch.float32, device="cpu")
     model = GPT(load_config(path))
     load_strict(model, read_safetensors(path / "model.safetensors"), str(path))
     return model.to(device=device, dtype=dtype).eval()
-
-
-def load_strict(model: GPT, state_dict: dict[str, torch.Tensor], source: str) -> None:
-    expected = model.state_dict()
-    missing = sorted(set(expected) - set(state_dict))
-    unexpected = sorted(set(state_dict) - set(expected))
-    shapes = [f"{k}: {tuple(state_dict[k].shape)} vs config {tuple(v.shape)}" for k, v in expected.items()
-              if k in state_dict and state_dict[k].shape != v.shape]
-    if missing or unexpected or shapes:
-        raise ValueError(f"the weights in {source} do not match the config: missing {missing[:5]}, "
-                         f"unexpected {unexpected[:5]}, shape mismatches {shapes[:5]}")
-    model.load_state_dict({k: v.to(expected[k].dtype) for k, v in state_dict.items()})
 
 
 def llamagen_config(model: "str | tuple[int, int, int]" = "GPT-B", image_size: int = 256, downsample: int = 16, vocab_size: int = 16384,

@@ -37,7 +37,7 @@ import torch.nn.functional as F
 from safetensors.torch import save_file
 from torch import nn
 
-from mmspec.loading import check_folder, read_safetensors
+from mmspec.loading import check_folder, load_strict, read_safetensors
 from mmspec.reference.gpt import rms_norm, rope_angles
 
 ARCHITECTURE = "LlamaForCausalLMEagle3"
@@ -247,15 +247,7 @@ def load_head(path: str | Path, target_layers: int | None = None, dtype: torch.d
     for file in sorted(path.glob("*.safetensors")):
         sd.update(read_safetensors(file))
     embed = sd.pop("embed_tokens.weight", None)
-    expected = head.state_dict()
-    missing = sorted(set(expected) - set(sd) - {"d2t", "t2d"})  # a full draft vocabulary needs no maps
-    unexpected = sorted(set(sd) - set(expected))
-    shapes = [f"{k}: {tuple(sd[k].shape)} vs config {tuple(v.shape)}" for k, v in expected.items()
-              if k in sd and sd[k].shape != v.shape]
-    if missing or unexpected or shapes:
-        raise ValueError(f"the weights in {path} do not match its config: missing {missing[:5]}, unexpected "
-                         f"{unexpected[:5]}, shape mismatches {shapes[:5]}")
-    head.load_state_dict({k: v.to(expected[k].dtype) for k, v in sd.items()}, strict=False)
+    load_strict(head, sd, str(path), optional=frozenset({"d2t", "t2d"}))  # a full draft vocabulary needs no maps
     if embed is not None:
         head.embed_tokens = nn.Embedding.from_pretrained(embed.float(), freeze=True)
     return head.to(device=device, dtype=dtype).eval()
