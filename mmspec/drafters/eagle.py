@@ -49,6 +49,7 @@ class HeadSession:
         self.cos, self.sin = (t.to(dtype) for t in head.rope(positions))  # [S, 1, hd]
         self.embed = target.embed if head.embed_tokens is None else head.embed_tokens
         self.dtype = dtype
+        self.to_target = head.to_target if head.maps_vocabulary() else None  # (asked once: it reads the device)
 
     @torch.no_grad()
     def forward(self, hidden: torch.Tensor, tokens: torch.Tensor, start: torch.Tensor, last: torch.Tensor | None = None):
@@ -70,7 +71,8 @@ class HeadSession:
                 mask = mask.gather(2, last[:, None, None, None].expand(-1, 1, 1, mask.shape[3]))
         out, logits = head.attend(hidden, q, k, v, mask)
         self.cache.advance(slots)
-        return out, head.to_target(logits.float())
+        logits = logits.float()
+        return out, logits if self.to_target is None else self.to_target(logits)
 
 
 class EagleDrafter:
@@ -113,11 +115,12 @@ class EagleDrafter:
         for j in range(L - 1):
             index = state.index(1, j)  # [B, 1]
             logq = self._q(state, z)  # [B, V]
-            d = sample_from(logq.exp(), u[:, j]) if u is not None else state.gumbel_max(logq[:, None], index)[:, 0]
+            q = logq.exp()
+            d = sample_from(q, u[:, j]) if u is not None else state.gumbel_max(logq[:, None], index)[:, 0]
             forced = state.structural(index)[:, 0]  # a forced token is fed as it will be (the step makes q one-hot)
             d = torch.where(forced >= 0, forced, d)
             drafts.append(d)
-            qs.append(logq.exp())
+            qs.append(q)
             if j < L - 2:
                 out, logits = self.session.forward(h[:, None], self._rows(d[:, None]), self._rows(index[:, 0]))
                 h, z = out[:, 0], logits[:, 0]

@@ -212,14 +212,17 @@ class EagleHead(nn.Module):
         out = h + layer.mlp(layer.post_attention_layernorm(h))
         return out, self.lm_head(self.norm(out))
 
+    def maps_vocabulary(self) -> bool:
+        """Whether the draft vocabulary differs from the target's (a smaller one, or ids moved by `d2t`)."""
+        return self.config.draft_vocab_size != self.config.vocab_size or bool(self.d2t.any())
+
     def to_target(self, logits: torch.Tensor) -> torch.Tensor:
         """Logits over the draft vocabulary [..., V_draft] -> over the target's [..., V]: ids outside the draft
         vocabulary get a large finite negative logit (finite, so CFG's differences stay finite)."""
-        V, Vd = self.config.vocab_size, self.config.draft_vocab_size
-        if Vd == V and not self.d2t.any():
+        if not self.maps_vocabulary():
             return logits
-        ids = torch.arange(Vd, device=logits.device) + self.d2t  # [V_draft] target ids
-        out = logits.new_full((*logits.shape[:-1], V), -1e9)
+        ids = torch.arange(self.config.draft_vocab_size, device=logits.device) + self.d2t  # [V_draft] target ids
+        out = logits.new_full((*logits.shape[:-1], self.config.vocab_size), -1e9)
         return out.index_copy_(-1, ids, logits)
 
 
