@@ -424,7 +424,8 @@ def cmd_train_head(args) -> dict:
     out = _check_writable(args.out) if args.out else None
     if args.threads:
         torch.set_num_threads(args.threads)
-    options = {k: getattr(args, k) for k in ("samples", "batch", "epochs", "ttt", "lr", "seed") if getattr(args, k) is not None}
+    options = {k: getattr(args, k) for k in ("samples", "batch", "epochs", "ttt", "lr", "seed", "draft_vocab")
+               if getattr(args, k) is not None}
     folder = train_head(args.model, out, TrainConfig(**options), device=args.device)
     print(folder)
     return {"out": str(folder)}
@@ -495,6 +496,8 @@ def build_parser() -> argparse.ArgumentParser:
     head.add_argument("--ttt", type=int, help="drafting steps trained in a row (default 3)")
     head.add_argument("--lr", type=float, help="peak learning rate (default 2e-3)")
     head.add_argument("--seed", type=int, help="prompts, samples and initial weights (default 0)")
+    head.add_argument("--draft-vocab", type=int, help="a smaller draft vocabulary of the N tokens the samples use "
+                      "most (EAGLE-3's d2t / t2d): a cheaper lm_head (default: the target's whole vocabulary)")
     head.add_argument("--device", default="cpu")
     head.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's)")
     head.set_defaults(func=cmd_train_head, json=False)

@@ -46,6 +46,7 @@ class TrainConfig:
     text_tokens: int = 128  # new tokens per text sample
     seed: int = 0
     checkpoint_every: int = 100
+    draft_vocab: int | None = None  # a smaller draft vocabulary (EAGLE-3's): the tokens the samples use most
 
 
 class _Target:
@@ -128,6 +129,18 @@ def distill(target: _Target, cfg: HeadConfig, train: TrainConfig, progress: bool
     return {k: torch.cat(v) for k, v in out.items()}
 
 
+def _new_head(cfg: HeadConfig, data: dict[str, torch.Tensor], draft_vocab: int | None) -> EagleHead:
+    """A fresh head; with `draft_vocab`, over the ids the distilled samples use most (d2t / t2d map them)."""
+    if draft_vocab is None or draft_vocab >= cfg.vocab_size:
+        return EagleHead(cfg)
+    counts = torch.bincount(data["tokens"].flatten().long(), minlength=cfg.vocab_size)
+    ids = counts.topk(draft_vocab).indices.sort().values  # [V_draft] target ids, ascending
+    head = EagleHead(dataclasses.replace(cfg, draft_vocab_size=draft_vocab))
+    head.d2t.copy_(ids - torch.arange(draft_vocab))
+    head.t2d.zero_().scatter_(0, ids, True)
+    return head
+
+
 def _ttt_mask(N: int, s: int, device) -> torch.Tensor:
     """[N, (s+1) N] which keys a query of drafting step s at index i sees: the true pairs at indices <= i - s
     (step 0's keys), and step r's own key at index i - s + r for r = 1..s (the drafts before it in the window)."""
@@ -162,6 +175,8 @@ def head_loss(head: EagleHead, embed, batch: dict[str, torch.Tensor], sampling: 
             logq = z[:, 0].log_softmax(-1)
         # pair i drafts token i+1 at step s when it sees true pairs up to i - s: pairs s .. N-2
         lq, pid, pp = logq[:, s:N - 1], ids[:, s + 1:], p[:, s + 1:]
+        if head.maps_vocabulary():  # p's mass outside the draft vocabulary is out of q's reach: no loss there
+            pp = pp * head.t2d[pid]
         weight = train.decay ** s
         loss = loss + weight * -(pp * lq.gather(-1, pid)).sum(-1).mean()
         # the output at pair i stands in for the true fused features of pair i+1
@@ -215,8 +230,6 @@ def train_head(model: "str | Path", out: "str | Path | None" = None, train: Trai
     started = time.perf_counter()
     target = _Target(model, device)
     cfg = default_config(target)
-    torch.manual_seed(train.seed)
-    head = EagleHead(cfg).to(device)
     data_file = work / "data.safetensors"
     if data_file.is_file():
         data = load_file(str(data_file))
@@ -228,6 +241,8 @@ def train_head(model: "str | Path", out: "str | Path | None" = None, train: Trai
         (work / "data.tmp").replace(data_file)
     timed = work / "distill.json"  # (absent for data distilled before it was written)
     distill_seconds = json.loads(timed.read_text())["seconds"] if timed.is_file() else 0.0
+    torch.manual_seed(train.seed)
+    head = _new_head(cfg, data, train.draft_vocab).to(device)
     embed = target.target.model.get_input_embeddings() if target.kind == "text" else target.target.model.tok_embeddings
     N = data["tokens"].shape[1]
     positions = (torch.arange(N)[:, None] if target.kind == "text" else target.layout.positions()).to(device)
@@ -261,7 +276,7 @@ def train_head(model: "str | Path", out: "str | Path | None" = None, train: Trai
                 _save_checkpoint(work, head, opt, step, log, trained + time.perf_counter() - resumed)
     head.eval()
     acceptance = evaluate(target, head, train)
-    cfg.card = {"trained_by": "mmspec train-head (mmspec/train_head.py)", "target": model.name,
+    head.config.card = {"trained_by": "mmspec train-head (mmspec/train_head.py)", "target": model.name,
                 "samples": len(data["tokens"]), "tokens_per_sample": N, "sampling": target.pipe.default_sampling,
                 "steps": step, "batch": train.batch, "ttt": train.ttt, "lr": train.lr,
                 "threads": torch.get_num_threads(), "device": device,
@@ -270,7 +285,7 @@ def train_head(model: "str | Path", out: "str | Path | None" = None, train: Trai
                 "last_log": log[-3:],
                 "acceptance": acceptance}
     save_head(head, out)
-    (out / "README.md").write_text(card_text(cfg.card))
+    (out / "README.md").write_text(card_text(head.config.card))
     return out
 
 

@@ -107,3 +107,16 @@ def test_drafting_through_the_cache_computes_what_a_causal_pass_does(tiny_models
             o, z = session.forward(features[:, cols], tokens[:, cols], torch.full((2,), start), last)
             torch.testing.assert_close(o[:, 0], out[:, start + width - 1], atol=1e-5, rtol=1e-5)
             torch.testing.assert_close(z[:, 0], logits[:, start + width - 1], atol=1e-4, rtol=1e-4)
+
+
+def test_a_head_over_a_smaller_draft_vocabulary_keeps_the_tokens_the_samples_use_most(tiny_text, tmp_path):
+    out = train_head(tiny_text / "target", tmp_path / "head", TrainConfig(**TINY, text_tokens=12, draft_vocab=16),
+                     progress=False)
+    head = load_head(out)
+    assert head.config.draft_vocab_size == 16 and head.maps_vocabulary() and int(head.t2d.sum()) == 16
+    ids = torch.arange(16) + head.d2t  # the target ids the head drafts, ascending and in range
+    assert bool((ids[1:] > ids[:-1]).all()) and int(ids.max()) < 40 and bool(head.t2d[ids].all())
+    pipe = load_pipeline("text", tiny_text / "target", window_cache="off")
+    ar = pipe(["a b"], seed=2, method="ar", max_new_tokens=10)
+    eagle = pipe(["a b"], seed=2, method={"name": "eagle", "head": out, "exact": True}, window=4, max_new_tokens=10)
+    assert [t.tolist() for t in ar.tokens] == [t.tolist() for t in eagle.tokens]
