@@ -94,7 +94,9 @@ class HeadConfig:
         layers = raw.get("target_layers") or (raw.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
         if layers is None:
             if target_layers is None:
-                raise ValueError(f"{where} names no target layers (eagle_config.eagle_aux_hidden_state_layer_ids)")
+                raise ValueError(f"{where} names no target layers (eagle_config.eagle_aux_hidden_state_layer_ids): "
+                                 "load it with load_head(folder, target_layers=<the target's depth>) for vLLM's "
+                                 "default layers")
             layers = (2, target_layers // 2, target_layers - 3)
         theta = raw.get("rope_theta") or (raw.get("rope_parameters") or {}).get("rope_theta") or 10000.0
         try:
