@@ -39,9 +39,10 @@ def _check_draft_model(spec, args, option: str) -> None:
 def _check_head(spec, args, option: str) -> None:
     """An eagle spec that names no head takes the model folder's head/: refuse a model without one before it loads."""
     if needs_head(spec) and args.kind is not None:
+        from mmspec.pipelines import model_folder
         from mmspec.pipelines.base import head_folder
 
-        model = _model_folder(args.model, args.kind)
+        model = model_folder(args.kind, args.model)
         if model.is_dir():  # (no model folder at all: loading it says so)
             try:
                 head_folder(model)
@@ -268,7 +269,10 @@ def _bench_suite(args) -> dict:
     draft = "text" in kinds and (args.model is None or args.draft is not None)
     extra = {"rows": args.rows} if args.rows else {}
     if args.suite == "acceptance":  # the kinds whose model has a draft head run it too
-        extra["heads"] = tuple(k for k in kinds if (_model_folder(args.model, k) / "head").is_dir())
+        from mmspec.pipelines import model_folder
+        from mmspec.pipelines.base import HEAD
+
+        extra["heads"] = tuple(k for k in kinds if (model_folder(k, args.model) / HEAD).is_dir())
     cases = suites.SUITES[args.suite].cases(kinds=kinds, draft=draft, **extra)
     if args.repeats:
         cases = [dataclasses.replace(c, repeats=args.repeats) if hasattr(c, "repeats") else c for c in cases]
@@ -300,14 +304,6 @@ def _bench_overhead(args) -> dict:
     if not args.json:
         print((out / "overhead.md").read_text())
     return result
-
-
-def _model_folder(model: "str | None", kind: str) -> Path:
-    """The model folder a kind runs: the one named, else the bundled one."""
-    from mmspec.pipelines import PIPELINES
-    from mmspec.pipelines.base import models_dir
-
-    return Path(model) if model is not None else models_dir() / PIPELINES[kind].default_model
 
 
 def _bundled_kind(model: str) -> str:

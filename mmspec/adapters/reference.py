@@ -62,8 +62,7 @@ class ReferenceSession(PrefixSession):
         return self.model.tok_embeddings(tokens)
 
     def logits(self, h, positions, view):
-        if not self.taps:
-            return self.model(h, self.rot[positions], view)  # rotations [R, T, 1, D/2]
+        # rotations [R, T, 1, D/2]; the features of the layers a draft head reads (None: no head)
         logits, self.features = self.model.forward_features(h, self.rot[positions], view, self.taps)
         return logits
 

@@ -49,7 +49,7 @@ class HeadSession:
         self.cos, self.sin = (t.to(dtype) for t in head.rope(positions))  # [S, 1, hd]
         self.embed = target.embed if head.embed_tokens is None else head.embed_tokens
         self.dtype = dtype
-        self.to_target = head.to_target if head.maps_vocabulary() else None  # (asked once: it reads the device)
+        self.to_target = head.scatter_vocabulary if head.maps_vocabulary() else None  # (asked once: a device read)
 
     @torch.no_grad()
     def forward(self, hidden: torch.Tensor, tokens: torch.Tensor, start: torch.Tensor, last: torch.Tensor | None = None):

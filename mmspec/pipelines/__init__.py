@@ -1,10 +1,19 @@
+from pathlib import Path
+
+from mmspec.pipelines.base import models_dir
 from mmspec.pipelines.grid import ImageOutput, ImagePipeline, VideoOutput, VideoPipeline
 from mmspec.pipelines.text import TextOutput, TextPipeline
 
 __all__ = ["ImagePipeline", "ImageOutput", "VideoPipeline", "VideoOutput", "TextPipeline", "TextOutput",
-           "PIPELINES", "load_pipeline"]
+           "PIPELINES", "load_pipeline", "model_folder"]
 
 PIPELINES = {"image": ImagePipeline, "video": VideoPipeline, "text": TextPipeline}
+
+
+def model_folder(kind: str, model=None) -> Path:
+    """The model folder a kind runs: the one named, else the bundled one (not checked: loading it says what is
+    missing)."""
+    return Path(model) if model is not None else models_dir() / PIPELINES[kind].default_model
 
 
 def load_pipeline(kind: str, model=None, draft=None, device="cpu", window_cache=None, compile=False):

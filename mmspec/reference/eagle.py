@@ -38,7 +38,7 @@ from safetensors.torch import save_file
 from torch import nn
 
 from mmspec.loading import check_folder, load_strict, read_safetensors
-from mmspec.reference.gpt import rms_norm, rope_angles
+from mmspec.reference.gpt import RMSNorm, rope_angles
 
 ARCHITECTURE = "LlamaForCausalLMEagle3"
 
@@ -133,23 +133,14 @@ class _MLP(nn.Module):
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
 
-class _Norm(nn.Module):
-    def __init__(self, dim: int, eps: float):
-        super().__init__()
-        self.weight, self.eps = nn.Parameter(torch.ones(dim)), eps
-
-    def forward(self, x):
-        return rms_norm(x, self.weight, self.eps)
-
-
 class _MidLayer(nn.Module):
     def __init__(self, cfg: HeadConfig):
         super().__init__()
         self.self_attn = _Attention(cfg)
         self.mlp = _MLP(cfg)
-        self.input_layernorm = _Norm(cfg.hidden_size, cfg.rms_norm_eps)
-        self.hidden_norm = _Norm(cfg.hidden_size, cfg.rms_norm_eps)
-        self.post_attention_layernorm = _Norm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.hidden_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
 
 
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -164,7 +155,7 @@ class EagleHead(nn.Module):
         self.config = cfg
         self.fc = nn.Linear(cfg.feature_size, cfg.hidden_size, bias=False)
         self.midlayer = _MidLayer(cfg)
-        self.norm = _Norm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.lm_head = nn.Linear(cfg.hidden_size, cfg.draft_vocab_size, bias=False)
         self.register_buffer("d2t", torch.zeros(cfg.draft_vocab_size, dtype=torch.long))
         self.register_buffer("t2d", torch.ones(cfg.vocab_size, dtype=torch.bool)[: cfg.vocab_size])
@@ -219,10 +210,12 @@ class EagleHead(nn.Module):
         return self.config.draft_vocab_size != self.config.vocab_size or bool(self.d2t.any())
 
     def to_target(self, logits: torch.Tensor) -> torch.Tensor:
-        """Logits over the draft vocabulary [..., V_draft] -> over the target's [..., V]: ids outside the draft
+        """Logits over the draft vocabulary [..., V_draft] -> over the target's [..., V]."""
+        return self.scatter_vocabulary(logits) if self.maps_vocabulary() else logits
+
+    def scatter_vocabulary(self, logits: torch.Tensor) -> torch.Tensor:
+        """Draft-vocabulary logits [..., V_draft] placed at their target ids (d2t) [..., V]: ids outside the draft
         vocabulary get a large finite negative logit (finite, so CFG's differences stay finite)."""
-        if not self.maps_vocabulary():
-            return logits
         ids = torch.arange(self.config.draft_vocab_size, device=logits.device) + self.d2t  # [V_draft] target ids
         out = logits.new_full((*logits.shape[:-1], self.config.vocab_size), -1e9)
         return out.index_copy_(-1, ids, logits)

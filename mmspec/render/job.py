@@ -63,9 +63,9 @@ class Job:
     @property
     def folder(self) -> Path:
         """The model folder: the job's, or the bundled model of the kind (its head/ serves method eagle)."""
-        from mmspec.pipelines.base import models_dir
+        from mmspec.pipelines import model_folder
 
-        return Path(self.model) if self.model is not None else models_dir() / pipeline_class(self.kind).default_model
+        return model_folder(self.kind, self.model)
 
 
 def pipeline_class(kind: str):
