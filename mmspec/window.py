@@ -85,9 +85,14 @@ class AutoWindow:
     offline on the model: `load_prior`), the first generation need not explore either: at `start` a cost table
     (the seconds of a forward, p and noise draw at each candidate width, at this batch size on this device) is
     timed on the running session, once per batch shape (the memory keeps it), and the first step runs the width
-    that the prior and the table make best (by the margin, as any wider width). The prior
-    counts as `prior_steps` steps of tokens at each width, so what the generation measures outweighs it as it
-    accumulates; the neighbour rechecks refine the choice as above.
+    that the prior and the table make best (by the margin, as any wider width).
+    With a prior, the widths are not judged by their own steps but by the prior's shape, scaled by this
+    generation: a width's extra tokens per step (over AR's one) are the prior's times one scale, measured by
+    every step at any width (`scale`). The prompt and the region of the output set how much is accepted, and
+    they move every width's extra tokens together (on emoji-image, fixed windows of 4 and 16 gain 1.7x and 2.0x
+    the prior's extra tokens on "red heart", 0.65x and 0.57x on "dog face"); what each width ran on does not
+    bias the choice: a stretch of 4 in an easy region of the image no longer beats a 16 measured in a hard one.
+    The neighbour rechecks then measure a width's step cost, and only while it could plausibly win (`hope`).
     """
 
     stretch = 4  # measured steps per stretch of a candidate
@@ -98,7 +103,9 @@ class AutoWindow:
     growth = 2.5  # the most a 4x wider window is assumed to raise the tokens per step
     decay = 0.9  # weight of the earlier step costs at each new one
     memory_of_tokens = 0.98  # the same for tokens: they are bursty, and only a long average shows what a width gives
-    prior_steps = 4  # the weight of the prior's tokens per step at each width, in measured steps
+    prior_steps = 8  # the weight of the prior (scale 1) in `scale`, in measured steps
+    concave = 0.85  # a forward over L positions costs at least this much of the line through two narrower ones
+    hope = 1.25  # with a prior, a neighbour that ran is rechecked only while its estimate is this close to the best
 
     def __init__(self, max_window: int = 32, memory: "WindowMemory | None" = None):
         if not 1 <= max_window <= MAX_WINDOW:
@@ -116,24 +123,38 @@ class AutoWindow:
         self.attached = memory is None
 
     def per_step(self, L: int) -> tuple[float, float]:
-        """(tokens, seconds) per step at width L: as measured so far, the tokens with the prior's pseudo-steps, and
-        the seconds of a width that has not run from the cost table (0 where nothing is known)."""
-        weight = self.prior_steps if L in self.expected else 0
-        counted = self.counted[L] + weight
-        tokens = (self.tokens[L] + weight * self.expected.get(L, 0.0)) / counted if counted > 0 else 0.0
+        """(tokens, seconds) per step at width L. Tokens: with a prior, its extra tokens times this generation's
+        `scale` (at most L); else as measured at L (0 where it has not run). Seconds: as measured at L, else the
+        cost table's plus the overhead of the steps measured nearest (0 where nothing is known)."""
+        if L in self.expected:
+            tokens = min(float(L), 1.0 + self.scale() * (self.expected[L] - 1.0))
+        else:
+            tokens = self.tokens[L] / self.counted[L] if self.counted[L] > 0 else 0.0
         if self.steps[L] > 0:
             return tokens, self.seconds[L] / self.steps[L]
-        return tokens, self.cost[L] * self._overhead(L) if L in self.cost else 0.0
+        return tokens, self.cost[L] + self._overhead(L) if L in self.cost else 0.0
+
+    def scale(self) -> float:
+        """This generation's extra tokens per step over the prior's, pooled over every width's counted steps, with
+        the prior itself (scale 1) as `prior_steps` steps at the mean of its extra tokens."""
+        extra = {L: self.expected[L] - 1.0 for L in self.candidates if L > 1}
+        pseudo = self.prior_steps * sum(extra.values()) / max(len(extra), 1)
+        measured = sum(self.tokens[L] - self.counted[L] for L in extra)  # extra tokens the steps committed
+        expected = sum(self.counted[L] * e for L, e in extra.items())  # what the prior expects of the same steps
+        return (measured + pseudo) / (expected + pseudo) if expected + pseudo > 0 else 1.0
 
     def _overhead(self, L: int) -> float:
-        """A step's seconds over the table's at the width nearest L that ran, among the speculative widths (1 before
-        any did): drafting, verification and commit, which the table does not time, grow with the width too. Plain
-        AR's steps draft nothing: a speculative width's overhead would make them look dearer than they are."""
+        """Seconds a step adds to the cost table's at a width that has not run: what it added at the width nearest L
+        that ran, among the speculative widths (drafting, verification and commit, which the table does not time),
+        else plain AR's (the loop and commit every step pays: a lower bound), else 0. Plain AR's steps draft
+        nothing: a speculative width's overhead would make them look dearer than they are."""
         ran = [W for W in self.candidates if self.steps[W] > 0 and W in self.cost and (W > 1) == (L > 1)]
+        if not ran and L > 1 and self.steps[1] > 0 and 1 in self.cost:
+            ran = [1]
         if not ran:
-            return 1.0
+            return 0.0
         W = min(ran, key=lambda W: abs(math.log(W / L)))
-        return self.seconds[W] / self.steps[W] / self.cost[W]
+        return max(self.seconds[W] / self.steps[W] - self.cost[W], 0.0)
 
     def rate(self, L: int) -> float:
         tokens, seconds = self.per_step(L)
@@ -142,22 +163,33 @@ class AutoWindow:
     def start(self, session: "Session", state: "DecodeState") -> None:
         """Time the widths the cost table lacks (when the memory has a prior for this method): then the widths have
         an expected throughput, and the first step runs the best one instead of exploring from plain AR. Widths are
-        timed narrowest first, and one that could not win even at the cost of the widest timed so far (a forward
-        costs no less over more positions) is not timed: at 16 rows, a forward over 16 positions costs more than a
-        stretch of steps could win."""
+        timed narrowest first, and one that could not win even at the least its cost can be is not timed: at 8 rows
+        on emoji-image a forward over 16 positions costs more than the prior's 1.8 tokens per step could win, and
+        timing it would cost 2% of the generation."""
         if not self.attached:
             self._recall(state)
         if not self.expected:
             return  # nothing known of the model's acceptance: costs alone cannot pick a width, exploration does
         for L in self.candidates:
-            timed = [W for W in self.candidates if W < L and W in self.cost]
-            best = max(map(self.rate, self.candidates))
-            if L in self.cost or timed and self.expected[L] / self.cost[timed[-1]] <= best:
-                continue
-            self.cost.update(forward_costs(session, state, [L]))
+            if L not in self.cost and self._could_win(L):
+                self.cost.update(forward_costs(session, state, [L]))
         for L in sorted(self.cost, reverse=True):  # a forward over fewer positions costs no more: what did was noise
             self.cost[L] = min(self.cost[W] for W in self.cost if W >= L)
         self.explored = len(self.candidates)
+
+    def _could_win(self, L: int) -> bool:
+        """Whether width L, not timed, could beat the best timed width by the prior: at the least its forward can
+        cost, the cost of the widest timed width or, with two timed, the line through the last two times `concave`
+        (a forward's cost grows about linearly in its positions once past the fixed cost of any forward; the
+        secant of a concave curve can overshoot it, by 8% at 8 rows on emoji-image)."""
+        timed = [W for W in self.candidates if W < L and W in self.cost]
+        if not timed:
+            return True
+        least = self.cost[timed[-1]]
+        if len(timed) > 1:
+            a, b = timed[-2:]
+            least = max(least, self.concave * (self.cost[b] + (L - b) * (self.cost[b] - self.cost[a]) / (b - a)))
+        return self.expected[L] / least > max(map(self.rate, self.candidates))
 
     def __call__(self, state: "DecodeState") -> int:
         if not self.attached:
@@ -197,7 +229,8 @@ class AutoWindow:
         # a wider neighbour is rechecked only while it could still pay, by the costs measured now: at 8 rows a
         # stretch of 64 (and its warm-up of 16 steps) costs more than a generation's worth of what it could win
         due = [L for L in c[max(b - 1, 0): b + 2] if L != best and self.step - self.measured[L] >= self.wait[L]
-               and (L < best or b == 0 or self._plausible(L, c[b - 1], best))]
+               and (L < best or b == 0 or self._plausible(L, c[b - 1], best))
+               and (not self.expected or not self.steps[L] or self.hope * self.rate(L) >= self.rate(best))]
         self.wait[best] = self.recheck
         if not due:
             return [best] * self.recheck

@@ -160,16 +160,45 @@ def test_auto_corrects_a_wrong_prior_by_measurement(monkeypatch):
     assert chosen[0] == 16 and chosen[-100:].count(1) > 80
 
 
+def test_with_a_prior_a_stretch_in_an_easy_region_does_not_beat_a_width_measured_in_a_hard_one(monkeypatch):
+    # emoji-image at 1 row: 16 starts (prior and table), its first 48 steps fall in a hard region of the image (1.5
+    # tokens per step), the recheck of 4 after them in an easy one (2 per step). Judged by their own steps 4 looks 1.9x better
+    # and takes over; but in the easy region 16 commits 3 per step and is the better width (484 vs 455 tokens/s).
+    # With the prior's shape, both stretches measure one scale of acceptance, and 16 stays.
+    policy = AutoWindow(max_window=16, memory=WindowMemory(prior={1: {1: 1.0, 4: 1.3, 16: 1.9}}))
+    seconds = {1: 0.0034, 4: 0.0044, 16: 0.0062}  # a step; a forward alone (the cost table): 3.4, 3.7, 4.8 ms
+    state = FakeState()
+    policy.start(TimedSession({1: 0.0034, 4: 0.0037, 16: 0.0048}.get, monkeypatch), state)
+    chosen = []
+    for step in range(150):
+        L = policy(state)
+        chosen.append(L)
+        k = {1: 1, 4: 2, 16: 3}[L] if step >= 48 else {1: 1, 4: 1, 16: 1 + step % 2}[L]
+        _step(policy, state, torch.full((2,), k), seconds[L])
+    assert chosen[:48] == [16] * 48 and chosen[54:].count(16) > 85
+
+
+def test_with_a_prior_auto_times_no_width_that_cannot_win_at_the_least_it_can_cost(monkeypatch):
+    # 8 rows on emoji-image: forwards of 4.2, 6.5 and 14.5 ms at 1, 4 and 16. By the prior, 16 gives 1.77 tokens per
+    # step; the line through the costs at 1 and 4 puts 16 at 15.7 ms (at least 85% of that), where it would give
+    # 133 tokens/s against AR's 238: it is not timed
+    seconds = {1: 0.0042, 4: 0.0065, 16: 0.0145}
+    session = TimedSession(seconds.get, monkeypatch)
+    policy = AutoWindow(max_window=16, memory=WindowMemory(prior={8: {1: 1.0, 4: 1.24, 16: 1.77}}))
+    policy.start(session, FakeState(rows=8))
+    assert sorted(set(session.widths)) == [1, 4] and policy(FakeState(rows=8)) == 1
+
+
 def test_the_cost_table_is_timed_once_per_batch_shape_and_kept_with_the_memory(tmp_path, monkeypatch):
     prior = {1: {1: 1.0, 4: 2.0, 16: 8.0}}
-    memory, session = WindowMemory(tmp_path / "exact.json", prior), TimedSession(lambda L: 0.001 * L, monkeypatch)
+    memory, session = WindowMemory(tmp_path / "exact.json", prior), TimedSession(lambda L: 0.001 * L ** 0.5, monkeypatch)
     AutoWindow(max_window=16, memory=memory).start(session, FakeState())
     assert sorted(session.widths) == [1, 1, 4, 4, 16, 16]  # the best of two runs per width
     AutoWindow(max_window=16, memory=memory).start(session, FakeState())  # the next call, same shape
     assert len(session.widths) == 6
     AutoWindow(max_window=16, memory=memory).start(session, FakeState(rows=5))  # another batch size
     assert len(session.widths) == 12
-    assert memory.costs[2, True] == pytest.approx({1: 0.001, 4: 0.004, 16: 0.016})
+    assert memory.costs[2, True] == pytest.approx({1: 0.001, 4: 0.002, 16: 0.004})
     memory.save()
     again = WindowMemory(tmp_path / "exact.json", prior)  # as a new process makes it
     assert again.costs == memory.costs
