@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import time
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -27,8 +26,7 @@ class WindowPolicy(Protocol):
     max_window: int  # no step asks for more: caches and buffers are sized by it
 
     def start(self, session: "Session", state: "DecodeState") -> None:
-        """Once, after prefill and before the first step: the policy may time forwards of the session (their cache
-        writes lie past the committed prefix, which the first step rewrites)."""
+        """Once, after prefill and before the first step (a policy may read the session's device or shapes)."""
 
     def __call__(self, state: "DecodeState") -> int:
         """L for the next step, 1 <= L <= max_window (1: plain AR, no drafts)."""
@@ -82,10 +80,12 @@ class AutoWindow:
     next click or the next CLI call start at the best known window instead of exploring from plain AR.
 
     When the memory holds an acceptance prior for the method (tokens per step by width and batch size, measured
-    offline on the model: `load_prior`), the first generation need not explore either: at `start` a cost table
-    (the seconds of a forward, p and noise draw at each candidate width, at this batch size on this device) is
-    timed on the running session, once per batch shape (the memory keeps it), and the first step runs the width
-    that the prior and the table make best (by the margin, as any wider width).
+    offline on the model: `load_prior`), the first generation need not explore either: what is left to learn is
+    the step cost at each width on this device at this batch size, and a couple of real steps tell it (`probe`;
+    they commit tokens like any other). Widths are probed narrowest first, and only while they could win at the
+    least their step can cost: at 16 rows on emoji-image only 4 is, for two steps. (Timing dry
+    forwards at start instead cost 3-5% of a 16-row generation, 8x what the probes waste, and missed the
+    drafting and verification a step adds to its forward.) The memory keeps the costs for the next call.
     With a prior, the widths are not judged by their own steps but by the prior's shape, scaled by this
     generation: a width's extra tokens per step (over AR's one) are the prior's times one scale, measured by
     every step at any width (`scale`). The prompt and the region of the output set how much is accepted, and
@@ -101,10 +101,10 @@ class AutoWindow:
     max_wait = 8 * recheck  # the longest a losing neighbour waits for its next stretch
     margin = 1.05  # a wider window is preferred only when its throughput is this much higher
     growth = 2.5  # the most a 4x wider window is assumed to raise the tokens per step
-    decay = 0.9  # weight of the earlier step costs at each new one
+    kept = 9  # a width's step cost is the median of its last `kept` timed steps
     memory_of_tokens = 0.98  # the same for tokens: they are bursty, and only a long average shows what a width gives
     prior_steps = 8  # the weight of the prior (scale 1) in `scale`, in measured steps
-    concave = 0.85  # a forward over L positions costs at least this much of the line through two narrower ones
+    probe = 2  # with a prior, steps that measure a width's cost (after its first, which is not timed)
     hope = 1.25  # with a prior, a neighbour that ran is rechecked only while its estimate is this close to the best
 
     def __init__(self, max_window: int = 32, memory: "WindowMemory | None" = None):
@@ -112,27 +112,25 @@ class AutoWindow:
             raise ValueError(f"max_window must be in [1, {MAX_WINDOW}], got {max_window}")
         self.max_window, self.memory = max_window, memory
         self.candidates = sorted({1 << (2 * i) for i in range(5) if 1 << (2 * i) <= max_window} | {max_window})
-        # decayed sums per width: tokens and the steps they were counted over; seconds and the steps they took
-        self.tokens, self.counted, self.seconds, self.steps = ({L: 0.0 for L in self.candidates} for _ in range(4))
+        # per width: decayed sums of tokens and the steps they were counted over; the seconds of its last timed steps
+        self.tokens, self.counted = ({L: 0.0 for L in self.candidates} for _ in range(2))
+        self.seconds: dict[int, list[float]] = {L: [] for L in self.candidates}
         self.measured = {L: -1 for L in self.candidates}  # the step at which each width last ran
         self.wait = {L: self.recheck for L in self.candidates}  # steps before a losing width runs again
         self.explored, self.plan, self.window, self.step, self.unmeasured = 0, [], 1, 0, 0
         self.best = None  # the width chosen last (None while exploring)
+        self.stepped: set[int] = set()  # the widths that ran a step in this generation
         self.expected: dict[int, float] = {}  # the prior's tokens per step by width at this batch size
-        self.cost: dict[int, float] = {}  # seconds of a forward, p and noise by width at this batch size (the memory's)
         self.attached = memory is None
 
     def per_step(self, L: int) -> tuple[float, float]:
-        """(tokens, seconds) per step at width L. Tokens: with a prior, its extra tokens times this generation's
-        `scale` (at most L); else as measured at L (0 where it has not run). Seconds: as measured at L, else the
-        cost table's plus the overhead of the steps measured nearest (0 where nothing is known)."""
+        """(tokens, seconds) per step at width L, 0 where not known. Tokens: with a prior, its extra tokens times this
+        generation's `scale` (at most L); else as measured at L. Seconds: as measured at L."""
         if L in self.expected:
             tokens = min(float(L), 1.0 + self.scale() * (self.expected[L] - 1.0))
         else:
             tokens = self.tokens[L] / self.counted[L] if self.counted[L] > 0 else 0.0
-        if self.steps[L] > 0:
-            return tokens, self.seconds[L] / self.steps[L]
-        return tokens, self.cost[L] + self._overhead(L) if L in self.cost else 0.0
+        return tokens, float(np.median(self.seconds[L])) if self.seconds[L] else 0.0
 
     def scale(self) -> float:
         """This generation's extra tokens per step over the prior's, pooled over every width's counted steps, with
@@ -143,53 +141,21 @@ class AutoWindow:
         expected = sum(self.counted[L] * e for L, e in extra.items())  # what the prior expects of the same steps
         return (measured + pseudo) / (expected + pseudo) if expected + pseudo > 0 else 1.0
 
-    def _overhead(self, L: int) -> float:
-        """Seconds a step adds to the cost table's at a width that has not run: what it added at the width nearest L
-        that ran, among the speculative widths (drafting, verification and commit, which the table does not time),
-        else plain AR's (the loop and commit every step pays: a lower bound), else 0. Plain AR's steps draft
-        nothing: a speculative width's overhead would make them look dearer than they are."""
-        ran = [W for W in self.candidates if self.steps[W] > 0 and W in self.cost and (W > 1) == (L > 1)]
-        if not ran and L > 1 and self.steps[1] > 0 and 1 in self.cost:
-            ran = [1]
-        if not ran:
-            return 0.0
-        W = min(ran, key=lambda W: abs(math.log(W / L)))
-        return max(self.seconds[W] / self.steps[W] - self.cost[W], 0.0)
-
     def rate(self, L: int) -> float:
         tokens, seconds = self.per_step(L)
         return tokens / seconds if seconds > 0 else 0.0
 
     def start(self, session: "Session", state: "DecodeState") -> None:
-        """Time the widths the cost table lacks (when the memory has a prior for this method): then the widths have
-        an expected throughput, and the first step runs the best one instead of exploring from plain AR. Widths are
-        timed narrowest first, and one that could not win even at the least its cost can be is not timed: at 8 rows
-        on emoji-image a forward over 16 positions costs more than the prior's 1.8 tokens per step could win, and
-        timing it would cost 2% of the generation."""
         if not self.attached:
             self._recall(state)
-        if not self.expected:
-            return  # nothing known of the model's acceptance: costs alone cannot pick a width, exploration does
-        for L in self.candidates:
-            if L not in self.cost and self._could_win(L):
-                self.cost.update(forward_costs(session, state, [L]))
-        for L in sorted(self.cost, reverse=True):  # a forward over fewer positions costs no more: what did was noise
-            self.cost[L] = min(self.cost[W] for W in self.cost if W >= L)
-        self.explored = len(self.candidates)
 
     def _could_win(self, L: int) -> bool:
-        """Whether width L, not timed, could beat the best timed width by the prior: at the least its forward can
-        cost, the cost of the widest timed width or, with two timed, the line through the last two times `concave`
-        (a forward's cost grows about linearly in its positions once past the fixed cost of any forward; the
-        secant of a concave curve can overshoot it, by 8% at 8 rows on emoji-image)."""
-        timed = [W for W in self.candidates if W < L and W in self.cost]
-        if not timed:
-            return True
-        least = self.cost[timed[-1]]
-        if len(timed) > 1:
-            a, b = timed[-2:]
-            least = max(least, self.concave * (self.cost[b] + (L - b) * (self.cost[b] - self.cost[a]) / (b - a)))
-        return self.expected[L] / least > max(map(self.rate, self.candidates))
+        """With a prior: whether width L, not measured, could beat the widths measured narrower at the least its step
+        can cost, the cost of the widest of them. (No more can be assumed: a step's cost is far from linear in its
+        positions on a CPU at 1 row on emoji-image, 3.3, 4.6 and 5.9 ms at 1, 4 and 16, where the line through the
+        first two puts 16 at 9.8.)"""
+        ran = [W for W in self.candidates if W < L and self.seconds[W]]
+        return not ran or self.per_step(L)[0] / self.per_step(ran[-1])[1] > max(map(self.rate, ran))
 
     def __call__(self, state: "DecodeState") -> int:
         if not self.attached:
@@ -203,20 +169,24 @@ class AutoWindow:
         return L
 
     def _next_plan(self) -> list[int]:
-        c, i = self.candidates, self.explored
-        if i < len(c) and (i < 2 or self._plausible(c[i], c[i - 2], c[i - 1])):
-            self.explored += 1
-            return [c[i]] * (self.stretch + self._warmup(c[i], self.window))
+        c = self.candidates
+        if self.expected:  # probe the step cost of the narrowest width that could still win (plain AR first)
+            while self.explored < len(c) and (self.seconds[c[self.explored]]  # timed by an earlier call
+                                              or self.explored and not self._could_win(c[self.explored])):
+                self.explored += 1
+            if self.explored < len(c):
+                L = c[self.explored]
+                self.explored += 1
+                return [L] * (self.probe + 1)
+        elif self.explored < len(c):
+            i = self.explored
+            if i < 2 or self._plausible(c[i], c[i - 2], c[i - 1]):
+                self.explored += 1
+                return [c[i]] * (self.stretch + self._warmup(c[i], self.window))
         self.explored = len(c)
-        # the first choice may go by the prior and the cost table alone; later ones only among the widths that ran:
-        # one known from the table alone runs a neighbour's stretch first (the table does not time drafting and
-        # verification)
-        ran = c if self.best is None else [L for L in c if self.steps[L] > 0] or [self.best]
+        ran = [L for L in c if self.seconds[L]] or [self.best or 1]
         best = ran[0]
-        # a wider window must win clearly: its measurements are noisier and its mistakes dearer. (A width known only
-        # from the table needs no more: the table leaves out the drafting and verification a speculative step adds,
-        # but also the commit and loop every step pays, plain AR's too; on a quiet 2-core CPU at 1 row a margin of
-        # 1.15 on top kept the README's first image at plain AR one run in two, at 1.0x instead of 1.4-1.5x.)
+        # a wider window must win clearly: its measurements are noisier and its mistakes dearer
         for L in ran[1:]:
             if self.rate(L) > self.margin * self.rate(best):
                 best = L
@@ -230,7 +200,8 @@ class AutoWindow:
         # stretch of 64 (and its warm-up of 16 steps) costs more than a generation's worth of what it could win
         due = [L for L in c[max(b - 1, 0): b + 2] if L != best and self.step - self.measured[L] >= self.wait[L]
                and (L < best or b == 0 or self._plausible(L, c[b - 1], best))
-               and (not self.expected or not self.steps[L] or self.hope * self.rate(L) >= self.rate(best))]
+               and (not self.expected or (self.hope * self.rate(L) >= self.rate(best) if self.seconds[L]
+                                          else self._could_win(L)))]
         self.wait[best] = self.recheck
         if not due:
             return [best] * self.recheck
@@ -248,7 +219,7 @@ class AutoWindow:
 
     def _plausible(self, L: int, a: int, b: int) -> bool:
         """Whether width L, wider than the widths a < b measured last, could beat the best so far. Its step cost is
-        the cost table's where there is one, else extrapolated linearly from a and b."""
+        as measured where it ran, else extrapolated linearly from a and b."""
         (_, cost_a), (tokens_b, cost_b), (_, cost) = self.per_step(a), self.per_step(b), self.per_step(L)
         if cost == 0:
             if cost_a == 0 or cost_b == 0:
@@ -259,16 +230,15 @@ class AutoWindow:
     def _recall(self, state: "DecodeState") -> None:
         """Share the memory's measurements and recheck waits for this batch shape; widths measured before count
         as explored, and a width that kept losing stays rarely rechecked (a render job's later batches); and the
-        memory's prior and cost table for it."""
-        self.tokens, self.counted, self.seconds, self.steps, self.wait = self.memory.measurements(
+        memory's prior for it."""
+        self.tokens, self.counted, self.seconds, self.wait = self.memory.measurements(
             state, self.candidates, self.recheck)
-        self.cost = self.memory.cost_table(state)
         if self.memory.prior:
             self.expected = prior_at(self.memory.prior, state.batch_size, self.candidates)
         for L in self.candidates:
-            if self.steps[L] > 0:
+            if self.seconds[L]:
                 self.measured[L] = 0
-        if self.steps[self.candidates[0]] > 0:
+        if not self.expected and self.seconds[self.candidates[0]]:  # (with a prior, probing skips what ran)
             self.explored = len(self.candidates)
         self.attached = True
 
@@ -276,10 +246,11 @@ class AutoWindow:
         W = self.window
         self.step += 1
         self.measured[W] = self.step
+        if W in self.stepped:  # a width's first step in a generation pays one-off costs (allocations, new shapes for
+            self.seconds[W] = (self.seconds[W] + [seconds])[-self.kept:]  # the kernels: 9 ms against 6 for 16 on
+        self.stepped.add(W)  # emoji-image at 1 row): not timed
         if self.step == 1:
-            return  # the first step of a generation pays one-off costs (allocations, caches): not W's
-        self.seconds[W] = self.decay * self.seconds[W] + seconds
-        self.steps[W] = self.decay * self.steps[W] + 1
+            return  # nor are the first step's tokens counted
         if self.unmeasured > 0:
             self.unmeasured -= 1
             return
@@ -298,35 +269,6 @@ def lagging_tokens(state: "DecodeState", k: torch.Tensor) -> "int | None":
         return None
     before = (state.n - k).masked_fill(~ran, state.length)  # [B] committed lengths before this step
     return int(k[before == before.min()].min())
-
-
-def forward_costs(session: "Session", state: "DecodeState", widths: list[int], agree: float = 1.25,
-                  most: int = 5) -> dict[int, float]:
-    """Seconds of a target forward over L positions, its p and noise draw, for each width L at this batch size on
-    this device: the best of at least two runs, more (up to `most`) until the best two agree within `agree` (a run
-    the OS preempted, or the first paying allocations, costs more; no run costs less). The forwards write the KV
-    cache from the window's start on, which every step rewrites before reading (a rejection is the same pointer
-    move), so nothing generated depends on them."""
-    start = state.n - 1  # [B] the window starts at the last committed token (index -1 before the first step)
-    costs = {}
-    for L in widths:
-        tokens = state.pending[:, None].expand(-1, L)  # [B, L]: any ids do, the cost is the same
-        runs = []
-        while len(runs) < 2 or len(runs) < most and sorted(runs)[1] > agree * min(runs):
-            _sync(session.device)
-            t0 = time.perf_counter()
-            logp = state.sampling.logp(*session.forward(tokens, start))  # [B, L, V]
-            state.gumbel_max(logp, state.index(L))  # the noise rows every step draws (plain AR's, drafts', exact's)
-            _sync(session.device)
-            runs.append(time.perf_counter() - t0)
-        costs[L] = min(runs)
-    return costs
-
-
-def _sync(device: torch.device) -> None:
-    """Wait for the device's queued work, so that a timer sees it (CUDA kernels run asynchronously)."""
-    if torch.device(device).type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 PRIOR_FILE = "window-prior.json"
@@ -387,10 +329,9 @@ class AcceptanceWindow:
 
 
 class WindowMemory:
-    """AutoWindow's measurements kept across generations: decayed tokens, step seconds and their step counts per
-    window, the steps a losing window waits before its next recheck, and the cost table (seconds of a forward
-    and p per window), for each batch shape (rows, CFG or not). One per pipeline and method, i.e. per model,
-    device and method. Its `prior` (batch size -> window -> tokens per step, from `load_prior`) is what is known
+    """AutoWindow's measurements kept across generations: decayed tokens and the steps they were counted over, the
+    seconds of the last timed steps, and the steps a losing window waits before its next recheck, per window, for
+    each batch shape (rows, CFG or not). One per pipeline and method, i.e. per model, device and method. Its `prior` (batch size -> window -> tokens per step, from `load_prior`) is what is known
     of the method on the model before anything is measured.
 
     With a `path`, the measurements are read from that JSON file when the memory is made, and `save()` writes
@@ -399,37 +340,31 @@ class WindowMemory:
     warning: it only holds timings, and measuring again gives them back.
     """
 
-    fields = ("tokens", "counted", "seconds", "steps", "wait")
+    fields = ("tokens", "counted", "seconds", "wait")
+    version = 2  # of the file's fields (1: decayed step seconds): a pipeline names its files with it
 
     def __init__(self, path: "str | Path | None" = None, prior: "dict[int, dict[int, float]] | None" = None):
         self.path = Path(path) if path is not None else None
         self.prior = prior or {}
         self.shapes: dict[tuple, tuple[dict, ...]] = {}
-        self.costs: dict[tuple, dict[int, float]] = {}
         if self.path is not None and self.path.is_file():
             try:
                 saved = json.loads(self.path.read_text())
-                self.shapes = {(int(rows), bool(cfg)): tuple({int(L): float(v) for L, v in shape[f].items()}
+                self.shapes = {(int(rows), bool(cfg)): tuple({int(L): _floats(v) for L, v in shape[f].items()}
                                                              for f in self.fields)
                                for rows, cfg, shape in saved["shapes"]}
-                self.costs = {(int(rows), bool(cfg)): {int(L): float(v) for L, v in shape.get("cost", {}).items()}
-                              for rows, cfg, shape in saved["shapes"]}
             except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
                 warnings.warn(f"ignoring the window measurements in {self.path} ({err!r}); measuring afresh")
-                self.shapes, self.costs = {}, {}
+                self.shapes = {}
 
     def measurements(self, state: "DecodeState", windows: list[int], recheck: int) -> tuple[dict, ...]:
-        """(tokens, counted, seconds, steps, wait) by window for the state's batch shape: shared dicts the policy
-        updates (AutoWindow's)."""
+        """(tokens, counted, seconds, wait) by window for the state's batch shape: shared dicts the policy updates
+        (AutoWindow's)."""
         shape = self.shapes.setdefault(self._shape(state), tuple({} for _ in self.fields))
-        for values, empty in zip(shape, (0.0, 0.0, 0.0, 0.0, recheck)):
+        for values, empty in zip(shape, (0.0, 0.0, None, recheck)):
             for L in windows:
-                values.setdefault(L, empty)
+                values.setdefault(L, [] if empty is None else empty)
         return shape
-
-    def cost_table(self, state: "DecodeState") -> dict[int, float]:
-        """Seconds of a forward, p and noise by window for the state's batch shape: a shared dict the policy fills."""
-        return self.costs.setdefault(self._shape(state), {})
 
     @staticmethod
     def _shape(state: "DecodeState") -> tuple[int, bool]:
@@ -439,8 +374,7 @@ class WindowMemory:
         """Write the measurements to `path` (atomically: a concurrent reader sees the old file or the new one)."""
         if self.path is None or not self.shapes:  # nothing measured (e.g. a method with a fixed window)
             return
-        shapes = [[rows, cfg, {**dict(zip(self.fields, values)), "cost": self.costs.get((rows, cfg), {})}]
-                  for (rows, cfg), values in self.shapes.items()]
+        shapes = [[rows, cfg, dict(zip(self.fields, values))] for (rows, cfg), values in self.shapes.items()]
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -449,6 +383,10 @@ class WindowMemory:
         except OSError as err:  # a read-only home must not fail a generation that is done
             warnings.warn(f"could not keep the window measurements in {self.path} ({err}); set MMSPEC_WINDOW_CACHE "
                           "to a writable folder, or to off")
+
+
+def _floats(value) -> "float | list[float]":
+    return [float(v) for v in value] if isinstance(value, list) else float(value)
 
 
 def window_policy(window: "int | str | WindowPolicy") -> WindowPolicy:

@@ -24,25 +24,6 @@ class FakeState:
         return logp.argmax(-1)
 
 
-class TimedSession:
-    """A session whose forward over L positions takes seconds_of(L) on the window policies' clock (mmspec.window's
-    `time`, replaced by the session itself: timings on a shared machine are noisy) and counts its calls."""
-
-    def __init__(self, seconds_of, monkeypatch, vocab_size=4):
-        self.seconds_of, self.vocab_size, self.device, self.widths = seconds_of, vocab_size, torch.device("cpu"), []
-        self.now = 0.0
-        monkeypatch.setattr(mmspec.window, "time", self)
-
-    def perf_counter(self) -> float:
-        return self.now
-
-    def forward(self, tokens, start, tree=None):
-        self.widths.append(tokens.shape[1])
-        self.now += self.seconds_of(tokens.shape[1])
-        logits = torch.zeros(*tokens.shape, self.vocab_size)  # [B, L, V]
-        return logits, logits
-
-
 def _step(policy, state, k, seconds):
     """One step as the loop runs it: commit k [B], then tell the policy."""
     state.n += k
@@ -135,89 +116,65 @@ def test_auto_follows_acceptance_that_changes_along_a_generation():
     assert chosen[40:80].count(1) > 30 and chosen[-40:].count(16) > 30
 
 
-@pytest.mark.parametrize("seconds_of, first, timed",
-                         [(lambda L: 0.002, 16, [1, 4, 16]), (lambda L: 0.0005 * L, 1, [1, 4])],
+@pytest.mark.parametrize("seconds_of, probed, best",
+                         [(lambda L: 0.002, [1, 4, 16], 16), (lambda L: 0.0005 * L, [1, 4], 1)],
                          ids=["flat-cost", "cost-grows-with-L"])
-def test_auto_with_a_prior_starts_at_the_best_window_by_prior_and_cost_table(seconds_of, first, timed, monkeypatch):
-    # the prior: 3 tokens per step at 16, 1.5 at 4. Forwards that cost the same at every width make 16 best from
-    # the first step on; forwards that cost L times more make plain AR best (3 / 16 < 1.5 / 4 < 1 / 1), and 16 is
-    # not even timed: at the cost of 4 it would give 3 / 4 < 1 / 1
+def test_auto_with_a_prior_probes_step_costs_and_runs_the_best_window(seconds_of, probed, best):
+    # the prior: 3 tokens per step at 16, 1.5 at 4. Steps that cost the same at every width make 16 best after three
+    # steps of each width (a width's first is not timed); steps that cost L times more make plain AR best
+    # (3 / 16 < 1.5 / 4 < 1 / 1), and 16 is not even probed: at the cost of 4 it would give 3 / 4 < 1 / 1
     policy = AutoWindow(max_window=16, memory=WindowMemory(prior={1: {1: 1.0, 4: 1.5, 16: 3.0}}))
-    session, state = TimedSession(seconds_of, monkeypatch), FakeState()
-    policy.start(session, state)
-    assert sorted(set(session.widths)) == timed
-    chosen = _run(policy, 24, seconds_of=seconds_of, k_of=lambda L: {1: 1, 4: 2, 16: 3}[L], state=state)
-    assert chosen == [first] * 24  # no exploration: the first recheck of a neighbour comes after 24 steps
+    chosen = _run(policy, 40, seconds_of=seconds_of, k_of=lambda L: {1: 1, 4: 2, 16: 3}[L])
+    probes = sum(([L] * 3 for L in probed), [])
+    assert chosen[:len(probes)] == probes and chosen[len(probes):] == [best] * (40 - len(probes))
 
 
-def test_auto_corrects_a_wrong_prior_by_measurement(monkeypatch):
-    # the prior promises 8 tokens per step at 16, but no draft is ever accepted: 16 runs first, then measurement
-    # takes the policy down to plain AR, the cheapest step
+def test_auto_corrects_a_wrong_prior_by_measurement():
+    # the prior promises 8 tokens per step at 16, but no draft is ever accepted: 16 runs after its probe, then
+    # measurement takes the policy down to plain AR, the cheapest step
     policy = AutoWindow(max_window=16, memory=WindowMemory(prior={1: {1: 1.0, 4: 2.0, 16: 8.0}}))
-    state = FakeState()
-    policy.start(TimedSession(lambda L: 0.002, monkeypatch), state)
-    chosen = _run(policy, 400, seconds_of=lambda L: 0.01 * (1 + L / 16), k_of=lambda L: 1, state=state)
-    assert chosen[0] == 16 and chosen[-100:].count(1) > 80
+    chosen = _run(policy, 400, seconds_of=lambda L: 0.01 * (1 + L / 16), k_of=lambda L: 1)
+    assert chosen[9] == 16 and chosen[-100:].count(1) > 80
 
 
-def test_with_a_prior_a_stretch_in_an_easy_region_does_not_beat_a_width_measured_in_a_hard_one(monkeypatch):
-    # emoji-image at 1 row: 16 starts (prior and table), its first 48 steps fall in a hard region of the image (1.5
-    # tokens per step), the recheck of 4 after them in an easy one (2 per step). Judged by their own steps 4 looks 1.9x better
-    # and takes over; but in the easy region 16 commits 3 per step and is the better width (484 vs 455 tokens/s).
-    # With the prior's shape, both stretches measure one scale of acceptance, and 16 stays.
+def test_with_a_prior_a_stretch_in_an_easy_region_does_not_beat_a_width_measured_in_a_hard_one():
+    # emoji-image at 1 row: after its probes 16 runs, and its first 48 steps fall in a hard region of the image (1.5
+    # tokens per step), the recheck of 4 after them in an easy one (2 per step). Judged by their own steps 4 looks
+    # 1.7x better and takes over; but in the easy region 16 commits 3 per step and is the better width (517 vs 435
+    # tokens/s). With the prior's shape, both stretches measure one scale of acceptance, and 16 stays.
     policy = AutoWindow(max_window=16, memory=WindowMemory(prior={1: {1: 1.0, 4: 1.3, 16: 1.9}}))
-    seconds = {1: 0.0034, 4: 0.0044, 16: 0.0062}  # a step; a forward alone (the cost table): 3.4, 3.7, 4.8 ms
+    seconds = {1: 0.0040, 4: 0.0046, 16: 0.0058}
     state = FakeState()
-    policy.start(TimedSession({1: 0.0034, 4: 0.0037, 16: 0.0048}.get, monkeypatch), state)
     chosen = []
     for step in range(150):
         L = policy(state)
         chosen.append(L)
-        k = {1: 1, 4: 2, 16: 3}[L] if step >= 48 else {1: 1, 4: 1, 16: 1 + step % 2}[L]
+        k = {1: 1, 4: 2, 16: 3}[L] if step >= 55 else {1: 1, 4: 1, 16: 1 + step % 2}[L]
         _step(policy, state, torch.full((2,), k), seconds[L])
-    assert chosen[:48] == [16] * 48 and chosen[54:].count(16) > 85
+    assert chosen[9:55] == [16] * 46 and chosen[61:].count(16) > 80
 
 
-def test_with_a_prior_auto_times_no_width_that_cannot_win_at_the_least_it_can_cost(monkeypatch):
-    # 8 rows on emoji-image: forwards of 4.2, 6.5 and 14.5 ms at 1, 4 and 16. By the prior, 16 gives 1.77 tokens per
-    # step; the line through the costs at 1 and 4 puts 16 at 15.7 ms (at least 85% of that), where it would give
-    # 133 tokens/s against AR's 238: it is not timed
-    seconds = {1: 0.0042, 4: 0.0065, 16: 0.0145}
-    session = TimedSession(seconds.get, monkeypatch)
-    policy = AutoWindow(max_window=16, memory=WindowMemory(prior={8: {1: 1.0, 4: 1.24, 16: 1.77}}))
-    policy.start(session, FakeState(rows=8))
-    assert sorted(set(session.widths)) == [1, 4] and policy(FakeState(rows=8)) == 1
+def test_with_a_prior_auto_probes_no_width_that_cannot_win_at_the_least_it_can_cost():
+    # 16 rows on emoji-image: steps of 8.7, 13.6 and 28 ms at 1, 4 and 16. By the prior, 16 gives 1.41 tokens per
+    # step: even at the cost of 4 it would give 104 tokens/s against AR's 115, so it never runs; and 4, 26% behind
+    # AR, is not rechecked either
+    seconds = {1: 0.0087, 4: 0.0136, 16: 0.028}
+    policy = AutoWindow(max_window=16, memory=WindowMemory(prior={16: {1: 1.0, 4: 1.165, 16: 1.41}}))
+    chosen = _run(policy, 200, seconds_of=seconds.get, k_of=lambda L: 1, state=FakeState(rows=16))
+    assert chosen[:6] == [1, 1, 1, 4, 4, 4] and chosen[6:] == [1] * 194
 
 
-def test_the_cost_table_is_timed_once_per_batch_shape_and_kept_with_the_memory(tmp_path, monkeypatch):
+def test_the_costs_probed_are_kept_with_the_memory_for_the_next_call(tmp_path):
     prior = {1: {1: 1.0, 4: 2.0, 16: 8.0}}
-    memory, session = WindowMemory(tmp_path / "exact.json", prior), TimedSession(lambda L: 0.001 * L ** 0.5, monkeypatch)
-    AutoWindow(max_window=16, memory=memory).start(session, FakeState())
-    assert sorted(session.widths) == [1, 1, 4, 4, 16, 16]  # the best of two runs per width
-    AutoWindow(max_window=16, memory=memory).start(session, FakeState())  # the next call, same shape
-    assert len(session.widths) == 6
-    AutoWindow(max_window=16, memory=memory).start(session, FakeState(rows=5))  # another batch size
-    assert len(session.widths) == 12
-    assert memory.costs[2, True] == pytest.approx({1: 0.001, 4: 0.002, 16: 0.004})
+    costs = dict(seconds_of=lambda L: 0.001 * L ** 0.5, k_of=lambda L: min(L, 8))
+    memory = WindowMemory(tmp_path / "exact.json", prior)
+    assert _run(AutoWindow(max_window=16, memory=memory), 12, **costs) == [1, 1, 1, 4, 4, 4] + [16] * 6
+    assert _run(AutoWindow(max_window=16, memory=memory), 10, **costs) == [16] * 10  # the next call, same shape
+    assert _run(AutoWindow(max_window=16, memory=memory), 3, **costs, state=FakeState(rows=5)) == [1] * 3  # probes
     memory.save()
     again = WindowMemory(tmp_path / "exact.json", prior)  # as a new process makes it
-    assert again.costs == memory.costs
-    AutoWindow(max_window=16, memory=again).start(session, FakeState(rows=5))
-    assert len(session.widths) == 12
-
-
-def test_a_narrower_forward_timed_dearer_than_a_wider_one_is_taken_as_noise(monkeypatch):
-    policy = AutoWindow(max_window=16, memory=WindowMemory(prior={1: {1: 1.0, 4: 2.0, 16: 8.0}}))
-    seconds = {1: 0.01, 4: 0.002, 16: 0.004}  # the forward at 1 was preempted: a preemption only adds time
-    policy.start(TimedSession(seconds.get, monkeypatch), FakeState())
-    assert policy.cost == pytest.approx({1: 0.002, 4: 0.002, 16: 0.004})
-
-
-def test_auto_without_a_prior_times_nothing_and_explores_from_plain_ar(monkeypatch):
-    policy, session = AutoWindow(max_window=16, memory=WindowMemory()), TimedSession(lambda L: 0.001, monkeypatch)
-    state = FakeState()
-    policy.start(session, state)
-    assert session.widths == [] and policy(state) == 1 and policy.explored == 1
+    assert again.shapes == memory.shapes
+    assert _run(AutoWindow(max_window=16, memory=again), 12, **costs, state=FakeState(rows=5))[6:] == [16] * 6
 
 
 def test_a_prior_is_read_at_the_nearest_batch_size_and_interpolated_in_log_window(tmp_path):
@@ -243,12 +200,12 @@ def test_exact_equals_ar_with_auto(layout, prior):
     target = mmspec.ReferenceTarget(tiny_gpt(vocab_size=16, rope_axes=layout.axes))
     kw = dict(sampling={"temperature": 0.9, "top_k": 12, "cfg_scale": 2.5}, seed=0, num_samples=2)
     ar = mmspec.generate(target, torch.tensor([0, 3]), layout, method="ar", **kw)
-    # with a prior, the cost table's forwards run on the generation's own session before its first step
+    # with a prior, the first steps probe the widths' costs: windows of 1, then 4, then what wins
     window = "auto" if prior is None else AutoWindow(max_window=8, memory=WindowMemory(prior=prior))
     auto = mmspec.generate(target, torch.tensor([0, 3]), layout, method="exact", window=window, **kw)
     assert torch.equal(auto.tokens, ar.tokens)
     if prior is not None:
-        assert window.cost  # the forwards were timed
+        assert window.seconds[4]  # 4 was probed
 
 
 @pytest.mark.parametrize("remembered", [False, True, "prior"], ids=["fresh", "remembered", "prior"])

@@ -60,7 +60,7 @@ class WindowMemories(dict):
         self.folder, self.device, self.prior = folder, str(device).replace(":", ""), prior or {}
 
     def __missing__(self, method: str) -> WindowMemory:
-        name = f"{method}-{self.device}-{torch.get_num_threads()}threads.json"
+        name = f"{method}-{self.device}-{torch.get_num_threads()}threads-v{WindowMemory.version}.json"
         path = None if self.folder is None else self.folder / name
         memory = self[method] = WindowMemory(path, self.prior.get(method))
         return memory
