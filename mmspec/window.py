@@ -102,6 +102,8 @@ class AutoWindow:
     margin = 1.05  # a wider window is preferred only when its throughput is this much higher
     growth = 2.5  # the most a 4x wider window is assumed to raise the tokens per step
     kept = 9  # a width's step cost is the median of its last `kept` timed steps
+    fresh = 2 * recheck  # a width is picked only if it ran this many steps ago at most (or runs now)
+    slack = 0.85  # the share of a step's extrapolated extra cost a wider width is sure to pay (see _could_win)
     memory_of_tokens = 0.98  # the same for tokens: they are bursty, and only a long average shows what a width gives
     prior_steps = 8  # the weight of the prior (scale 1) in `scale`, in measured steps
     probe = 2  # with a prior, steps that measure a width's cost (after its first, which is not timed)
@@ -150,12 +152,22 @@ class AutoWindow:
             self._recall(state)
 
     def _could_win(self, L: int) -> bool:
-        """With a prior: whether width L, not measured, could beat the widths measured narrower at the least its step
-        can cost, the cost of the widest of them. (No more can be assumed: a step's cost is far from linear in its
-        positions on a CPU at 1 row on emoji-image, 3.3, 4.6 and 5.9 ms at 1, 4 and 16, where the line through the
-        first two puts 16 at 9.8.)"""
+        """With a prior: whether width L, not timed, could beat the widths timed narrower at the least its step can
+        cost: that of the widest of them, plus, with three timed, the slope between the last two bent as much again
+        as it bent from the two before, times `slack`. A step's cost is concave in its positions on a CPU at 1 row
+        (emoji-image: 3.3, 4.6 and 5.9 ms at 1, 4 and 16: the slope falls to a quarter) and nearly linear at many
+        rows (emoji-video at 8 rows: 8, 14 and 34 ms, then 106 at 64, where the bent line says 86)."""
         ran = [W for W in self.candidates if W < L and self.seconds[W]]
-        return not ran or self.per_step(L)[0] / self.per_step(ran[-1])[1] > max(map(self.rate, ran))
+        if not ran:
+            return True
+        cost = {W: self.per_step(W)[1] for W in ran}
+        least = cost[ran[-1]]
+        if len(ran) > 2:
+            a, b, c = ran[-3:]
+            slope, before = (cost[c] - cost[b]) / (c - b), (cost[b] - cost[a]) / (b - a)
+            if slope > 0 and before > 0:
+                least += self.slack * slope * min(slope / before, 1.0) * (L - c)
+        return self.per_step(L)[0] / least > max(cost[W] and self.per_step(W)[0] / cost[W] for W in ran)
 
     def __call__(self, state: "DecodeState") -> int:
         if not self.attached:
@@ -184,7 +196,11 @@ class AutoWindow:
                 self.explored += 1
                 return [c[i]] * (self.stretch + self._warmup(c[i], self.window))
         self.explored = len(c)
-        ran = [L for L in c if self.seconds[L]] or [self.best or 1]
+        # among the widths timed lately (and the one running): a step's cost grows along a generation, most at many
+        # rows and wide windows (attention over the prefix: on emoji-video at 8 rows, 16 costs 27 ms at step 10
+        # and 58 ms at step 90), so a cost timed long ago flatters its width; a neighbour's recheck times it anew
+        ran = [L for L in c if self.seconds[L] and (self.step - self.measured[L] <= self.fresh or L == self.best)]
+        ran = ran or [self.best or 1]
         best = ran[0]
         # a wider window must win clearly: its measurements are noisier and its mistakes dearer
         for L in ran[1:]:
