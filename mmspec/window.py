@@ -101,12 +101,12 @@ class AutoWindow:
     max_wait = 8 * recheck  # the longest a losing neighbour waits for its next stretch
     margin = 1.05  # a wider window is preferred only when its throughput is this much higher
     growth = 2.5  # the most a 4x wider window is assumed to raise the tokens per step
-    kept = 9  # a width's step cost is the median of its last `kept` timed steps
+    kept = 9  # a width's step cost is the least of its last `kept` timed steps (see observe)
     fresh = 2 * recheck  # a width is picked only if it ran this many steps ago at most (or runs now)
     slack = 0.85  # the share of a step's extrapolated extra cost a wider width is sure to pay (see _could_win)
     memory_of_tokens = 0.98  # the same for tokens: they are bursty, and only a long average shows what a width gives
     prior_steps = 8  # the weight of the prior (scale 1) in `scale`, in measured steps
-    probe = 2  # with a prior, steps that measure a width's cost (after its first, which is not timed)
+    probe = 3  # with a prior, steps that measure a width's cost (after its first, which is not timed)
     hope = 1.25  # with a prior, a neighbour that ran is rechecked only while its estimate is this close to the best
 
     def __init__(self, max_window: int = 32, memory: "WindowMemory | None" = None):
@@ -132,7 +132,7 @@ class AutoWindow:
             tokens = min(float(L), 1.0 + self.scale() * (self.expected[L] - 1.0))
         else:
             tokens = self.tokens[L] / self.counted[L] if self.counted[L] > 0 else 0.0
-        return tokens, float(np.median(self.seconds[L])) if self.seconds[L] else 0.0
+        return tokens, min(self.seconds[L]) if self.seconds[L] else 0.0
 
     def scale(self) -> float:
         """This generation's extra tokens per step over the prior's, pooled over every width's counted steps, with
@@ -214,14 +214,17 @@ class AutoWindow:
         b = c.index(best)
         # a wider neighbour is rechecked only while it could still pay, by the costs measured now: at 8 rows a
         # stretch of 64 (and its warm-up of 16 steps) costs more than a generation's worth of what it could win
-        due = [L for L in c[max(b - 1, 0): b + 2] if L != best and self.step - self.measured[L] >= self.wait[L]
+        # (with a prior, any width that is close enough: at plain AR, which measures no acceptance, the width that
+        # would win by the prior is rechecked directly, not only through a neighbour's win)
+        near = c if self.expected else c[max(b - 1, 0): b + 2]
+        due = [L for L in near if L != best and self.step - self.measured[L] >= self.wait[L]
                and (L < best or b == 0 or self._plausible(L, c[b - 1], best))
                and (not self.expected or (self.hope * self.rate(L) >= self.rate(best) if self.seconds[L]
                                           else self._could_win(L)))]
         self.wait[best] = self.recheck
         if not due:
             return [best] * self.recheck
-        again = min(due, key=self.measured.get)
+        again = min(due, key=lambda L: (self.measured[L], -self.rate(L)))
         self.wait[again] = min(2 * self.wait[again], self.max_wait)
         return [best] * self.recheck + [again] * (self.stretch + self._warmup(again, best))
 
@@ -262,9 +265,13 @@ class AutoWindow:
         W = self.window
         self.step += 1
         self.measured[W] = self.step
-        if W in self.stepped:  # a width's first step in a generation pays one-off costs (allocations, new shapes for
-            self.seconds[W] = (self.seconds[W] + [seconds])[-self.kept:]  # the kernels: 9 ms against 6 for 16 on
-        self.stepped.add(W)  # emoji-image at 1 row): not timed
+        # a step's cost is the least of the last few: other work on the machine only ever adds time, and on a shared
+        # 2-core CPU one step in three of a probe took 2-3x the others (one slow probe kept the README's image at
+        # plain AR). A width's first step in a generation pays one-off costs (allocations, new shapes for the
+        # kernels: 9 ms against 6 for 16 on emoji-image at 1 row): it is not timed.
+        if W in self.stepped:
+            self.seconds[W] = (self.seconds[W] + [seconds])[-self.kept:]
+        self.stepped.add(W)
         if self.step == 1:
             return  # nor are the first step's tokens counted
         if self.unmeasured > 0:
