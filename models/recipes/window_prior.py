@@ -1,8 +1,8 @@
 """Measure a bundled model's acceptance prior, models/<model>/window-prior.json: for each method that runs with
 window="auto", the tokens committed per step by the row furthest behind (as AutoWindow counts them) at each of
 AutoWindow's candidate windows, at 1 row and at larger batches, from real generations under the model's default
-sampling. AutoWindow starts from it (mmspec.window.load_prior) with a cost table timed on the running device,
-so that a first call need not explore from plain AR.
+sampling. AutoWindow starts from it (mmspec.window.load_prior) and probes each width's step cost on the running
+device with a few real steps, so that a first call need not explore from plain AR.
 
     python models/recipes/window_prior.py image   # or video, text; see --help
 
