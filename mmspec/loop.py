@@ -38,6 +38,9 @@ def decode(session: Session, drafter: Drafter, verifier: Verifier, policy: Windo
     stats = Stats.empty(state.batch_size, state.length, policy.max_window, state.seq.device)
     commit_step = torch.full_like(state.seq, -1)  # [B, N + max_window]
     step = VerifyStep(session, verifier, state.sampling, stats, commit_step, stop_tokens, compile)
+    # rows whose forwards write the same cache slots need no attention mask and no per-row cache writes: on a CPU
+    # (a static cache masks and writes by row anyway) a policy may ask the batch to stay in step (`in_step`)
+    keep_in_step = state.batch_size > 1 and torch.device(session.device).type == "cpu"
     drafter.start(state, context or Context())
     policy.start(session, state)
     while state.active.any():  # the step's one read of the device
@@ -49,7 +52,8 @@ def decode(session: Session, drafter: Drafter, verifier: Verifier, policy: Windo
             L = min(ahead + 1, state.max_window)
         draft = drafter.propose(state, L)
         L = draft.width + 1  # a drafter may draft fewer than asked (a lookup with nothing to look up)
-        verdict, logp, k = step(state, draft, L)
+        in_step = keep_in_step and getattr(policy, "in_step", False) and not isinstance(draft, TreeDraft)
+        verdict, logp, k = step(state, draft, L, in_step)
         t_hook = time.perf_counter()
         if on_commit is not None:
             on_commit(state, k)
@@ -100,17 +104,17 @@ class VerifyStep:
                 torch._dynamo.config.accumulated_recompile_limit, RECOMPILE_LIMIT)
             self.run = torch.compile(self._run, fullgraph=True, dynamic=False, **options)
 
-    def __call__(self, state: DecodeState, draft: "Draft | TreeDraft", L: int):
-        return self.run(state, draft, L)
+    def __call__(self, state: DecodeState, draft: "Draft | TreeDraft", L: int, in_step: bool = False):
+        return self.run(state, draft, L, in_step)
 
     @torch.no_grad()
-    def _run(self, state: DecodeState, draft: "Draft | TreeDraft", L: int):
+    def _run(self, state: DecodeState, draft: "Draft | TreeDraft", L: int, in_step: bool = False):
         draft = _force_draft(state, draft, L)
         inputs = torch.cat([state.pending[:, None], draft.nodes()], 1)  # [B, W]: last committed, then drafts
         logits = self.session.forward(inputs, state.n - 1, draft.tree)
         logp = _force_p(state, self.sampling.logp(*logits), L, draft.tree)  # [B, W, V]
         verdict = self.verifier(state, draft, logp, L)
-        k = _commit(state, verdict, L, self.stats, self.commit_step, self.stop_tokens)
+        k = _commit(state, verdict, L, self.stats, self.commit_step, self.stop_tokens, in_step)
         if verdict.path is not None:  # the tree's path taken now stands for the indices after n
             self.session.adopt(verdict.path)
         return verdict, logp, k
@@ -143,14 +147,30 @@ def _force_p(state: DecodeState, logp: torch.Tensor, L: int, tree: Tree | None) 
     return logp.scatter_(-1, token, logp.gather(-1, token).masked_fill(is_forced, 0.0))
 
 
+def in_step_counts(state: DecodeState, verdict: Verdict, k: torch.Tensor) -> torch.Tensor:
+    """k [B] tokens each row may commit -> the counts that bring every active row to the least index any of them
+    reaches (rows in step stay in step; rows ahead wait, committing nothing, until the others catch up).
+
+    Lossless: a committed prefix ends where a rule stops it that depends on the row's outputs only through what
+    its verification already decided (k), and on other rows, whose draws are independent of this row's; every
+    output the row commits is still its p given what precedes it. The outputs it does not commit are drawn again
+    (a Jacobi window carries them with their q = the same p: they pass the next step). The batch's time is its
+    slowest row's, which waits for nobody."""
+    reach = torch.where(state.active, state.n + k, state.n.new_tensor(2**62)).min()  # [] least index reached
+    return torch.minimum(k, (reach - state.n).clamp(min=0)) * state.active
+
+
 def _commit(state: DecodeState, verdict: Verdict, L: int, stats: Stats, commit_step: torch.Tensor,
-            stop_tokens: torch.Tensor | None) -> torch.Tensor:
-    """Write the committed prefix of every active row; return k [B] (0 for rows already done)."""
+            stop_tokens: torch.Tensor | None, in_step: bool = False) -> torch.Tensor:
+    """Write the committed prefix of every active row; return k [B] (0 for rows already done). `in_step`: every
+    row stops where the row that gets least far does (`in_step_counts`)."""
     N = state.length
     index = verdict.index  # [B, L]
     slots = torch.arange(L, device=index.device)
     lead = verdict.accepted.long().cumprod(1).sum(1)  # drafts accepted before the first rejection
     k = torch.minimum(lead + 1, N - state.n) * state.active
+    if in_step:
+        k = in_step_counts(state, verdict, k)
     stopped = torch.zeros_like(state.active)
     if stop_tokens is not None:
         hit = torch.isin(verdict.y, stop_tokens) & (slots < k[:, None])

@@ -104,6 +104,7 @@ class AutoWindow:
     kept = 9  # a width's step cost is the least of its last `kept` timed steps (see observe)
     fresh = 2 * recheck  # a width is picked only if it ran this many steps ago at most (or runs now)
     slack = 0.85  # the share of a step's extrapolated extra cost a wider width is sure to pay (see _could_win)
+    bend = 0.25  # the least a step's cost per extra position falls from one width to the next, 4x wider
     memory_of_tokens = 0.98  # the same for tokens: they are bursty, and only a long average shows what a width gives
     prior_steps = 8  # the weight of the prior (scale 1) in `scale`, in measured steps
     probe = 3  # with a prior, steps that measure a width's cost (after its first, which is not timed)
@@ -122,6 +123,8 @@ class AutoWindow:
         self.explored, self.plan, self.window, self.step, self.unmeasured = 0, [], 1, 0, 0
         self.best = None  # the width chosen last (None while exploring)
         self.stepped: set[int] = set()  # the widths that ran a step in this generation
+        # width -> (the width running when it was last timed, that width's step cost then): see per_step
+        self.anchors: dict[int, tuple[int, float]] = {}
         self.expected: dict[int, float] = {}  # the prior's tokens per step by width at this batch size
         self.attached = memory is None
 
@@ -132,7 +135,16 @@ class AutoWindow:
             tokens = min(float(L), 1.0 + self.scale() * (self.expected[L] - 1.0))
         else:
             tokens = self.tokens[L] / self.counted[L] if self.counted[L] > 0 else 0.0
-        return tokens, min(self.seconds[L]) if self.seconds[L] else 0.0
+        if not self.seconds[L]:
+            return tokens, 0.0
+        seconds = min(self.seconds[L])
+        # a step's cost grows along a generation (attention over the prefix; emoji-image at 4 rows: AR 3.4 ms at
+        # step 30, 4.6 at step 90): a width timed a while ago is judged by its cost then times how much the width
+        # running then has grown since, not against today's cost of the others
+        anchor, then = self.anchors.get(L, (L, 0.0))
+        if anchor != L and self.seconds[anchor] and then > 0:
+            seconds *= min(self.seconds[anchor]) / then
+        return tokens, seconds
 
     def scale(self) -> float:
         """This generation's extra tokens per step over the prior's, pooled over every width's counted steps, with
@@ -142,6 +154,14 @@ class AutoWindow:
         measured = sum(self.tokens[L] - self.counted[L] for L in extra)  # extra tokens the steps committed
         expected = sum(self.counted[L] * e for L, e in extra.items())  # what the prior expects of the same steps
         return (measured + pseudo) / (expected + pseudo) if expected + pseudo > 0 else 1.0
+
+    @property
+    def in_step(self) -> bool:
+        """Keep a batch's rows in step (mmspec.loop.in_step_counts) while plain AR is the best width or the widths
+        are being probed: a probe's or recheck's few wide steps would otherwise leave the rows out of step for the
+        rest of the generation, and every AR step after them pays attention masks and per-row cache writes (8%
+        of an AR step at 16 rows on emoji-image on a CPU)."""
+        return self.best in (None, 1)
 
     def rate(self, L: int) -> float:
         tokens, seconds = self.per_step(L)
@@ -153,20 +173,25 @@ class AutoWindow:
 
     def _could_win(self, L: int) -> bool:
         """With a prior: whether width L, not timed, could beat the widths timed narrower at the least its step can
-        cost: that of the widest of them, plus, with three timed, the slope between the last two bent as much again
-        as it bent from the two before, times `slack`. A step's cost is concave in its positions on a CPU at 1 row
-        (emoji-image: 3.3, 4.6 and 5.9 ms at 1, 4 and 16: the slope falls to a quarter) and nearly linear at many
-        rows (emoji-video at 8 rows: 8, 14 and 34 ms, then 106 at 64, where the bent line says 86)."""
+        cost: that of the widest of them plus the slope between the last two, bent as much again as it bent from the
+        two before (with only two, as much as it ever bends: `bend`), times `slack`. A step's cost is concave in
+        its positions on a CPU at 1 row (emoji-image: 3.3, 4.6 and 5.9 ms at 1, 4 and 16: the slope falls to a
+        quarter) and nearly linear at many rows (emoji-video at 8 rows: 8, 14 and 34 ms, then 106 at 64, where the
+        bent line says 86; emoji-image at 16 rows: 9.4 and 14 ms at 1 and 4, and 28 at 16, where it says 17)."""
         ran = [W for W in self.candidates if W < L and self.seconds[W]]
         if not ran:
             return True
         cost = {W: self.per_step(W)[1] for W in ran}
         least = cost[ran[-1]]
-        if len(ran) > 2:
-            a, b, c = ran[-3:]
-            slope, before = (cost[c] - cost[b]) / (c - b), (cost[b] - cost[a]) / (b - a)
-            if slope > 0 and before > 0:
-                least += self.slack * slope * min(slope / before, 1.0) * (L - c)
+        if len(ran) > 1:
+            b, c = ran[-2:]
+            slope = (cost[c] - cost[b]) / (c - b)
+            bend = self.bend
+            if len(ran) > 2:
+                a = ran[-3]
+                before = (cost[b] - cost[a]) / (b - a)
+                bend = min(slope / before, 1.0) if before > 0 else self.bend
+            least += self.slack * max(slope, 0.0) * bend * (L - c)
         return self.per_step(L)[0] / least > max(cost[W] and self.per_step(W)[0] / cost[W] for W in ran)
 
     def __call__(self, state: "DecodeState") -> int:
@@ -202,9 +227,13 @@ class AutoWindow:
         ran = [L for L in c if self.seconds[L] and (self.step - self.measured[L] <= self.fresh or L == self.best)]
         ran = ran or [self.best or 1]
         best = ran[0]
-        # a wider window must win clearly: its measurements are noisier and its mistakes dearer
+        # a wider window must win clearly: its measured tokens are noisier and its mistakes dearer. (With a prior its
+        # tokens are the prior's, scaled by every step, and a tie goes to the wider: only a speculative width measures
+        # acceptance. On emoji-image at 1 row, 16 and AR tie at the prior's average; plain AR then learns nothing of
+        # the prompt, and "red heart", where 16 is 1.5x AR, stayed at AR for 180 steps.)
+        need = 1.0 if self.expected else self.margin
         for L in ran[1:]:
-            if self.rate(L) > self.margin * self.rate(best):
+            if self.rate(L) > need * self.rate(best):
                 best = L
         # and any width must win clearly against the one running: a neighbour's stretch is a few bursty steps, and
         # a switch on their luck costs more than the margin (at 1 row on emoji-image, 16 fell back to 4 that way)
@@ -271,6 +300,9 @@ class AutoWindow:
         # kernels: 9 ms against 6 for 16 on emoji-image at 1 row): it is not timed.
         if W in self.stepped:
             self.seconds[W] = (self.seconds[W] + [seconds])[-self.kept:]
+            anchor = self.best or 1
+            if W != anchor and self.seconds[anchor]:
+                self.anchors[W] = (anchor, min(self.seconds[anchor]))
         self.stepped.add(W)
         if self.step == 1:
             return  # nor are the first step's tokens counted
