@@ -128,6 +128,7 @@ class AutoWindow:
         self.anchors: dict[int, tuple[int, float]] = {}
         self.expected: dict[int, float] = {}  # the prior's tokens per step by width at this batch size
         self.attached = memory is None
+        self.rows = 0  # the batch size (known once attached to a memory)
 
     def per_step(self, L: int) -> tuple[float, float]:
         """(tokens, seconds) per step at width L, 0 where not known. Tokens: with a prior, its extra tokens times this
@@ -255,7 +256,11 @@ class AutoWindow:
         if not due:
             return [best] * self.recheck
         again = min(due, key=lambda L: (self.measured[L], -self.rate(L)))
-        self.wait[again] = min(2 * self.wait[again], self.max_wait)
+        # a losing width waits twice as long for its next recheck; not at one row with a prior, where a recheck of a
+        # wide width is cheap (its steps commit too) and plain AR, measuring no acceptance, would otherwise miss the
+        # easier regions of the output (the top of an emoji is hard, its middle easy)
+        if not (self.expected and self.rows == 1):
+            self.wait[again] = min(2 * self.wait[again], self.max_wait)
         return [best] * self.recheck + [again] * (self.stretch + self._warmup(again, best))
 
     def _warmup(self, L: int, before: int) -> int:
@@ -289,6 +294,7 @@ class AutoWindow:
                 self.measured[L] = 0
         if not self.expected and self.seconds[self.candidates[0]]:  # (with a prior, probing skips what ran)
             self.explored = len(self.candidates)
+        self.rows = state.batch_size
         self.attached = True
 
     def observe(self, state, k, seconds) -> None:
