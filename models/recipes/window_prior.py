@@ -17,7 +17,8 @@ from pathlib import Path
 
 import torch
 
-from mmspec.bench import PROMPTS, load_pipeline
+from mmspec.bench import PROMPTS
+from mmspec.pipelines import load_pipeline
 from mmspec.window import PRIOR_FILE, AutoWindow, FixedWindow, lagging_tokens
 
 METHODS = ["exact", "coupled", "gumbel", "jacobi", "lookup", "pac"]
@@ -69,7 +70,7 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(1)  # the counts do not depend on it; other work on the machine does not wait for us
     pipe = load_pipeline(args.kind)
-    methods = args.methods.split(",") if args.methods else METHODS + (["draft-model"] if args.kind == "text" else [])
+    methods = args.methods.split(",") if args.methods else METHODS + (["draft-model", "eagle"] if args.kind == "text" else [])
     rows_list = [int(r) for r in args.rows.split(",")] if args.rows else ROWS[args.kind]
     candidates = AutoWindow(max_window=pipe.default_window).candidates
     tokens, steps = {}, {}
@@ -83,12 +84,17 @@ def main() -> None:
             print(method, rows, tokens[method][rows], flush=True)
     folder = Path(__file__).resolve().parents[1] / {"image": "emoji-image", "video": "emoji-video",
                                                     "text": "code-text"}[args.kind]
+    path = folder / PRIOR_FILE
+    if path.is_file():  # the methods not measured now keep what the file holds
+        before = json.loads(path.read_text())
+        tokens = {**before["tokens_per_step"], **tokens}
+        steps = {**before.get("steps_counted", {}), **steps}
     out = {"about": "tokens committed per step by the row furthest behind, by method, batch size and window, "
                     "under the model's default sampling; written by models/recipes/window_prior.py",
            "sampling": pipe.default_sampling, "prompts": PROMPTS[args.kind], "seeds": args.seeds,
            "tokens_per_step": tokens, "steps_counted": steps}
-    (folder / PRIOR_FILE).write_text(json.dumps(out, indent=1) + "\n")
-    print("wrote", folder / PRIOR_FILE)
+    path.write_text(json.dumps(out, indent=1) + "\n")
+    print("wrote", path)
 
 
 if __name__ == "__main__":
