@@ -58,11 +58,11 @@ class HeadSession:
         self.to_target = head.scatter_vocabulary if head.maps_vocabulary() else None  # (asked once: a device read)
 
     @torch.no_grad()
-    def forward(self, hidden: torch.Tensor, tokens: torch.Tensor, start: torch.Tensor, last: torch.Tensor | None = None,
-                tree: Tree | None = None):
+    def forward(self, hidden: torch.Tensor, tokens: torch.Tensor, start: torch.Tensor,
+                columns: torch.Tensor | None = None, tree: Tree | None = None):
         """Features [R, T, F] (the target's) or the head's outputs [R, T, H], tokens [R, T] at indices start [R] ..
         -> (outputs [R, T', H], logits over the target vocabulary [R, T', V]); every pair goes into the cache, but
-        with `last` [R] only that column of each row is carried on (T' = 1): the others are context, never drafts.
+        with `columns` [R, T'] only those columns of each row are carried on: the others are context, never drafts.
         With a `tree` (mmspec.tree), pair w sits in slot start + w at index start + tree.offset[w] (its RoPE
         position) and attends to the slots before start and to the pairs tree.visible[w]."""
         head = self.head
@@ -74,11 +74,12 @@ class HeadSession:
         q, k, v = head.qkv(embeds, hidden, (self.cos[index], self.sin[index]))
         k, v = view.update(0, k, v)
         mask = view.mask  # [R, 1, T, S] or None
-        if last is not None:
-            q = q.gather(2, last[:, None, None, None].expand(-1, q.shape[1], 1, q.shape[3]))
-            hidden = hidden.gather(1, last[:, None, None].expand(-1, 1, hidden.shape[2]))
+        if columns is not None:  # queries, residual and mask rows of those columns only
+            T = columns.shape[1]
+            q = q.gather(2, columns[:, None, :, None].expand(-1, q.shape[1], T, q.shape[3]))
+            hidden = hidden.gather(1, columns[..., None].expand(-1, T, hidden.shape[2]))
             if mask is not None:
-                mask = mask.gather(2, last[:, None, None, None].expand(-1, 1, 1, mask.shape[3]))
+                mask = mask.gather(2, columns[:, None, :, None].expand(-1, 1, T, mask.shape[3]))
         out, logits = head.attend(hidden, q, k, v, mask)
         self.cache.advance(slots)
         logits = logits.float()
@@ -157,14 +158,14 @@ class EagleDrafter:
         u = state.streams.uniform(S, D - 1).to(nodes.device) if self.draw == "sample" else None
         qs = []
         for t in range(1, D):
+            deepest = (torch.arange(S, device=nodes.device) * t + t - 1).expand(R, S)  # each branch's last node
             out, logits = self.session.forward(hidden.flatten(1, 2), self._rows(nodes.flatten(1)), self._rows(state.n),
-                                               tree=forest(S, t, nodes.device))
-            deepest = lambda x: x.view(R, S, t, -1)[:, :, -1]  # noqa: E731  [R, S, .] each branch's last node
-            logq = self._q(state, deepest(logits))  # [B, S, V]
+                                               deepest, forest(S, t, nodes.device))  # [R, S, H], [R, S, V]
+            logq = self._q(state, logits)  # [B, S, V]
             qs.append(logq.exp())
             child = self._draw(state, logq, qs[-1], state.index(1, t), None if u is None else u[:, :, t - 1])
             nodes = torch.cat([nodes, child[..., None]], 2)
-            hidden = torch.cat([hidden, deepest(out)[:, :, None]], 2)
+            hidden = torch.cat([hidden, out[:, :, None]], 2)
         return nodes, torch.stack(qs, 2) if qs else None
 
     def update(self, state, draft, verdict, logp, k):
@@ -181,7 +182,7 @@ class EagleDrafter:
             column = torch.cat([column[:, :1], verdict.path, column[:, verdict.path.shape[1] + 1:]], 1)
         features = features.gather(1, self._rows(column)[..., None].expand(-1, -1, features.shape[-1]))
         n0 = state.n - k  # the window's first index: column j holds (features of n0-1+j, token n0+j)
-        last = self._rows((k - 1).clamp(min=0))  # [R] the last committed token's column
+        last = self._rows((k - 1).clamp(min=0))[:, None]  # [R, 1] the last committed token's column
         out, logits = self.session.forward(features, self._rows(verdict.y), self._rows(n0), last)
         self.h, self.z = out[:, 0], logits[:, 0]
 

@@ -168,7 +168,8 @@ class ReplaysItsBranches(EagleDrafter):
 
 
 class FirstSlotLaws(EagleDrafter):
-    """Keeps q at the first slot of every window, by the index it drafts (one row), one dict per generation."""
+    """Keeps q at the first slot of every window, by the index it drafts (one row), one dict per generation, with
+    the number of branches the verifier had taken before."""
 
     def __init__(self, head, draw, tree_nodes):
         super().__init__(head, draw, tree_nodes)
@@ -177,12 +178,17 @@ class FirstSlotLaws(EagleDrafter):
     def start(self, state, context):
         super().start(state, context)
         self.first.append({})
+        self.taken = 0
 
     def propose(self, state, L):
         draft = super().propose(state, L)
         if draft.q is not None:
-            self.first[-1][int(state.n[0])] = draft.q[0, 0]
+            self.first[-1][int(state.n[0])] = draft.q[0, 0], self.taken
         return draft
+
+    def update(self, state, draft, verdict, logp, k):
+        self.taken += int((verdict.branch > 0).sum()) if verdict.branch is not None else 0
+        super().update(state, draft, verdict, logp, k)
 
 
 @pytest.mark.parametrize("layout, axes", [(mmspec.Sequence1D(14), 1), (mmspec.Grid2D(4, 4), 2)], ids=["1d", "2d"])
@@ -212,9 +218,15 @@ def test_head_branches_are_the_head_run_along_each_branch(layout, axes, exact):
         for seed in range(6):
             mmspec.generate(target, torch.tensor([1]), layout, method=method, window=5, sampling=sampling, seed=seed)
         runs.append(drafter.first)
-    same = [(a[n], b[n]) for a, b in zip(*runs) for n in a.keys() & b.keys() if n > 0]
-    assert len(same) > 10
-    assert max(float((a - b).abs().max()) for a, b in same) < 1e-9
+    same = [(a[n], b[n][0]) for a, b in zip(*runs) for n in a.keys() & b.keys() if n > 0]
+    assert len(same) > 10 and sum(taken > 0 for (_, taken), _ in same) > 3  # indices drafted after branches were taken
+    assert max(float((a - b).abs().max()) for (a, _), b in same) < 1e-9
+
+
+def test_eagle_refuses_branches_with_a_jacobi_window():
+    with pytest.raises(ValueError, match="proactive branches or a Jacobi window after the head's slots, not both"):
+        mmspec.methods.resolve_method({"name": "eagle", "head": eagle_case("text-1d")[1], "proactive": [3, 2],
+                                       "jacobi": 1})
 
 
 # A head in the published EAGLE-3 layout for a 4-layer tiny llama: vLLM's default layers are (2, 4 // 2, 4 - 3)
