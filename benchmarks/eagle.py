@@ -5,10 +5,11 @@ slot is accepted (does the head fix slot 0, the draft after the token the last s
 against AR's. Runs the model's default sampling, and with --hot also temperature 1 without top-k / top-p (the
 high-entropy regime real image models sample in). Video rows get their first frame given (as the pipeline does).
 
-  python -m benchmarks.eagle image [--rows 1] [--window 6] [--hot] [--threads 1] [--out benchmarks/results/eagle]
+  python -m benchmarks.eagle image [--rows 1] [--window 6] [--seeds 1] [--hot] [--threads 1] [--out benchmarks/results/eagle]
 
 On text at 1 row it also times eagle against transformers' assisted generation and prompt lookup (greedy and
-sampled, same prompt ids, same run).
+sampled, same prompt ids, same run), unless --no-transformers. --proactive 4,3 4,4 adds the head with proactive
+branches of each shape (WIDTH,DEPTH), drawn and exact, at --window, and writes {kind}-rows{rows}-w{window}-branches.
 """
 from __future__ import annotations
 
@@ -23,8 +24,15 @@ from mmspec.bench import PROMPTS
 from mmspec.pipelines import load_pipeline
 
 
-def methods(window: int, jacobi_window: int) -> list[tuple[str, object, object]]:
-    """(label, spec, window): the head's spec names no folder: the pipeline gives the model's head/."""
+def methods(window: int, jacobi_window: int, proactive: list[list[int]] = ()) -> list[tuple[str, object, object]]:
+    """(label, spec, window): the head's spec names no folder: the pipeline gives the model's head/. With proactive
+    shapes: ar, the head's chain and the head with branches of each shape, drawn and exact, at `window`."""
+    if proactive:
+        return [("ar", "ar", 1), (f"eagle {window}", "eagle", window),
+                (f"eagle exact {window}", {"name": "eagle", "exact": True}, window)] + [
+            (f"eagle{' exact' if exact else ''} proactive={w},{d} {window}",
+             {"name": "eagle", **({"exact": True} if exact else {}), "proactive": [w, d]}, window)
+            for w, d in proactive for exact in (False, True)]
     return [("ar", "ar", 1), ("exact auto", "exact", "auto"), (f"exact {jacobi_window}", "exact", jacobi_window),
             (f"eagle {window}", "eagle", window),
             (f"eagle exact {window}", {"name": "eagle", "exact": True}, window),
@@ -33,32 +41,35 @@ def methods(window: int, jacobi_window: int) -> list[tuple[str, object, object]]
             ("eagle exact auto", {"name": "eagle", "exact": True}, "auto")]
 
 
-def run(pipe, kind: str, rows: int, window: int, jacobi_window: int, sampling, prompts: list[str]) -> list[dict]:
+def run(pipe, kind: str, rows: int, window: int, jacobi_window: int, sampling, prompts: list[str],
+        proactive: list[list[int]] = (), seeds: int = 1) -> list[dict]:
     call = {"max_new_tokens": 128} if kind == "text" else {}
-    batches = [[p] * rows for p in prompts]
+    batches = [[p] * rows for p in prompts for _ in range(seeds)]  # batch i runs seed i % seeds
     if kind == "video":  # the same first frame for every method: the video model's own work only
         firsts = [pipe.image_model(b, seed=0, method="ar") for b in batches]
-    results = []
-    for label, spec, w in methods(window, jacobi_window):
-        nfe = tokens = cpu = 0.0
-        accepted = forwards = None
-        for i, batch in enumerate(batches):
-            extra = {"image": firsts[i]} if kind == "video" else {}
+    specs = methods(window, jacobi_window, proactive)
+    nfe, tokens, cpu = ([0.0] * len(specs) for _ in range(3))
+    accepted, forwards = [None] * len(specs), [None] * len(specs)
+    for i, batch in enumerate(batches):  # methods interleaved per batch: CPU time ratios survive others' load
+        extra = {"image": firsts[i]} if kind == "video" else {}
+        for m, (label, spec, w) in enumerate(specs):
             c0 = time.process_time()
-            out = pipe(batch, seed=0, method=spec, window=w, sampling=sampling, **call, **extra)
-            cpu += time.process_time() - c0
+            out = pipe(batch, seed=i % seeds, method=spec, window=w, sampling=sampling, **call, **extra)
+            cpu[m] += time.process_time() - c0
             s = out.stats
-            nfe += float(s.nfe.float().mean())
-            tokens += float(s.committed.sum()) / rows
+            nfe[m] += float(s.nfe.float().mean())
+            tokens[m] += float(s.committed.sum()) / rows
             a, f = s.accepted_at.sum(0).float(), s.forwards_at.sum(0).float()
-            accepted = a if accepted is None else _pad_add(accepted, a)
-            forwards = f if forwards is None else _pad_add(forwards, f)
-        per_slot = (accepted / forwards.clamp(min=1))[:8]
-        results.append({"method": label, "nfe_per_row": round(nfe / len(batches), 1),
-                        "tokens_per_forward": round(tokens / nfe, 3), "cpu_seconds": round(cpu, 2),
+            accepted[m] = a if accepted[m] is None else _pad_add(accepted[m], a)
+            forwards[m] = f if forwards[m] is None else _pad_add(forwards[m], f)
+    results = []
+    for m, (label, _, _) in enumerate(specs):
+        per_slot = (accepted[m] / forwards[m].clamp(min=1))[:8]
+        results.append({"method": label, "nfe_per_row": round(nfe[m] / len(batches), 1),
+                        "tokens_per_forward": round(tokens[m] / nfe[m], 3), "cpu_seconds": round(cpu[m], 2),
                         "accepted_per_slot": [round(float(x), 3) for x in per_slot]})
         print(f"  {label:28s} nfe {results[-1]['nfe_per_row']:7.1f}  tok/fwd {results[-1]['tokens_per_forward']:5.2f}"
-              f"  cpu {cpu:6.2f}s  slots {results[-1]['accepted_per_slot']}", flush=True)
+              f"  cpu {cpu[m]:6.2f}s  slots {results[-1]['accepted_per_slot']}", flush=True)
     ar = results[0]
     for r in results:
         r["nfe_ratio"] = round(ar["nfe_per_row"] / r["nfe_per_row"], 2)
@@ -110,11 +121,16 @@ def main() -> None:
     ap.add_argument("--window", type=int, default=6, help="the head's chain window (default 6)")
     ap.add_argument("--jacobi-window", type=int, default=16, help="the window of exact and of head + Jacobi")
     ap.add_argument("--prompts", type=int, default=4, help="how many of the bench prompts (default 4)")
+    ap.add_argument("--seeds", type=int, default=1, help="runs of each prompt, with seeds 0 .. SEEDS-1 (default 1)")
     ap.add_argument("--hot", action="store_true", help="also temperature 1 without top-k / top-p")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--proactive", nargs="+", default=[], metavar="WIDTH,DEPTH",
+                    help="the head with proactive branches of these shapes instead of the Jacobi comparisons")
+    ap.add_argument("--no-transformers", action="store_true", help="text: skip the transformers comparison")
     ap.add_argument("--out", default="benchmarks/results/eagle")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    proactive = [[int(x) for x in shape.split(",")] for shape in args.proactive]
     pipe = load_pipeline(args.kind, window_cache="off")
     prompts = PROMPTS[args.kind][: args.prompts]
     regimes = {"default sampling": None}
@@ -124,13 +140,15 @@ def main() -> None:
     table = {}
     for regime, sampling in regimes.items():
         print(f"{args.kind}, {args.rows} row(s), {regime}:", flush=True)
-        table[regime] = run(pipe, args.kind, args.rows, args.window, args.jacobi_window, sampling, prompts)
-    versus = against_transformers(pipe, args.window) if args.kind == "text" and args.rows == 1 else None
+        table[regime] = run(pipe, args.kind, args.rows, args.window, args.jacobi_window, sampling, prompts, proactive,
+                            args.seeds)
+    compare = args.kind == "text" and args.rows == 1 and not args.no_transformers
+    versus = against_transformers(pipe, args.window) if compare else None
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    stem = f"{args.kind}-rows{args.rows}"
+    stem = f"{args.kind}-rows{args.rows}" + (f"-w{args.window}-branches" if proactive else "")
     (out / f"{stem}.json").write_text(json.dumps({"kind": args.kind, "rows": args.rows, "threads": args.threads,
-                                                  "prompts": prompts, "results": table, "transformers": versus},
+                                                  "window": args.window, "seeds": args.seeds, "prompts": prompts, "results": table, "transformers": versus},
                                                  indent=1))
     text = markdown(args.kind, args.rows, table)
     if versus:

@@ -131,8 +131,8 @@ def _common(p: argparse.ArgumentParser, kind_nargs: str | None = None, window=DE
     p.add_argument("--init", help="fill policy for fresh window slots: random, left, above, prev-frame, ngram, pool "
                                   "(default: prev-frame for video, random otherwise)")
     p.add_argument("--proactive", metavar="WIDTH,DEPTH",
-                   help="Jacobi methods: WIDTH-1 siblings of the window's first draft, each heading DEPTH tokens, "
-                        "verified in the same forward (pac: 4,3)")
+                   help="Jacobi methods, draft-model, eagle: WIDTH-1 siblings of the window's first draft, each "
+                        "heading DEPTH tokens, verified in the same forward (pac: 4,3)")
     p.add_argument("--head", metavar="DIR", help="eagle: a draft head folder (mmspec's or a published EAGLE-3 one; "
                                                  "default: the model folder's head/)")
     p.add_argument("--exact", action="store_true", default=None,

@@ -12,8 +12,9 @@
 | pac         | coupled, with proactive branches at slot 0 (SJD-PAC)| recursive rejection sampling  |
 | eagle       | a draft head on the target's features (EAGLE-3),    | rejection sampling, or argmax |
 |             | optionally the first slots only, Jacobi the rest    | match (`exact`: ar's tokens)  |
+|             | (or with proactive branches the head continues)     |                               |
 
-Every Jacobi method and draft-model take `proactive=(width, depth)`: slot 0 gets width - 1 siblings, each
+Every Jacobi method, draft-model and eagle take `proactive=(width, depth)`: slot 0 gets width - 1 siblings, each
 heading a branch of depth tokens, verified in the same forward (mmspec.drafters.proactive, mmspec.tree).
 """
 from __future__ import annotations
@@ -24,7 +25,8 @@ from typing import Any, Callable
 
 from mmspec.drafters import (CoupledRedraw, DraftModelDrafter, Drafter, GumbelRedraw, IndependentRedraw,
                              JacobiDrafter, LookupDrafter, NoDraft, make_fill)
-from mmspec.drafters.proactive import Branches, FreshBranches, ModelBranches, NoiseBranches, ProactiveDrafter
+from mmspec.drafters.proactive import (Branches, FreshBranches, ModelBranches, NoiseBranches, NoiseModelBranches,
+                                      ProactiveDrafter)
 from mmspec.layouts import Layout
 from mmspec.loading import check_folder
 from mmspec.verify import BranchVerifier, ChainVerifier, GumbelMatchVerifier, RejectionVerifier, Verifier
@@ -110,11 +112,13 @@ def draft_model(model=None, sampling=None, proactive=None) -> Method:
                           branches)
 
 
-def eagle(head=None, exact: bool = False, jacobi: "int | None" = None, init: "str | None" = None) -> Method:
+def eagle(head=None, exact: bool = False, jacobi: "int | None" = None, init: "str | None" = None,
+          proactive=None) -> Method:
     """head: an EagleHead or a head folder (mmspec.reference.eagle). exact: drafts are argmax(log q + g) with each
     position's own noise and the verifier accepts AR's token only (the tokens of `ar` with the same seed); else
     drafts are drawn from q and verified by rejection sampling. jacobi: the head drafts the first `jacobi` slots
-    of each window and a Jacobi window the rest (exact: Gumbel redraws, else SCD's coupling; `init` fills it)."""
+    of each window and a Jacobi window the rest (exact: Gumbel redraws, else SCD's coupling; `init` fills it).
+    proactive: (width, depth) branches at slot 0, each sibling continued by the head (not with jacobi)."""
     from mmspec.drafters.eagle import EagleDrafter, SplicedDrafter
     from mmspec.reference.eagle import EagleHead, load_head
 
@@ -125,18 +129,22 @@ def eagle(head=None, exact: bool = False, jacobi: "int | None" = None, init: "st
         head = load_head(head)
     if jacobi is not None and (isinstance(jacobi, bool) or not isinstance(jacobi, int) or jacobi < 1):
         raise ValueError(f"jacobi must be the head's slots, an int >= 1, or None, got {jacobi!r}")
+    if jacobi is not None and proactive is not None:
+        raise ValueError("eagle takes proactive branches or a Jacobi window after the head's slots, not both")
     if init is not None:
         make_fill(init)
     draw, verifier = ("gumbel", GumbelMatchVerifier()) if exact else ("sample", RejectionVerifier())
     redraw = GumbelRedraw() if exact else CoupledRedraw()
+    branches = _branches(proactive, NoiseModelBranches if exact else ModelBranches)
+    nodes = 0 if branches is None else branches.nodes  # the head's cache has room for the branches
 
     def make(layout: Layout) -> Drafter:
-        drafter = EagleDrafter(head, draw)
+        drafter = EagleDrafter(head, draw, nodes)
         if jacobi is None:
             return drafter
         return SplicedDrafter(drafter, JacobiDrafter(redraw, make_fill(init or layout.default_init)), jacobi)
 
-    return Method("eagle", make, verifier)
+    return _with_branches("eagle", make, verifier, branches)
 
 
 # What a call does unless told otherwise (mmspec.generate and the pipelines): the tokens of plain AR with the same

@@ -7,7 +7,8 @@ from tiny import CycleWindow, TabularTarget, tiny_gpt, tiny_head
 
 PROACTIVE = [{"name": "exact", "proactive": [3, 2]}, {"name": "exact", "proactive": [5, 4]},
              {"name": "draft-model", "proactive": [3, 2]}]
-EAGLE = [{"name": "eagle"}, {"name": "eagle", "jacobi": 2}, {"name": "eagle", "exact": True, "jacobi": 1}]
+EAGLE = [{"name": "eagle"}, {"name": "eagle", "jacobi": 2}, {"name": "eagle", "exact": True, "jacobi": 1},
+         {"name": "eagle", "proactive": [3, 2]}, {"name": "eagle", "exact": True, "proactive": [4, 3]}]
 ALL = ["ar", "jacobi", "coupled", "gumbel", "exact", "lookup", "draft-model", "pac"] + PROACTIVE + EAGLE
 LAYOUTS = {
     "1d": (mmspec.Sequence1D(14), 1),
@@ -71,13 +72,14 @@ def test_exact_with_proactive_branches_equals_ar(layout, proactive, window):
 
 
 @pytest.mark.parametrize("layout", list(LAYOUTS))
-@pytest.mark.parametrize("jacobi", [None, 1, 3])
-@pytest.mark.parametrize("window", [2, 4, "auto"])
-def test_exact_with_a_draft_head_equals_ar(layout, jacobi, window):
+@pytest.mark.parametrize("options", [{}, {"jacobi": 1}, {"jacobi": 3}, {"proactive": [3, 2]}, {"proactive": [4, 3]},
+                                     {"proactive": [2, 1]}], ids=str)
+@pytest.mark.parametrize("window", [2, 4, 9, "auto"])
+def test_exact_with_a_draft_head_equals_ar(layout, options, window):
     layout, axes = LAYOUTS[layout]
     target = _target(axes)
     expected = _run(target, layout, "ar").tokens
-    got = _run(target, layout, {"name": "eagle", "exact": True, "jacobi": jacobi}, window=window)
+    got = _run(target, layout, {"name": "eagle", "exact": True, **options}, window=window)
     assert torch.equal(got.tokens, expected)
     assert 0 < got.stats.accepted.sum() < got.stats.drafted.sum()  # the head's drafts were both kept and refused
 
@@ -85,7 +87,8 @@ def test_exact_with_a_draft_head_equals_ar(layout, jacobi, window):
 @pytest.mark.parametrize("layout", list(LAYOUTS))
 @pytest.mark.parametrize("method", [{"name": "exact", "init": "random"}, {"name": "exact", "init": "above"},
                                     {"name": "exact", "init": "ngram"}, {"name": "exact", "proactive": [3, 3]},
-                                    {"name": "eagle", "exact": True}, {"name": "eagle", "exact": True, "jacobi": 2}],
+                                    {"name": "eagle", "exact": True}, {"name": "eagle", "exact": True, "jacobi": 2},
+                                    {"name": "eagle", "exact": True, "proactive": [3, 3]}],
                          ids=str)
 @pytest.mark.parametrize("sizes", [(3, 1, 6, 2, 8), (9, 4, 1, 1, 12)], ids=str)
 def test_exact_equals_ar_with_a_window_that_changes_every_step(layout, method, sizes):

@@ -103,7 +103,7 @@ def test_drafting_through_the_cache_computes_what_a_causal_pass_does(tiny_models
         out, logits = head(embed(tokens), features, head.rope(layout.positions()[:9]))
         for start, width in ((0, 3), (3, 1), (4, 5)):  # windows of pairs, the last column of each carried on
             cols = slice(start, start + width)
-            last = torch.full((2,), width - 1)
+            last = torch.full((2, 1), width - 1)
             o, z = session.forward(features[:, cols], tokens[:, cols], torch.full((2,), start), last)
             torch.testing.assert_close(o[:, 0], out[:, start + width - 1], atol=1e-5, rtol=1e-5)
             torch.testing.assert_close(z[:, 0], logits[:, start + width - 1], atol=1e-4, rtol=1e-4)

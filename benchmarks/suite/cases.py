@@ -19,9 +19,11 @@ TRANSFORMERS_PAIRS = {"ar": "generate", "draft-model": "assisted", "lookup": "pr
 # (e.g. {"name": "coupled", "init": "above"}); every grid method runs at every window of its kind
 ACCEPTANCE_METHODS = ("jacobi", "coupled", "gumbel", "exact", "lookup", "pac", {"name": "exact", "proactive": [8, 3]})
 TEXT_ACCEPTANCE_METHODS = ("draft-model", "lookup", {"name": "draft-model", "proactive": [8, 5]})
-# where the model folder has a draft head (head/): the head alone, and at the first slot before a Jacobi window
+# where the model folder has a draft head (head/): the head alone, and at the first slot before a Jacobi window;
+# on text also with proactive branches the head continues (3 siblings of slot 0, 4 deep)
 HEAD_ACCEPTANCE_METHODS = ({"name": "eagle", "exact": True}, {"name": "eagle", "exact": True, "jacobi": 1})
-TEXT_HEAD_ACCEPTANCE_METHODS = ("eagle", {"name": "eagle", "exact": True})
+TEXT_HEAD_ACCEPTANCE_METHODS = ("eagle", {"name": "eagle", "exact": True}, {"name": "eagle", "proactive": [4, 4]},
+                                {"name": "eagle", "exact": True, "proactive": [4, 4]})
 ACCEPTANCE_WINDOWS = {"image": (4, 8, 16, 32, 64), "video": (4, 8, 16, 32, 64, 128), "text": (4, 6, 8)}
 # sweeps that stop where wider windows gain little, so that the suite fits in 10 minutes of one CPU core: the full
 # sweep (benchmarks/results/acceptance-full/) took 786 s, with jacobi (SJD) at 1.82x / 1.93x on images at 32 / 64

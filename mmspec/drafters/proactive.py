@@ -11,7 +11,9 @@ What a sibling may be depends on the verifier:
   anything the verifier decides: `FreshBranches`;
 - `exact` accepts a token only when it equals AR's, so any alternative keeps it exact; the best bets
   are the runners-up of slot 0's own Gumbel-max draw, and the chain's drafts as children: `NoiseBranches`;
-- a draft model continues every sibling itself, and each child is tested under its own q: `ModelBranches`.
+- a draft model or head continues every sibling itself, and each child is tested under its own q:
+  `ModelBranches`; with `exact` the siblings are NoiseBranches' runners-up, each continued by the drafter
+  (its children its own Gumbel-max draws): `NoiseModelBranches`.
 
 `ProactiveDrafter` wraps any chain drafter with a kind of branches and returns a `TreeDraft`; the
 verifier that reads it is `mmspec.verify.BranchVerifier` around the method's chain verifier.
@@ -83,12 +85,22 @@ class ModelBranches(FreshBranches):
 
 
 class NoiseBranches(Branches):
-    def branches(self, state, draft, chain, D):
+    def siblings_of(self, state: DecodeState, draft: Draft) -> torch.Tensor:
+        """[B, S] the runners-up of slot 0's Gumbel-max draw on its own noise row, d_0 excluded."""
         scores = draft.q[:, 0].log() + state.streams.gumbel(state.index(1))[:, 0].to(draft.q.device)  # [B, V]
         scores.scatter_(-1, draft.tokens[:, :1], -torch.inf)
-        siblings = scores.topk(self.siblings, -1).indices  # [B, S]
+        return scores.topk(self.siblings, -1).indices
+
+    def branches(self, state, draft, chain, D):
         children = draft.tokens[:, None, 1:D].expand(-1, self.siblings, -1)
-        return torch.cat([siblings[..., None], children], 2), None
+        return torch.cat([self.siblings_of(state, draft)[..., None], children], 2), None
+
+
+class NoiseModelBranches(NoiseBranches):
+    """Siblings as NoiseBranches (`exact`); the chain's drafter (a draft head drawing Gumbel-max) continues each."""
+
+    def branches(self, state, draft, chain, D):
+        return chain.continue_branches(state, self.siblings_of(state, draft), D)
 
 
 class ProactiveDrafter:

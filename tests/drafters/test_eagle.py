@@ -10,14 +10,16 @@ from safetensors.torch import save_file
 import mmspec
 from mmspec import HFCausalLM
 from mmspec.drafters.eagle import EagleDrafter
+from mmspec.drafters.proactive import ModelBranches, NoiseModelBranches, ProactiveDrafter
 from mmspec.loading import read_safetensors
 from mmspec.reference.eagle import load_head
-from mmspec.verify import RejectionVerifier
-from test_distribution import ALPHA, SAMPLES, case
+from mmspec.verify import BranchVerifier, GumbelMatchVerifier, RejectionVerifier
+from test_distribution import ALPHA, SAMPLES, IgnoresBranchQ, case
 from tiny import CycleWindow, chi_square_pvalue, gpt_law, llama_law, sequence_id, tiny_gpt, tiny_head, tiny_llama
 
 VARIANTS = {"chain": {}, "exact": {"exact": True}, "coupled-splice": {"jacobi": 1},
-            "exact-splice": {"exact": True, "jacobi": 2}}
+            "exact-splice": {"exact": True, "jacobi": 2}, "branches": {"proactive": [2, 2]},
+            "exact-branches": {"exact": True, "proactive": [2, 2]}}
 CASES = {}
 
 
@@ -101,6 +103,130 @@ def test_the_law_test_has_power_against_a_head_that_reports_another_q(wrong, nam
     method = mmspec.Method("eagle-wrong", lambda layout: wrong(head), RejectionVerifier())
     g = _sample(name, method)
     assert chi_square_pvalue(sequence_id(g.tokens, 4), eagle_case(name)[4]) < ALPHA
+
+
+class BranchesNotRenormalised(NotRenormalised):
+    """Wrong on the branches only: their children's q is the head's softmax masked to the top-k / top-p afterwards,
+    never renormalised (the chain's q is right)."""
+
+    branching = False
+
+    def _q(self, state, z):
+        return super()._q(state, z) if self.branching else EagleDrafter._q(self, state, z)
+
+    def continue_branches(self, state, siblings, D):
+        self.branching = True
+        try:
+            return super().continue_branches(state, siblings, D)
+        finally:
+            self.branching = False
+
+
+@pytest.mark.parametrize("wrong, name, proactive, window", [("not-renormalised", "text-1d", (3, 2), 5),
+                                                             ("chains-q", "grid-cfg", (2, 3), 4)], ids=str)
+def test_the_law_test_has_power_against_branches_tested_under_another_q(wrong, name, proactive, window):
+    """Branch children tested under a q that is not theirs: their own not renormalised over the top-p, or the chain's
+    q of the same slot (the law of children that followed d_0, not the sibling)."""
+    head, law = eagle_case(name)[1], eagle_case(name)[4]
+    nodes = ModelBranches(*proactive).nodes
+
+    def method(drafter, verifier=BranchVerifier(RejectionVerifier())):
+        return mmspec.Method("eagle", lambda layout: ProactiveDrafter(drafter(head, tree_nodes=nodes),
+                                                                      ModelBranches(*proactive)), verifier,
+                             tree_nodes=nodes)
+
+    wrong = method(BranchesNotRenormalised) if wrong == "not-renormalised" else \
+        method(EagleDrafter, IgnoresBranchQ(RejectionVerifier()))
+    assert chi_square_pvalue(sequence_id(_sample(name, method(EagleDrafter), window).tokens, 4), law) > ALPHA
+    assert chi_square_pvalue(sequence_id(_sample(name, wrong, window).tokens, 4), law) < ALPHA
+
+
+class ReplaysItsBranches(EagleDrafter):
+    """Checks the forest against the head run along each branch one pair at a time, as the chain is drafted (in the
+    same cache slots, which the next update rewrites), and counts the branches the verifier took."""
+
+    def __init__(self, head, draw):
+        super().__init__(head, draw, tree_nodes=3 * 3)
+        self.gap, self.replayed, self.taken = 0.0, 0, 0
+
+    def continue_branches(self, state, siblings, D):
+        branches, branch_q = super().continue_branches(state, siblings, D)
+        for i in range(branches.shape[1] if D > 1 else 0):
+            h = self.h
+            for t in range(D - 1):
+                out, logits = self.session.forward(h[:, None], self._rows(branches[:, i, t:t + 1]),
+                                                   self._rows(state.n + t))
+                h = out[:, 0]
+                q = self._q(state, logits[:, 0]).exp()
+                self.gap = max(self.gap, float((q - branch_q[:, i, t]).abs().max()))
+                self.replayed += 1
+        return branches, branch_q
+
+    def update(self, state, draft, verdict, logp, k):
+        self.taken += int((verdict.branch > 0).sum()) if verdict.branch is not None else 0
+        super().update(state, draft, verdict, logp, k)
+
+
+class FirstSlotLaws(EagleDrafter):
+    """Keeps q at the first slot of every window, by the index it drafts (one row), one dict per generation, with
+    the number of branches the verifier had taken before."""
+
+    def __init__(self, head, draw, tree_nodes):
+        super().__init__(head, draw, tree_nodes)
+        self.first = []
+
+    def start(self, state, context):
+        super().start(state, context)
+        self.first.append({})
+        self.taken = 0
+
+    def propose(self, state, L):
+        draft = super().propose(state, L)
+        if draft.q is not None:
+            self.first[-1][int(state.n[0])] = draft.q[0, 0], self.taken
+        return draft
+
+    def update(self, state, draft, verdict, logp, k):
+        self.taken += int((verdict.branch > 0).sum()) if verdict.branch is not None else 0
+        super().update(state, draft, verdict, logp, k)
+
+
+@pytest.mark.parametrize("layout, axes", [(mmspec.Sequence1D(14), 1), (mmspec.Grid2D(4, 4), 2)], ids=["1d", "2d"])
+@pytest.mark.parametrize("exact", [False, True], ids=["sample", "exact"])
+def test_head_branches_are_the_head_run_along_each_branch(layout, axes, exact):
+    """The forest in the head's cache gives each child the q the head gives it along its own branch; after a branch
+    was taken the head's cache holds the committed pairs only: q at a window's first slot is the q a run without
+    branches has at the same index (`exact`: both commit ar's tokens), so no branch entry is ever attended."""
+    target = mmspec.ReferenceTarget(tiny_gpt(vocab_size=16, rope_axes=axes))
+    head = tiny_head(16, 24, rope_axes=axes, seed=3, dtype=torch.float64)
+    sampling = mmspec.Sampling(temperature=0.9, top_k=12, cfg_scale=2.5)
+    draw, kind = ("gumbel", NoiseModelBranches) if exact else ("sample", ModelBranches)
+    verifier = BranchVerifier(GumbelMatchVerifier() if exact else RejectionVerifier())
+    replays = ReplaysItsBranches(head, draw)
+    method = mmspec.Method("eagle-branches", lambda layout: ProactiveDrafter(replays, kind(4, 3)), verifier,
+                           tree_nodes=9)
+    mmspec.generate(target, torch.tensor([0, 1]), layout, method=method, window=5, sampling=sampling, seed=0,
+                    num_samples=4)
+    assert replays.replayed > 20 and replays.taken > 0 and replays.gap < 1e-9
+    if not exact:
+        return
+    runs = []
+    for nodes, proactive in ((9, kind(4, 3)), (0, None)):
+        drafter = FirstSlotLaws(head, draw, nodes)
+        wrap = (lambda d=drafter, p=proactive: ProactiveDrafter(d, p)) if proactive else (lambda d=drafter: d)
+        method = mmspec.Method("eagle", lambda layout, wrap=wrap: wrap(), verifier, tree_nodes=nodes)
+        for seed in range(6):
+            mmspec.generate(target, torch.tensor([1]), layout, method=method, window=5, sampling=sampling, seed=seed)
+        runs.append(drafter.first)
+    same = [(a[n], b[n][0]) for a, b in zip(*runs) for n in a.keys() & b.keys() if n > 0]
+    assert len(same) > 10 and sum(taken > 0 for (_, taken), _ in same) > 3  # indices drafted after branches were taken
+    assert max(float((a - b).abs().max()) for (a, _), b in same) < 1e-9
+
+
+def test_eagle_refuses_branches_with_a_jacobi_window():
+    with pytest.raises(ValueError, match="proactive branches or a Jacobi window after the head's slots, not both"):
+        mmspec.methods.resolve_method({"name": "eagle", "head": eagle_case("text-1d")[1], "proactive": [3, 2],
+                                       "jacobi": 1})
 
 
 # A head in the published EAGLE-3 layout for a 4-layer tiny llama: vLLM's default layers are (2, 4 // 2, 4 - 3)
