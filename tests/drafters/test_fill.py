@@ -80,7 +80,8 @@ def test_lookup_verifies_only_the_matched_slots_and_steps_as_ar_where_nothing_ma
 
     target, windows = mmspec.ReferenceTarget(tiny_gpt(vocab_size=4, rope_axes=1)), []
     step = VerifyStep.__call__
-    monkeypatch.setattr(VerifyStep, "__call__", lambda self, state, draft, L: windows.append(L) or step(self, state, draft, L))
+    monkeypatch.setattr(VerifyStep, "__call__",
+                        lambda self, state, draft, L, *rest: windows.append(L) or step(self, state, draft, L, *rest))
     out = mmspec.generate(target, torch.tensor([0]), Sequence1D(14), method="lookup", window=6, seed=0,
                           num_samples=4)
     assert len(windows) == int(out.stats.nfe.max()) and min(windows) == 1 and max(windows) <= 6
