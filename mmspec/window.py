@@ -124,6 +124,7 @@ class AutoWindow:
         self.explored, self.plan, self.window, self.step, self.unmeasured = 0, [], 1, 0, 0
         self.best = None  # the width chosen last (None while exploring)
         self.stepped: set[int] = set()  # the widths that ran a step in this generation
+        self.fresh_stretch = True  # the step now running is the first of a stretch of its width
         # width -> (the width running when it was last timed, that width's step cost then): see per_step
         self.anchors: dict[int, tuple[int, float]] = {}
         self.expected: dict[int, float] = {}  # the prior's tokens per step by width at this batch size
@@ -202,6 +203,7 @@ class AutoWindow:
         if not self.plan:
             self.plan = self._next_plan()
         L = self.plan.pop(0)
+        self.fresh_stretch = L != self.window
         if L != self.window:
             self.unmeasured = self._warmup(L, self.window)
         self.window = L
@@ -305,11 +307,14 @@ class AutoWindow:
         # 2-core CPU one step in three of a probe took 2-3x the others (one slow probe kept the README's image at
         # plain AR). A width's first step in a generation pays one-off costs (allocations, new shapes for the
         # kernels: 9 ms against 6 for 16 on emoji-image at 1 row): it is not timed.
-        if W in self.stepped:
-            self.seconds[W] = (self.seconds[W] + [seconds])[-self.kept:]
-            anchor = self.best or 1
+        if W in self.stepped:  # (a new stretch of W starts its list afresh: a cost of 80 steps ago, when attention
+            # had a shorter prefix to read, would be the least and flatter W)
+            self.seconds[W] = ([] if self.fresh_stretch else self.seconds[W])[-self.kept + 1:] + [seconds]
+            anchor = self.best or 1  # a probe or recheck is judged against the width running around it
             if W != anchor and self.seconds[anchor]:
                 self.anchors[W] = (anchor, min(self.seconds[anchor]))
+            else:  # the running width's own steps: its cost is as timed now
+                self.anchors.pop(W, None)
         self.stepped.add(W)
         if self.step == 1:
             return  # nor are the first step's tokens counted
