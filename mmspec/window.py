@@ -106,7 +106,7 @@ class AutoWindow:
     fresh = 2 * recheck  # a width is picked only if it ran this many steps ago at most (or runs now)
     slack = 0.85  # the share of a step's extrapolated extra cost a wider width is sure to pay (see _could_win)
     bend = 0.25  # the least a step's cost per extra position falls from one width to the next, 4x wider
-    memory_of_tokens = 0.98  # the same for tokens: they are bursty, and only a long average shows what a width gives
+    memory_of_tokens = 0.98  # decay of the token sums per counted step: tokens are bursty, only a long average tells
     prior_steps = 8  # the weight of the prior (scale 1) in `scale`, in measured steps
     probe = 3  # with a prior, steps that measure a width's cost (after its first, which is not timed)
     hope = 1.25  # with a prior, a neighbour that ran is rechecked only while its estimate is this close to the best
@@ -195,7 +195,7 @@ class AutoWindow:
                 before = (cost[b] - cost[a]) / (b - a)
                 bend = min(slope / before, 1.0) if before > 0 else self.bend
             least += self.slack * max(slope, 0.0) * bend * (L - c)
-        return self.per_step(L)[0] / least > max(cost[W] and self.per_step(W)[0] / cost[W] for W in ran)
+        return self.per_step(L)[0] / least > max(map(self.rate, ran))
 
     def __call__(self, state: "DecodeState") -> int:
         if not self.attached:

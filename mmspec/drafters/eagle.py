@@ -177,10 +177,12 @@ class EagleDrafter:
         B, L = verdict.y.shape
         # column j: the forward's node before token j. A chain's are nodes 0 .. L-1; with a tree, tokens 1 .. D
         # follow the nodes of the path taken (the chain's own, or a branch's: Verdict.path), token 0 node 0.
-        column = torch.arange(L, device=features.device).expand(B, L)
-        if verdict.path is not None:
+        if verdict.path is None:
+            features = features[:, :L]
+        else:
+            column = torch.arange(L, device=features.device).expand(B, L)
             column = torch.cat([column[:, :1], verdict.path, column[:, verdict.path.shape[1] + 1:]], 1)
-        features = features.gather(1, self._rows(column)[..., None].expand(-1, -1, features.shape[-1]))
+            features = features.gather(1, self._rows(column)[..., None].expand(-1, -1, features.shape[-1]))
         n0 = state.n - k  # the window's first index: column j holds (features of n0-1+j, token n0+j)
         last = self._rows((k - 1).clamp(min=0))[:, None]  # [R, 1] the last committed token's column
         out, logits = self.session.forward(features, self._rows(verdict.y), self._rows(n0), last)
