@@ -203,7 +203,7 @@ class AutoWindow:
         if not self.plan:
             self.plan = self._next_plan()
         L = self.plan.pop(0)
-        self.fresh_stretch = L != self.window
+        self.fresh_stretch = L != self.window or self.step == 0
         if L != self.window:
             self.unmeasured = self._warmup(L, self.window)
         self.window = L
@@ -307,9 +307,10 @@ class AutoWindow:
         # 2-core CPU one step in three of a probe took 2-3x the others (one slow probe kept the README's image at
         # plain AR). A width's first step in a generation pays one-off costs (allocations, new shapes for the
         # kernels: 9 ms against 6 for 16 on emoji-image at 1 row): it is not timed.
-        if W in self.stepped:  # (a new stretch of W starts its list afresh: a cost of 80 steps ago, when attention
-            # had a shorter prefix to read, would be the least and flatter W)
-            self.seconds[W] = ([] if self.fresh_stretch else self.seconds[W])[-self.kept + 1:] + [seconds]
+        if self.fresh_stretch:  # a new stretch of W is timed afresh: a cost of 80 steps ago (or of an earlier call),
+            self.seconds[W] = []  # when attention had a shorter prefix to read, would be the least and flatter W
+        if W in self.stepped:
+            self.seconds[W] = (self.seconds[W] + [seconds])[-self.kept:]
             anchor = self.best or 1  # a probe or recheck is judged against the width running around it
             if W != anchor and self.seconds[anchor]:
                 self.anchors[W] = (anchor, min(self.seconds[anchor]))
