@@ -66,7 +66,7 @@ class AutoWindow:
       tie with 16, which is 1.5x faster.) The steps right after a change of width do not count either: after a
       widening to L, max(`warmup`, L/4) steps, whose new slots start from fresh fills that a window kept at L
       would not have; after a narrowing, `warmup` steps, whose slots were refined by the wider window.
-    Starting from L = 1 (plain AR), each wider candidate (1, 4, 16, 64, ... up to max_window) runs a
+    Starting from L = 1 (plain AR), each wider candidate (1, 4, 8, 16, 32, ... up to max_window) runs a
     stretch while it could plausibly win: its step cost, extrapolated linearly in L from the two widths
     measured last, times the best throughput must not ask for more than `growth` times the tokens per
     step of the last width. So a batch too large for wide windows to pay never spends a stretch on them.
@@ -94,6 +94,12 @@ class AutoWindow:
     the prior's extra tokens on "red heart", 0.65x and 0.57x on "dog face"); what each width ran on does not
     bias the choice: a stretch of 4 in an easy region of the image no longer beats a 16 measured in a hard one.
     The neighbour rechecks then measure a width's step cost, and only while it could plausibly win (`hope`).
+    Where the prior is given by band of the output (equal shares of its indices; the figure of the band the row
+    furthest behind is in), the region is the prior's business and the scale the prompt's: on emoji-image the top
+    rows commit 1.4 tokens per step at 16 (plain AR wins at one row on a CPU) and the rest 1.8-2.3 (16 wins), so AR
+    runs through the top rows and 16 from the next band on, and the hard rows no longer pull the scale down for the
+    rest of the image. At a new band the plan is made afresh if the best width changes with it; at one row a width
+    that wins by the prior where the output now is runs at once, not after a stretch of the width running.
     """
 
     stretch = 4  # measured steps per stretch of a candidate
@@ -105,19 +111,25 @@ class AutoWindow:
     kept = 9  # a width's step cost is the least of its last `kept` timed steps (see observe)
     fresh = 2 * recheck  # a width is picked only if it ran this many steps ago at most (or runs now)
     slack = 0.85  # the share of a step's extrapolated extra cost a wider width is sure to pay (see _could_win)
-    bend = 0.25  # the least a step's cost per extra position falls from one width to the next, 4x wider
+    bend = 0.25  # at one row, the least a step's cost per extra position falls from one width to the next
     memory_of_tokens = 0.98  # decay of the token sums per counted step: tokens are bursty, only a long average tells
     prior_steps = 8  # the weight of the prior (scale 1) in `scale`, in measured steps
     probe = 3  # with a prior, steps that measure a width's cost (after its first, which is not timed)
     hope = 1.25  # with a prior, a neighbour that ran is rechecked only while its estimate is this close to the best
 
-    def __init__(self, max_window: int = 32, memory: "WindowMemory | None" = None):
+    def __init__(self, max_window: int = 32, memory: "WindowMemory | None" = None, widths: "list[int] | None" = None):
         if not 1 <= max_window <= MAX_WINDOW:
             raise ValueError(f"max_window must be in [1, {MAX_WINDOW}], got {max_window}")
         self.max_window, self.memory = max_window, memory
-        self.candidates = sorted({1 << (2 * i) for i in range(5) if 1 << (2 * i) <= max_window} | {max_window})
-        # per width: decayed sums of tokens and the steps they were counted over; the seconds of its last timed steps
-        self.tokens, self.counted = ({L: 0.0 for L in self.candidates} for _ in range(2))
+        # by default plain AR, 4, then every doubling: the best width is often between powers of 4 (emoji-video at 8
+        # rows: 8 runs 1.26x AR, 16 1.17x, 4 1.12x)
+        widths = widths or [1] + [4 << i for i in range(7)]
+        if 1 not in widths or not all(isinstance(W, int) and W >= 1 for W in widths):
+            raise ValueError(f"widths must be positive ints including 1 (plain AR), got {widths!r}")
+        self.candidates = sorted({W for W in widths if W <= max_window} | {max_window})
+        # per width: decayed sums of tokens, of the steps they were counted over and of the extra tokens the prior
+        # expected of those steps (at their region of the output); the seconds of its last timed steps
+        self.tokens, self.counted, self.prior_extra = ({L: 0.0 for L in self.candidates} for _ in range(3))
         self.seconds: dict[int, list[float]] = {L: [] for L in self.candidates}
         self.measured = {L: -1 for L in self.candidates}  # the step at which each width last ran
         self.wait = {L: self.recheck for L in self.candidates}  # steps before a losing width runs again
@@ -127,7 +139,10 @@ class AutoWindow:
         self.fresh_stretch = True  # the step now running is the first of a stretch of its width
         # width -> (the width running when it was last timed, that width's step cost then): see per_step
         self.anchors: dict[int, tuple[int, float]] = {}
-        self.expected: dict[int, float] = {}  # the prior's tokens per step by width at this batch size
+        # the prior's tokens per step by width at this batch size, for each band of the output (equal shares of its
+        # indices, in order), and the share of the output the row furthest behind had reached when this step began
+        self.expected: dict[int, tuple[float, ...]] = {}
+        self.position = 0.0
         self.attached = memory is None
         self.rows = 0  # the batch size (known once attached to a memory)
 
@@ -135,7 +150,7 @@ class AutoWindow:
         """(tokens, seconds) per step at width L, 0 where not known. Tokens: with a prior, its extra tokens times this
         generation's `scale` (at most L); else as measured at L. Seconds: as measured at L."""
         if L in self.expected:
-            tokens = min(float(L), 1.0 + self.scale() * (self.expected[L] - 1.0))
+            tokens = min(float(L), 1.0 + self.scale() * (self._prior(L) - 1.0))
         else:
             tokens = self.tokens[L] / self.counted[L] if self.counted[L] > 0 else 0.0
         if not self.seconds[L]:
@@ -149,13 +164,24 @@ class AutoWindow:
             seconds *= min(self.seconds[anchor]) / then
         return tokens, seconds
 
+    def _prior(self, L: int) -> float:
+        """The prior's tokens per step at width L in the band of the output the step now running starts in."""
+        bands = self.expected[L]
+        return bands[min(int(self.position * len(bands)), len(bands) - 1)]
+
+    def _band(self) -> int:
+        return int(self.position * len(next(iter(self.expected.values())))) if self.expected else 0
+
     def scale(self) -> float:
-        """This generation's extra tokens per step over the prior's, pooled over every width's counted steps, with
-        the prior itself (scale 1) as `prior_steps` steps at the mean of its extra tokens."""
-        extra = {L: self.expected[L] - 1.0 for L in self.candidates if L > 1}
-        pseudo = self.prior_steps * sum(extra.values()) / max(len(extra), 1)
-        measured = sum(self.tokens[L] - self.counted[L] for L in extra)  # extra tokens the steps committed
-        expected = sum(self.counted[L] * e for L, e in extra.items())  # what the prior expects of the same steps
+        """This generation's extra tokens per step over the prior's, pooled over every width's counted steps (each
+        against the prior of its own band: the top rows of an emoji are hard at every width, and a scale that
+        took them for a hard prompt kept 16 away from the easy rows below), with the prior itself (scale 1) as
+        `prior_steps` steps at the mean of its extra tokens."""
+        wide = [L for L in self.candidates if L > 1]
+        pseudo = self.prior_steps * sum(sum(self.expected[L]) / len(self.expected[L]) - 1.0 for L in wide) \
+            / max(len(wide), 1)
+        measured = sum(self.tokens[L] - self.counted[L] for L in wide)  # extra tokens the steps committed
+        expected = sum(self.prior_extra[L] for L in wide)  # what the prior expects of the same steps
         return (measured + pseudo) / (expected + pseudo) if expected + pseudo > 0 else 1.0
 
     @property
@@ -177,10 +203,12 @@ class AutoWindow:
     def _could_win(self, L: int) -> bool:
         """With a prior: whether width L, not timed, could beat the widths timed narrower at the least its step can
         cost: that of the widest of them plus the slope between the last two, bent as much again as it bent from the
-        two before (with only two, as much as it ever bends: `bend`), times `slack`. A step's cost is concave in
-        its positions on a CPU at 1 row (emoji-image: 3.3, 4.6 and 5.9 ms at 1, 4 and 16: the slope falls to a
-        quarter) and nearly linear at many rows (emoji-video at 8 rows: 8, 14 and 34 ms, then 106 at 64, where the
-        bent line says 86; emoji-image at 16 rows: 9.4 and 14 ms at 1 and 4, and 28 at 16, where it says 17)."""
+        two before (with only two: at one row as much as it ever bends, `bend`; at a batch not at all), times
+        `slack`. A step's cost is concave in its positions on a CPU at 1 row (emoji-image: 3.3, 4.6 and 5.9 ms at
+        1, 4 and 16: the slope falls to a quarter) and nearly linear at many rows (emoji-video at 8 rows: 8, 14 and
+        34 ms, then 106 at 64, where the bent line says 86; emoji-image at 16 rows: 9.4 and 14 ms at 1 and 4, and 28
+        at 16, where it says 17; at 8 rows 5, 7.5, 13 and 21 ms at 1, 4, 8 and 16: a bend of 0.25 had the prior's
+        later rows probe 8 and 16 there, 14 steps at 2.5-4x an AR step)."""
         ran = [W for W in self.candidates if W < L and self.seconds[W]]
         if not ran:
             return True
@@ -189,7 +217,7 @@ class AutoWindow:
         if len(ran) > 1:
             b, c = ran[-2:]
             slope = (cost[c] - cost[b]) / (c - b)
-            bend = self.bend
+            bend = self.bend if self.rows <= 1 else 1.0
             if len(ran) > 2:
                 a = ran[-3]
                 before = (cost[b] - cost[a]) / (b - a)
@@ -200,6 +228,15 @@ class AutoWindow:
     def __call__(self, state: "DecodeState") -> int:
         if not self.attached:
             self._recall(state)
+        if self.expected:  # the band of the output this step starts in (its row furthest behind)
+            band = self._band()
+            running = np.where(state.active.cpu().numpy(), state.n.cpu().numpy(), state.length)
+            self.position = int(running.min()) / state.length
+            if self._band() != band and self.explored >= len(self.candidates) and self._pick() != self.best:
+                # a new band: the prior's tokens changed for every width, and the best one with them. (Only then is
+                # the plan dropped: a band of emoji-video lasts 6-10 steps, and a plan made afresh at each would
+                # never reach its recheck.)
+                self.plan = []
         if not self.plan:
             self.plan = self._next_plan()
         L = self.plan.pop(0)
@@ -225,6 +262,38 @@ class AutoWindow:
                 self.explored += 1
                 return [c[i]] * (self.stretch + self._warmup(c[i], self.window))
         self.explored = len(c)
+        best = self.best = self._pick()
+        b = c.index(best)
+        # a wider neighbour is rechecked only while it could still pay, by the costs measured now: at 8 rows a
+        # stretch of 64 (and its warm-up of 16 steps) costs more than a generation's worth of what it could win
+        # (with a prior, any width that is close enough: at plain AR, which measures no acceptance, the width that
+        # would win by the prior is rechecked directly, not only through a neighbour's win)
+        near = c if self.expected else c[max(b - 1, 0): b + 2]
+        due = [L for L in near if L != best and self.step - self.measured[L] >= self.wait[L]
+               and (L < best or b == 0 or self._plausible(L, c[b - 1], best))
+               and (not self.expected or (self.hope * self.rate(L) >= self.rate(best) if self.seconds[L]
+                                          else self._could_win(L)))]
+        self.wait[best] = self.recheck
+        if not due:
+            return [best] * self.recheck
+        again = min(due, key=lambda L: (self.measured[L], -self.rate(L)))
+        if self.expected and self.rows == 1 and (self.rate(again) > self.margin * self.rate(best) if self.seconds[again]
+                                                 else self._could_win(again)):
+            # at one row, a width that wins by the prior where the output now is (a new band, or a cost timed long
+            # ago) runs at once: its steps commit too. (Not at a batch: there a wide step costs 2-4x an AR step, and
+            # the least a width not timed can cost is no bound, its cost growing faster than its positions: on
+            # emoji-video at 8 rows 32 ran at 64-88 ms where the line through 8 and 16 said 50.)
+            return [again] * (self.stretch + self._warmup(again, best))
+        # a losing width waits twice as long for its next recheck; not at one row with a prior, where a recheck of a
+        # wide width is cheap (its steps commit too) and plain AR, measuring no acceptance, would otherwise miss the
+        # easier regions of the output (the top of an emoji is hard, its middle easy)
+        if not (self.expected and self.rows == 1):
+            self.wait[again] = min(2 * self.wait[again], self.max_wait)
+        return [best] * self.recheck + [again] * (self.stretch + self._warmup(again, best))
+
+    def _pick(self) -> int:
+        """The best width by what is known now (the one running unless another wins clearly)."""
+        c = self.candidates
         # among the widths timed lately (and the one running): a step's cost grows along a generation, most at many
         # rows and wide windows (attention over the prefix: on emoji-video at 8 rows, 16 costs 27 ms at step 10
         # and 58 ms at step 90), so a cost timed long ago flatters its width; a neighbour's recheck times it anew
@@ -243,27 +312,7 @@ class AutoWindow:
         # a switch on their luck costs more than the margin (at 1 row on emoji-image, 16 fell back to 4 that way)
         if self.best is not None and self.rate(best) <= self.margin * self.rate(self.best):
             best = self.best
-        self.best = best
-        b = c.index(best)
-        # a wider neighbour is rechecked only while it could still pay, by the costs measured now: at 8 rows a
-        # stretch of 64 (and its warm-up of 16 steps) costs more than a generation's worth of what it could win
-        # (with a prior, any width that is close enough: at plain AR, which measures no acceptance, the width that
-        # would win by the prior is rechecked directly, not only through a neighbour's win)
-        near = c if self.expected else c[max(b - 1, 0): b + 2]
-        due = [L for L in near if L != best and self.step - self.measured[L] >= self.wait[L]
-               and (L < best or b == 0 or self._plausible(L, c[b - 1], best))
-               and (not self.expected or (self.hope * self.rate(L) >= self.rate(best) if self.seconds[L]
-                                          else self._could_win(L)))]
-        self.wait[best] = self.recheck
-        if not due:
-            return [best] * self.recheck
-        again = min(due, key=lambda L: (self.measured[L], -self.rate(L)))
-        # a losing width waits twice as long for its next recheck; not at one row with a prior, where a recheck of a
-        # wide width is cheap (its steps commit too) and plain AR, measuring no acceptance, would otherwise miss the
-        # easier regions of the output (the top of an emoji is hard, its middle easy)
-        if not (self.expected and self.rows == 1):
-            self.wait[again] = min(2 * self.wait[again], self.max_wait)
-        return [best] * self.recheck + [again] * (self.stretch + self._warmup(again, best))
+        return best
 
     def _warmup(self, L: int, before: int) -> int:
         """Steps after a change of width from `before` to L whose tokens do not count. Widening: until the slots
@@ -287,7 +336,7 @@ class AutoWindow:
         """Share the memory's measurements and recheck waits for this batch shape; widths measured before count
         as explored, and a width that kept losing stays rarely rechecked (a render job's later batches); and the
         memory's prior for it."""
-        self.tokens, self.counted, self.seconds, self.wait = self.memory.measurements(
+        self.tokens, self.counted, self.prior_extra, self.seconds, self.wait = self.memory.measurements(
             state, self.candidates, self.recheck)
         if self.memory.prior:
             self.expected = prior_at(self.memory.prior, state.batch_size, self.candidates)
@@ -327,40 +376,50 @@ class AutoWindow:
             return
         self.tokens[W] = self.memory_of_tokens * self.tokens[W] + lag
         self.counted[W] = self.memory_of_tokens * self.counted[W] + 1
+        extra = self._prior(W) - 1.0 if W in self.expected else 0.0
+        self.prior_extra[W] = self.memory_of_tokens * self.prior_extra[W] + extra
 
 
 def lagging_tokens(state: "DecodeState", k: torch.Tensor) -> "int | None":
     """What the row furthest behind committed in a step (k [B] per row, after the commit): the batch ends with it.
-    None when no row ran."""
+    None when no row ran. (In numpy: as torch ops on [B] tensors it took 1.5% of a generation at 8 rows, profiled.)"""
+    k, n = k.cpu().numpy(), state.n.cpu().numpy()
     ran = k > 0
     if not ran.any():
         return None
-    before = (state.n - k).masked_fill(~ran, state.length)  # [B] committed lengths before this step
+    before = np.where(ran, n - k, state.length)  # [B] committed lengths before this step
     return int(k[before == before.min()].min())
 
 
 PRIOR_FILE = "window-prior.json"
 
 
-def load_prior(folder: "str | Path") -> dict[str, dict[int, dict[int, float]]]:
+Prior = dict[int, dict[int, "float | list[float]"]]  # batch size -> window -> tokens per step (overall or by band)
+
+
+def load_prior(folder: "str | Path") -> dict[str, Prior]:
     """A model folder's acceptance prior (its `window-prior.json`, written by models/recipes/window_prior.py):
     method -> batch size -> window -> tokens committed per step by the row furthest behind, under the model's
-    default sampling. {} when the folder has none."""
+    default sampling, by band of the output where the file has them (steps by where they start: the top rows of an
+    image are harder than the rest), else overall. {} when the folder has none."""
     path = Path(folder) / PRIOR_FILE
     if not path.is_file():
         return {}
-    saved = json.loads(path.read_text())["tokens_per_step"]
-    return {method: {int(rows): {int(L): float(t) for L, t in by_window.items()} for rows, by_window in by_rows.items()}
+    saved = json.loads(path.read_text())
+    saved = {**saved["tokens_per_step"], **saved.get("tokens_per_step_by_band", {})}
+    return {method: {int(rows): {int(L): _floats(t) for L, t in by_window.items()} for rows, by_window in by_rows.items()}
             for method, by_rows in saved.items()}
 
 
-def prior_at(prior: dict[int, dict[int, float]], rows: int, windows: list[int]) -> dict[int, float]:
-    """A method's prior (batch size -> window -> tokens per step) at a batch of `rows` for each window: from the
-    prior's batch size nearest in ratio, interpolated linearly in log L between its windows, held beyond them."""
+def prior_at(prior: Prior, rows: int, windows: list[int]) -> dict[int, tuple[float, ...]]:
+    """A method's prior (batch size -> window -> tokens per step, overall or by band) at a batch of `rows` for each
+    window, by band (one band where the prior is overall): from the prior's batch size nearest in ratio,
+    interpolated linearly in log L between its windows, held beyond them."""
     near = prior[min(prior, key=lambda R: (abs(math.log(R / rows)), R))]
     known = sorted(near)
-    return {L: float(np.interp(math.log2(L), [math.log2(W) for W in known], [near[W] for W in known]))
-            for L in windows}
+    bands = np.array([np.atleast_1d(near[W]) for W in known], dtype=float)  # [windows, bands]
+    x = [math.log2(W) for W in known]
+    return {L: tuple(float(np.interp(math.log2(L), x, band)) for band in bands.T) for L in windows}
 
 
 class AcceptanceWindow:
@@ -408,8 +467,8 @@ class WindowMemory:
     warning: it only holds timings, and measuring again gives them back.
     """
 
-    fields = ("tokens", "counted", "seconds", "wait")
-    version = 2  # of the file's fields (1: decayed step seconds): a pipeline names its files with it
+    fields = ("tokens", "counted", "prior_extra", "seconds", "wait")
+    version = 3  # of the file's fields (1: decayed step seconds; 2: no prior_extra): a pipeline names its files with it
 
     def __init__(self, path: "str | Path | None" = None, prior: "dict[int, dict[int, float]] | None" = None):
         self.path = Path(path) if path is not None else None
@@ -426,10 +485,10 @@ class WindowMemory:
                 self.shapes = {}
 
     def measurements(self, state: "DecodeState", windows: list[int], recheck: int) -> tuple[dict, ...]:
-        """(tokens, counted, seconds, wait) by window for the state's batch shape: shared dicts the policy updates
-        (AutoWindow's)."""
+        """(tokens, counted, prior_extra, seconds, wait) by window for the state's batch shape: shared dicts the
+        policy updates (AutoWindow's)."""
         shape = self.shapes.setdefault(self._shape(state), tuple({} for _ in self.fields))
-        for values, empty in zip(shape, (0.0, 0.0, None, recheck)):
+        for values, empty in zip(shape, (0.0, 0.0, 0.0, None, recheck)):
             for L in windows:
                 values.setdefault(L, [] if empty is None else empty)
         return shape

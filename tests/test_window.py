@@ -7,6 +7,8 @@ import mmspec.window
 from mmspec.window import AcceptanceWindow, AutoWindow, WindowMemory, load_prior, prior_at
 from tiny import TabularTarget, chi_square_pvalue, sequence_id, tabular_law, tiny_gpt
 
+POW4 = [1, 4, 16, 64]  # the widths most policy tests are written with (the default adds 8, 32, ...)
+
 
 class FakeState:
     def __init__(self, rows=2):
@@ -41,7 +43,7 @@ def _run(policy, steps, seconds_of, k_of, state=None):
 
 
 def test_auto_stops_widening_when_it_does_not_pay_and_keeps_plain_ar():
-    chosen = _run(AutoWindow(max_window=16), 160, seconds_of=lambda L: 0.01 * L ** 0.5, k_of=lambda L: 1)
+    chosen = _run(AutoWindow(max_window=16, widths=POW4), 160, seconds_of=lambda L: 0.01 * L ** 0.5, k_of=lambda L: 1)
     # 4 runs a stretch (2 warm-up steps, 4 measured); 16 never does: its cost, extrapolated from 1 and 4, would
     # need 6 tokens per step to beat AR, more than 2.5 times what 4 gave
     assert chosen[:10] == [1] * 4 + [4] * 6 and 16 not in chosen
@@ -50,7 +52,7 @@ def test_auto_stops_widening_when_it_does_not_pay_and_keeps_plain_ar():
 
 
 def test_auto_goes_wide_when_a_forward_costs_the_same_at_any_width_and_drafts_are_accepted():
-    chosen = _run(AutoWindow(max_window=16), 40, seconds_of=lambda L: 0.01, k_of=lambda L: L)
+    chosen = _run(AutoWindow(max_window=16, widths=POW4), 40, seconds_of=lambda L: 0.01, k_of=lambda L: L)
     assert chosen[:18] == [1] * 4 + [4] * 6 + [16] * 8 and chosen[18:40] == [16] * 22  # 16: 4 warm-up steps
 
 
@@ -58,21 +60,21 @@ def test_auto_does_not_recheck_a_wider_neighbour_that_cannot_pay():
     # a step costs 1 + L/8 and commits min(L, 10): 16 is best (10 / 3 tokens per second); 64 never runs, in
     # exploration nor as the best width's neighbour: its cost, extrapolated from 4 and 16, would need 30 tokens per
     # step, 3 times what 16 gives (at 8 rows, a stretch of 64 with its warm-up cost more than it could ever win)
-    chosen = _run(AutoWindow(max_window=64), 300, seconds_of=lambda L: 1 + L / 8, k_of=lambda L: min(L, 10))
+    chosen = _run(AutoWindow(max_window=64, widths=POW4), 300, seconds_of=lambda L: 1 + L / 8, k_of=lambda L: min(L, 10))
     assert 64 not in chosen and chosen.count(16) > 250
 
 
 def test_auto_balances_cost_and_acceptance():
     # each row commits min(3, L); a step costs 1 + L/16: tokens per second 1 / 1.06 at L = 1, 3 / 1.25 at
     # L = 4, 3 / 2 at L = 16
-    chosen = _run(AutoWindow(max_window=16), 40, seconds_of=lambda L: 1 + L / 16, k_of=lambda L: min(3, L))
+    chosen = _run(AutoWindow(max_window=16, widths=POW4), 40, seconds_of=lambda L: 1 + L / 16, k_of=lambda L: min(3, L))
     assert 16 in chosen[:18] and chosen[-20:] == [4] * 20
 
 
 def test_auto_counts_the_row_furthest_behind_a_batch_ends_with_it():
     # one row accepts every draft, the other none: wide windows let the first race ahead, but the batch still
     # takes one step per token of the second, so AR (the cheapest step) wins
-    policy, state = AutoWindow(max_window=16), FakeState()
+    policy, state = AutoWindow(max_window=16, widths=POW4), FakeState()
     chosen = []
     for _ in range(80):
         L = policy(state)
@@ -85,7 +87,7 @@ def test_auto_judges_each_width_by_its_own_steps():
     # a wide window's first slots carry more Jacobi iterations than a narrow window ever gives its own: here 16
     # commits 6 per step and 4 only 2. Crediting 4 with min(6, 4) for each step at 16 would make 4 look better than
     # 16 and run it; by their own steps, 4 gives 2 / 0.01 = 200 tokens/s and 16 gives 6 / 0.025 = 240
-    policy = AutoWindow(max_window=16)
+    policy = AutoWindow(max_window=16, widths=POW4)
     chosen = _run(policy, 200, seconds_of=lambda L: {1: 0.008, 4: 0.01, 16: 0.025}[L],
                   k_of=lambda L: {1: 1, 4: 2, 16: 6}[L])
     assert policy.per_step(4)[0] == pytest.approx(2.0) and chosen[-100:].count(16) > 80
@@ -95,7 +97,7 @@ def test_auto_keeps_the_running_window_unless_another_wins_clearly():
     # every width costs the same; 16 accepts all it drafts until step 100, then its rows commit 4 per step like
     # 4's (a tie: the running 16 stays, where picking the narrower on a tie would switch on a stretch's luck),
     # and from step 350 only 2 (4 now wins clearly: it takes over)
-    policy, state = AutoWindow(max_window=16), FakeState()
+    policy, state = AutoWindow(max_window=16, widths=POW4), FakeState()
     chosen = []
     for step in range(600):
         L = policy(state)
@@ -106,7 +108,7 @@ def test_auto_keeps_the_running_window_unless_another_wins_clearly():
 
 
 def test_auto_follows_acceptance_that_changes_along_a_generation():
-    policy, state = AutoWindow(max_window=16), FakeState()
+    policy, state = AutoWindow(max_window=16, widths=POW4), FakeState()
     chosen = []
     for step in range(300):
         L = policy(state)
@@ -123,7 +125,7 @@ def test_auto_with_a_prior_probes_step_costs_and_runs_the_best_window(seconds_of
     # the prior: 3 tokens per step at 16, 1.5 at 4. Steps that cost the same at every width make 16 best after four
     # steps of each width (a width's first is not timed); steps that cost L times more make plain AR best
     # (3 / 16 < 1.5 / 4 < 1 / 1), and 16 is not even probed: at the cost of 4 it would give 3 / 4 < 1 / 1
-    policy = AutoWindow(max_window=16, memory=WindowMemory(prior={1: {1: 1.0, 4: 1.5, 16: 3.0}}))
+    policy = AutoWindow(max_window=16, widths=POW4, memory=WindowMemory(prior={1: {1: 1.0, 4: 1.5, 16: 3.0}}))
     chosen = _run(policy, 40, seconds_of=seconds_of, k_of=lambda L: {1: 1, 4: 2, 16: 3}[L])
     probes = sum(([L] * 4 for L in probed), [])
     assert chosen[:len(probes)] == probes and chosen[len(probes):] == [best] * (40 - len(probes))
@@ -132,7 +134,7 @@ def test_auto_with_a_prior_probes_step_costs_and_runs_the_best_window(seconds_of
 def test_auto_corrects_a_wrong_prior_by_measurement():
     # the prior promises 8 tokens per step at 16, but no draft is ever accepted: 16 runs after its probe, then
     # measurement takes the policy down to plain AR, the cheapest step
-    policy = AutoWindow(max_window=16, memory=WindowMemory(prior={1: {1: 1.0, 4: 2.0, 16: 8.0}}))
+    policy = AutoWindow(max_window=16, widths=POW4, memory=WindowMemory(prior={1: {1: 1.0, 4: 2.0, 16: 8.0}}))
     chosen = _run(policy, 400, seconds_of=lambda L: 0.01 * (1 + L / 16), k_of=lambda L: 1)
     assert chosen[12] == 16 and chosen[-100:].count(1) > 80
 
@@ -142,16 +144,62 @@ def test_with_a_prior_a_stretch_in_an_easy_region_does_not_beat_a_width_measured
     # tokens per step), the recheck of 4 after them in an easy one (2 per step). Judged by their own steps 4 looks
     # 1.7x better and takes over; but in the easy region 16 commits 3 per step and is the better width (517 vs 435
     # tokens/s). With the prior's shape, both stretches measure one scale of acceptance, and 16 stays.
-    policy = AutoWindow(max_window=16, memory=WindowMemory(prior={1: {1: 1.0, 4: 1.3, 16: 1.9}}))
+    policy = AutoWindow(max_window=16, widths=POW4, memory=WindowMemory(prior={1: {1: 1.0, 4: 1.3, 16: 1.9}}))
     seconds = {1: 0.0040, 4: 0.0046, 16: 0.0058}
-    state = FakeState()
+    state = FakeState(rows=1)
     chosen = []
     for step in range(150):
         L = policy(state)
         chosen.append(L)
         k = {1: 1, 4: 2, 16: 3}[L] if step >= 55 else {1: 1, 4: 1, 16: 1 + step % 2}[L]
-        _step(policy, state, torch.full((2,), k), seconds[L])
+        _step(policy, state, torch.full((1,), k), seconds[L])
     assert chosen[12:55] == [16] * 43 and chosen[61:].count(16) > 70  # (the rest: stretches of other widths)
+
+
+@pytest.mark.parametrize("by_band", [True, False], ids=["by-band", "overall"])
+def test_with_a_prior_by_band_auto_runs_plain_ar_where_the_output_is_hard_and_goes_wide_where_it_is_easy(by_band):
+    # emoji-image at 1 row: AR 3.3 ms, 4 4.6 ms, 16 5.7 ms a step; 16 commits 1.5 tokens per step in the first band
+    # (the top rows: AR's 1 / 3.3 ms wins) and 3 below (16 wins by 1.6x). With the prior by band, AR runs through the
+    # first band after its probes, without a step of 16, and 16 runs from the second band on. With the prior's
+    # overall figure (2.4 at 16) the policy runs 16 in the hard band, where its steps pull the pooled scale down.
+    seconds = {1: 0.0033, 4: 0.0046, 16: 0.0057}
+    bands = {1: [1.0] * 8, 4: [1.2] + [1.6] * 7, 16: [1.5] + [2.5] * 7}
+    prior = {1: bands if by_band else {L: sum(b) / 8 for L, b in bands.items()}}
+    policy, state = AutoWindow(max_window=16, widths=POW4, memory=WindowMemory(prior=prior)), FakeState(rows=1)
+    state.length = 256
+    chosen, first_band = [], 0
+    while int(state.n[0]) < 200:
+        L = policy(state)
+        chosen.append(L)
+        hard = int(state.n[0]) < 32
+        first_band += hard
+        k = {1: 1, 4: 1, 16: 1 + len(chosen) % 2}[L] if hard else {1: 1, 4: 2, 16: 3}[L]
+        _step(policy, state, torch.tensor([k]), seconds[L])
+    if by_band:
+        assert chosen[:8] == [1] * 4 + [4] * 4 and set(chosen[8:first_band]) == {1}
+        assert chosen[first_band + 8:].count(16) > 0.9 * len(chosen[first_band + 8:])
+    else:  # (the variant the band prior fixes: 16 runs in the hard band)
+        assert 16 in chosen[8:first_band]
+
+
+def test_auto_widths_are_checked_and_include_plain_ar():
+    assert AutoWindow(max_window=20).candidates == [1, 4, 8, 16, 20]  # the widest always a candidate
+    assert AutoWindow(max_window=16, widths=[1, 2, 16]).candidates == [1, 2, 16]
+    for bad in ([4, 16], [1, 0, 8], [1, 2.5]):
+        with pytest.raises(ValueError, match="widths must be positive ints including 1"):
+            AutoWindow(max_window=16, widths=bad)
+
+
+def test_auto_finds_a_best_width_between_powers_of_four():
+    # emoji-video at 8 rows: 8 positions a step win over 4 and 16 (costs as timed there; tokens of the row furthest
+    # behind, rounded); the default widths double from 4 on, so 8 is probed and runs, and 32 and 64, which cannot win
+    # at the least their steps can cost, never run
+    seconds = {1: 0.008, 4: 0.012, 8: 0.016, 16: 0.028, 32: 0.060, 64: 0.11}
+    tokens = {1: 1, 4: 2, 8: 3, 16: 4, 32: 6, 64: 8}
+    policy = AutoWindow(max_window=64, memory=WindowMemory(prior={8: tokens}))
+    chosen = _run(policy, 200, seconds_of=seconds.get, k_of=tokens.get, state=FakeState(rows=8))
+    assert chosen[:12] == [1] * 4 + [4] * 4 + [8] * 4 and 32 not in chosen and 64 not in chosen
+    assert chosen[16:].count(8) > 0.75 * len(chosen[16:])  # (the rest: rechecks of the widths close to it)
 
 
 def test_with_a_prior_auto_probes_no_width_that_cannot_win_at_the_least_it_can_cost():
@@ -159,7 +207,7 @@ def test_with_a_prior_auto_probes_no_width_that_cannot_win_at_the_least_it_can_c
     # step: even at the cost of 4 it would give 104 tokens/s against AR's 115, so it never runs; and 4, 26% behind
     # AR, is not rechecked either
     seconds = {1: 0.0087, 4: 0.0136, 16: 0.028}
-    policy = AutoWindow(max_window=16, memory=WindowMemory(prior={16: {1: 1.0, 4: 1.165, 16: 1.41}}))
+    policy = AutoWindow(max_window=16, widths=POW4, memory=WindowMemory(prior={16: {1: 1.0, 4: 1.165, 16: 1.41}}))
     chosen = _run(policy, 200, seconds_of=seconds.get, k_of=lambda L: 1, state=FakeState(rows=16))
     assert chosen[:8] == [1] * 4 + [4] * 4 and chosen[8:] == [1] * 192
 
@@ -168,19 +216,21 @@ def test_the_costs_probed_are_kept_with_the_memory_for_the_next_call(tmp_path):
     prior = {1: {1: 1.0, 4: 2.0, 16: 8.0}}
     costs = dict(seconds_of=lambda L: 0.001 * L ** 0.5, k_of=lambda L: min(L, 8))
     memory = WindowMemory(tmp_path / "exact.json", prior)
-    assert _run(AutoWindow(max_window=16, memory=memory), 14, **costs) == [1] * 4 + [4] * 4 + [16] * 6
-    assert _run(AutoWindow(max_window=16, memory=memory), 10, **costs) == [16] * 10  # the next call, same shape
-    assert _run(AutoWindow(max_window=16, memory=memory), 4, **costs, state=FakeState(rows=5)) == [1] * 4  # probes
+    assert _run(AutoWindow(max_window=16, widths=POW4, memory=memory), 14, **costs) == [1] * 4 + [4] * 4 + [16] * 6
+    assert _run(AutoWindow(max_window=16, widths=POW4, memory=memory), 10, **costs) == [16] * 10  # the next call, same shape
+    assert _run(AutoWindow(max_window=16, widths=POW4, memory=memory), 4, **costs, state=FakeState(rows=5)) == [1] * 4  # probes
     memory.save()
     again = WindowMemory(tmp_path / "exact.json", prior)  # as a new process makes it
     assert again.shapes == memory.shapes
-    assert _run(AutoWindow(max_window=16, memory=again), 14, **costs, state=FakeState(rows=5))[8:] == [16] * 6
+    assert _run(AutoWindow(max_window=16, widths=POW4, memory=again), 14, **costs, state=FakeState(rows=5))[8:] == [16] * 6
 
 
 def test_a_prior_is_read_at_the_nearest_batch_size_and_interpolated_in_log_window(tmp_path):
     prior = {1: {1: 1.0, 4: 2.0, 16: 4.0}, 8: {1: 1.0, 4: 1.5, 16: 2.0}}
-    assert prior_at(prior, 6, [1, 8, 32]) == {1: 1.0, 8: 1.75, 32: 2.0}  # held beyond the widest
-    assert prior_at(prior, 2, [2]) == {2: 1.5}
+    assert prior_at(prior, 6, [1, 8, 32]) == {1: (1.0,), 8: (1.75,), 32: (2.0,)}  # held beyond the widest
+    assert prior_at(prior, 2, [2]) == {2: (1.5,)}
+    by_band = {1: {1: [1.0, 1.0], 4: [1.2, 2.0], 16: [1.4, 4.0]}}  # each band interpolated on its own
+    assert prior_at(by_band, 1, [1, 8]) == {1: (1.0, 1.0), 8: (pytest.approx(1.3), 3.0)}
     assert load_prior(tmp_path) == {}  # a model without one: AutoWindow explores
 
 
@@ -226,11 +276,11 @@ def test_auto_matches_the_exact_law(method, remembered):
 def test_auto_with_a_memory_starts_the_next_generation_at_the_best_known_window():
     memory = WindowMemory()
     costs = dict(seconds_of=lambda L: 0.01 * (1 + L / 16), k_of=lambda L: min(L, 3))  # 4 pays best
-    first = _run(AutoWindow(max_window=16, memory=memory), 40, **costs)
+    first = _run(AutoWindow(max_window=16, widths=POW4, memory=memory), 40, **costs)
     assert first[:4] == [1] * 4  # nothing known yet: explore from plain AR
-    second = _run(AutoWindow(max_window=16, memory=memory), 24, **costs)
+    second = _run(AutoWindow(max_window=16, widths=POW4, memory=memory), 24, **costs)
     assert second == [4] * 24  # starts where the first one ended
-    other = AutoWindow(max_window=16, memory=memory)
+    other = AutoWindow(max_window=16, widths=POW4, memory=memory)
     state = FakeState(rows=5)  # another batch size: its costs are not known
     assert other(state) == 1 and other.explored == 1
 
@@ -240,7 +290,7 @@ def test_auto_with_a_memory_rechecks_a_window_that_kept_losing_less_and_less_oft
     costs = dict(seconds_of=lambda L: 0.01 * L ** 0.5, k_of=lambda L: 1)  # wider never pays: plain AR wins
     rechecks = []
     for _ in range(4):  # four generations of 120 steps, as a render job's batches
-        chosen = _run(AutoWindow(max_window=16, memory=memory), 120, **costs)
+        chosen = _run(AutoWindow(max_window=16, widths=POW4, memory=memory), 120, **costs)
         rechecks.append(sum(1 for i in range(1, 120) if chosen[i] == 4 and chosen[i - 1] == 1))
     assert rechecks[0] >= 2 and rechecks[-1] == 0  # the waits carried over: the later batches stay at AR
 
@@ -249,11 +299,11 @@ def test_a_memory_on_disk_carries_the_measurements_to_the_next_process(tmp_path)
     path = tmp_path / "windows" / "exact.json"
     costs = dict(seconds_of=lambda L: 0.01 * (1 + L / 16), k_of=lambda L: min(L, 3))  # 4 pays best
     memory = WindowMemory(path)
-    _run(AutoWindow(max_window=16, memory=memory), 40, **costs)
+    _run(AutoWindow(max_window=16, widths=POW4, memory=memory), 40, **costs)
     memory.save()
     again = WindowMemory(path)  # as a new process would make it
     assert again.shapes == memory.shapes
-    assert _run(AutoWindow(max_window=16, memory=again), 24, **costs) == [4] * 24
+    assert _run(AutoWindow(max_window=16, widths=POW4, memory=again), 24, **costs) == [4] * 24
 
 
 def test_a_memory_file_that_cannot_be_read_is_set_aside_with_a_warning(tmp_path):
@@ -262,13 +312,13 @@ def test_a_memory_file_that_cannot_be_read_is_set_aside_with_a_warning(tmp_path)
     with pytest.warns(UserWarning, match="measuring afresh"):
         memory = WindowMemory(path)
     assert memory.shapes == {}
-    assert _run(AutoWindow(max_window=16, memory=memory), 4, seconds_of=lambda L: 0.01, k_of=lambda L: 1) == [1] * 4
+    assert _run(AutoWindow(max_window=16, widths=POW4, memory=memory), 4, seconds_of=lambda L: 0.01, k_of=lambda L: 1) == [1] * 4
 
 
 def test_a_memory_that_cannot_be_written_warns_and_the_generation_goes_on(tmp_path):
     (tmp_path / "file").write_text("")
     memory = WindowMemory(tmp_path / "file" / "exact.json")  # its folder is a file
-    _run(AutoWindow(max_window=16, memory=memory), 8, seconds_of=lambda L: 0.01, k_of=lambda L: 1)
+    _run(AutoWindow(max_window=16, widths=POW4, memory=memory), 8, seconds_of=lambda L: 0.01, k_of=lambda L: 1)
     with pytest.warns(UserWarning, match="could not keep the window measurements"):
         memory.save()
 

@@ -1,7 +1,8 @@
 """Measure a bundled model's acceptance prior, models/<model>/window-prior.json: for each method that runs with
 window="auto", the tokens committed per step by the row furthest behind (as AutoWindow counts them) at each of
 AutoWindow's candidate windows, at 1 row and at larger batches, from real generations under the model's default
-sampling. AutoWindow starts from it (mmspec.window.load_prior) and probes each width's step cost on the running
+sampling; overall and by band of the output (`BANDS` equal shares of its indices, by where the step starts: the
+top rows of an emoji commit 1.4 tokens per step at 16, the rows below 1.9-2.6). AutoWindow starts from it (mmspec.window.load_prior) and probes each width's step cost on the running
 device with a few real steps, so that a first call need not explore from plain AR.
 
     python models/recipes/window_prior.py image   # or video, text; see --help
@@ -15,6 +16,7 @@ import argparse
 import json
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from mmspec.bench import PROMPTS
@@ -23,28 +25,35 @@ from mmspec.window import PRIOR_FILE, AutoWindow, FixedWindow, lagging_tokens
 
 METHODS = ["exact", "coupled", "gumbel", "jacobi", "lookup", "pac"]
 ROWS = {"image": [1, 4, 8, 16], "video": [1, 8], "text": [1, 4]}
+BANDS = 8
+SHRINK = 16  # a band's figure counts the overall figure as this many steps of its own (few steps are noisy)
 
 
 class CountingWindow(FixedWindow):
-    """A fixed window that adds up what the row furthest behind commits per step, over the steps AutoWindow would
-    count at this width: not the first step, nor the warm-up after widening from plain AR."""
+    """A fixed window that adds up what the row furthest behind commits per step, by the band of the output the
+    step starts in, over the steps AutoWindow would count at this width: not the first step, nor the warm-up after
+    widening from plain AR."""
 
     def __init__(self, window: int):
         super().__init__(window)
         self.skip = max(1, AutoWindow(max_window=window)._warmup(window, 1))
-        self.tokens, self.steps = 0, 0
+        self.tokens, self.steps = np.zeros(BANDS), np.zeros(BANDS)
 
     def observe(self, state, k, seconds) -> None:
         if self.skip > 0:
             self.skip -= 1
             return
         lag = lagging_tokens(state, k)
-        if lag is not None:
-            self.tokens, self.steps = self.tokens + lag, self.steps + 1
+        if lag is not None:  # (AutoWindow's position: the least committed length of the rows that ran, before)
+            before = int((state.n - k).masked_fill(k == 0, state.length).min())
+            band = min(before * BANDS // state.length, BANDS - 1)
+            self.tokens[band] += lag
+            self.steps[band] += 1
 
 
 def measure(pipe, kind: str, method: str, rows: int, windows: list[int], seeds: list[int]) -> dict[int, tuple]:
-    """window -> (tokens, steps) over every prompt at 1 row, or batches of `rows` rows cycling through the prompts."""
+    """window -> (tokens, steps) by band, over every prompt at 1 row, or batches of `rows` rows cycling through the
+    prompts."""
     prompts = PROMPTS[kind]
     batches = [[p] for p in prompts] if rows == 1 else [[prompts[i % len(prompts)] for i in range(rows)]]
     call = {"max_new_tokens": 64} if kind == "text" else {}
@@ -73,26 +82,32 @@ def main() -> None:
     methods = args.methods.split(",") if args.methods else METHODS + (["draft-model", "eagle"] if args.kind == "text" else [])
     rows_list = [int(r) for r in args.rows.split(",")] if args.rows else ROWS[args.kind]
     candidates = AutoWindow(max_window=pipe.default_window).candidates
-    tokens, steps = {}, {}
+    tokens, by_band, steps = {}, {}, {}
     for method in methods:
         for rows in rows_list:
+            counts = measure(pipe, args.kind, method, rows, candidates[1:], list(range(args.seeds)))
             # at window 1 no row has drafts: every running row commits one token per step
-            counts = {1: (1.0, 0), **measure(pipe, args.kind, method, rows, candidates[1:], list(range(args.seeds)))}
-            tokens.setdefault(method, {})[rows] = {L: round(t / max(s, 1), 3) if L > 1 else 1.0
-                                                   for L, (t, s) in counts.items()}
-            steps.setdefault(method, {})[rows] = {L: s for L, (_, s) in counts.items()}
-            print(method, rows, tokens[method][rows], flush=True)
+            overall = {1: 1.0, **{L: round(float(t.sum() / max(n.sum(), 1)), 3) for L, (t, n) in counts.items()}}
+            # a band's own steps, shrunk toward the overall figure: a batch of 8 rows takes 10 steps at 16 in a band,
+            # and one of them committing 5 moves its mean by 0.4
+            bands = {1: [1.0] * BANDS, **{L: [round(float((tb + SHRINK * overall[L]) / (nb + SHRINK)), 3)
+                                               for tb, nb in zip(t, n)] for L, (t, n) in counts.items()}}
+            tokens.setdefault(method, {})[rows], by_band.setdefault(method, {})[rows] = overall, bands
+            steps.setdefault(method, {})[rows] = {1: 0, **{L: int(n.sum()) for L, (_, n) in counts.items()}}
+            print(method, rows, overall, {L: b for L, b in bands.items() if L > 1}, flush=True)
     folder = Path(__file__).resolve().parents[1] / {"image": "emoji-image", "video": "emoji-video",
                                                     "text": "code-text"}[args.kind]
     path = folder / PRIOR_FILE
     if path.is_file():  # the methods not measured now keep what the file holds
         before = json.loads(path.read_text())
         tokens = {**before["tokens_per_step"], **tokens}
+        by_band = {**before.get("tokens_per_step_by_band", {}), **by_band}
         steps = {**before.get("steps_counted", {}), **steps}
     out = {"about": "tokens committed per step by the row furthest behind, by method, batch size and window, "
-                    "under the model's default sampling; written by models/recipes/window_prior.py",
+                    "under the model's default sampling, overall and by band of the output (equal shares of its "
+                    "indices, by where the step starts); written by models/recipes/window_prior.py",
            "sampling": pipe.default_sampling, "prompts": PROMPTS[args.kind], "seeds": args.seeds,
-           "tokens_per_step": tokens, "steps_counted": steps}
+           "tokens_per_step": tokens, "tokens_per_step_by_band": by_band, "steps_counted": steps}
     path.write_text(json.dumps(out, indent=1) + "\n")
     print("wrote", path)
 
