@@ -9,7 +9,9 @@ high-entropy regime real image models sample in). Video rows get their first fra
 
 On text at 1 row it also times eagle against transformers' assisted generation and prompt lookup (greedy and
 sampled, same prompt ids, same run), unless --no-transformers. --proactive 4,3 4,4 adds the head with proactive
-branches of each shape (WIDTH,DEPTH), drawn and exact, at --window, and writes {kind}-rows{rows}-w{window}-branches.
+branches of each shape (WIDTH,DEPTH), drawn and exact, at --window, and writes {kind}-rows{rows}-w{window}-branches;
+--tree 32,8 48,8 the head with EAGLE-2 token trees of each shape (NODES,TOP_K), and without --proactive writes
+{kind}-rows{rows}-w{window}-trees.
 """
 from __future__ import annotations
 
@@ -24,15 +26,19 @@ from mmspec.bench import PROMPTS
 from mmspec.pipelines import load_pipeline
 
 
-def methods(window: int, jacobi_window: int, proactive: list[list[int]] = ()) -> list[tuple[str, object, object]]:
+def methods(window: int, jacobi_window: int, proactive: list[list[int]] = (),
+            trees: list[list[int]] = ()) -> list[tuple[str, object, object]]:
     """(label, spec, window): the head's spec names no folder: the pipeline gives the model's head/. With proactive
-    shapes: ar, the head's chain and the head with branches of each shape, drawn and exact, at `window`."""
-    if proactive:
+    shapes or tree shapes: ar, the head's chain, the head with branches of each shape and with a token tree of each
+    shape (NODES, TOP_K), drawn and exact, at `window`."""
+    if proactive or trees:
+        levers = [(f"proactive={w},{d}", {"proactive": [w, d]}) for w, d in proactive] + [
+            (f"tree={n},{k}", {"tree": [n, k]}) for n, k in trees]
         return [("ar", "ar", 1), (f"eagle {window}", "eagle", window),
                 (f"eagle exact {window}", {"name": "eagle", "exact": True}, window)] + [
-            (f"eagle{' exact' if exact else ''} proactive={w},{d} {window}",
-             {"name": "eagle", **({"exact": True} if exact else {}), "proactive": [w, d]}, window)
-            for w, d in proactive for exact in (False, True)]
+            (f"eagle{' exact' if exact else ''} {label} {window}",
+             {"name": "eagle", **({"exact": True} if exact else {}), **option}, window)
+            for label, option in levers for exact in (False, True)]
     return [("ar", "ar", 1), ("exact auto", "exact", "auto"), (f"exact {jacobi_window}", "exact", jacobi_window),
             (f"eagle {window}", "eagle", window),
             (f"eagle exact {window}", {"name": "eagle", "exact": True}, window),
@@ -42,12 +48,12 @@ def methods(window: int, jacobi_window: int, proactive: list[list[int]] = ()) ->
 
 
 def run(pipe, kind: str, rows: int, window: int, jacobi_window: int, sampling, prompts: list[str],
-        proactive: list[list[int]] = (), seeds: int = 1) -> list[dict]:
+        proactive: list[list[int]] = (), seeds: int = 1, trees: list[list[int]] = ()) -> list[dict]:
     call = {"max_new_tokens": 128} if kind == "text" else {}
     batches = [[p] * rows for p in prompts for _ in range(seeds)]  # batch i runs seed i % seeds
     if kind == "video":  # the same first frame for every method: the video model's own work only
         firsts = [pipe.image_model(b, seed=0, method="ar") for b in batches]
-    specs = methods(window, jacobi_window, proactive)
+    specs = methods(window, jacobi_window, proactive, trees)
     nfe, tokens, cpu = ([0.0] * len(specs) for _ in range(3))
     accepted, forwards = [None] * len(specs), [None] * len(specs)
     for i, batch in enumerate(batches):  # methods interleaved per batch: CPU time ratios survive others' load
@@ -68,7 +74,7 @@ def run(pipe, kind: str, rows: int, window: int, jacobi_window: int, sampling, p
         results.append({"method": label, "nfe_per_row": round(nfe[m] / len(batches), 1),
                         "tokens_per_forward": round(tokens[m] / nfe[m], 3), "cpu_seconds": round(cpu[m], 2),
                         "accepted_per_slot": [round(float(x), 3) for x in per_slot]})
-        print(f"  {label:28s} nfe {results[-1]['nfe_per_row']:7.1f}  tok/fwd {results[-1]['tokens_per_forward']:5.2f}"
+        print(f"  {label:32s} nfe {results[-1]['nfe_per_row']:7.1f}  tok/fwd {results[-1]['tokens_per_forward']:5.2f}"
               f"  cpu {cpu[m]:6.2f}s  slots {results[-1]['accepted_per_slot']}", flush=True)
     ar = results[0]
     for r in results:
@@ -126,11 +132,14 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--proactive", nargs="+", default=[], metavar="WIDTH,DEPTH",
                     help="the head with proactive branches of these shapes instead of the Jacobi comparisons")
+    ap.add_argument("--tree", nargs="+", default=[], metavar="NODES,TOP_K",
+                    help="the head with token trees of these shapes (EAGLE-2) instead of the Jacobi comparisons")
     ap.add_argument("--no-transformers", action="store_true", help="text: skip the transformers comparison")
     ap.add_argument("--out", default="benchmarks/results/eagle")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     proactive = [[int(x) for x in shape.split(",")] for shape in args.proactive]
+    trees = [[int(x) for x in shape.split(",")] for shape in args.tree]
     pipe = load_pipeline(args.kind, window_cache="off")
     prompts = PROMPTS[args.kind][: args.prompts]
     regimes = {"default sampling": None}
@@ -141,12 +150,13 @@ def main() -> None:
     for regime, sampling in regimes.items():
         print(f"{args.kind}, {args.rows} row(s), {regime}:", flush=True)
         table[regime] = run(pipe, args.kind, args.rows, args.window, args.jacobi_window, sampling, prompts, proactive,
-                            args.seeds)
+                            args.seeds, trees)
     compare = args.kind == "text" and args.rows == 1 and not args.no_transformers
     versus = against_transformers(pipe, args.window) if compare else None
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    stem = f"{args.kind}-rows{args.rows}" + (f"-w{args.window}-branches" if proactive else "")
+    stem = f"{args.kind}-rows{args.rows}" + (f"-w{args.window}-branches" if proactive else "") + (
+        f"-w{args.window}-trees" if trees and not proactive else "")
     (out / f"{stem}.json").write_text(json.dumps({"kind": args.kind, "rows": args.rows, "threads": args.threads,
                                                   "window": args.window, "seeds": args.seeds, "prompts": prompts, "results": table, "transformers": versus},
                                                  indent=1))
