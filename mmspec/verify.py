@@ -233,17 +233,22 @@ class TreeVerifier:
                  L: int) -> Verdict:
         if not isinstance(draft, TokenTree):
             return self.chain(state, draft, logp, L)
-        D = L - 1
         y_all = state.gumbel_max(logp, state.n[:, None] + draft.tree.offset)  # [B, W]: AR's draw at every node
         node = draft.tokens.new_zeros(draft.tokens.shape[0])  # [B] the path's node at the current depth
         ys, accepted, path = [], [], []
-        for _ in range(D):
-            y = y_all.gather(1, node[:, None])  # [B, 1] the output at this slot
-            child = (draft.parent == node[:, None]) & (draft.tokens == y)  # [B, N] (siblings differ, but at a forced index)
-            found = child.any(1)
-            node = torch.where(found, child.long().argmax(1) + 1, node)  # (after the path ends: never committed)
-            ys.append(y[:, 0])
+        for _ in range(L - 1):
+            y, node, found = self.descend(state, draft, logp, y_all, node)
+            ys.append(y)
             accepted.append(found)
-            path.append(node)
+            path.append(node)  # (after the path ended: never committed)
         ys.append(y_all.gather(1, node[:, None])[:, 0])  # the bonus, where the path reached the deepest slot
         return Verdict(torch.stack(ys, 1), torch.stack(accepted, 1), state.index(L), path=torch.stack(path, 1))
+
+    def descend(self, state: DecodeState, draft: TokenTree, logp: torch.Tensor, y_all: torch.Tensor,
+                node: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One slot of the path from node [B]: (its output y [B], the child of node that is y, or node itself where
+        none is [B], found [B])."""
+        y = y_all.gather(1, node[:, None])  # [B, 1]
+        child = (draft.parent == node[:, None]) & (draft.tokens == y)  # [B, N] (siblings differ, but at a forced index)
+        found = child.any(1)
+        return y[:, 0], torch.where(found, child.long().argmax(1) + 1, node), found
