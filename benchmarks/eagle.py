@@ -10,8 +10,8 @@ high-entropy regime real image models sample in). Video rows get their first fra
 On text at 1 row it also times eagle against transformers' assisted generation and prompt lookup (greedy and
 sampled, same prompt ids, same run), unless --no-transformers. --proactive 4,3 4,4 adds the head with proactive
 branches of each shape (WIDTH,DEPTH), drawn and exact, at --window, and writes {kind}-rows{rows}-w{window}-branches;
---tree 32,8 48,8 the head with EAGLE-2 token trees of each shape (NODES,TOP_K), and without --proactive writes
-{kind}-rows{rows}-w{window}-trees.
+--tree 32,8 64,8 the head with EAGLE-2 token trees of each shape (NODES,TOP_K; ar's tokens), and writes
+{kind}-rows{rows}-w{window}[-branches]-trees.
 """
 from __future__ import annotations
 
@@ -29,16 +29,15 @@ from mmspec.pipelines import load_pipeline
 def methods(window: int, jacobi_window: int, proactive: list[list[int]] = (),
             trees: list[list[int]] = ()) -> list[tuple[str, object, object]]:
     """(label, spec, window): the head's spec names no folder: the pipeline gives the model's head/. With proactive
-    shapes or tree shapes: ar, the head's chain, the head with branches of each shape and with a token tree of each
-    shape (NODES, TOP_K), drawn and exact, at `window`."""
+    shapes or tree shapes: ar, the head's chain and the head with branches of each shape, drawn and exact, and with
+    a token tree of each shape (NODES, TOP_K: ar's tokens with or without exact), at `window`."""
     if proactive or trees:
-        levers = [(f"proactive={w},{d}", {"proactive": [w, d]}) for w, d in proactive] + [
-            (f"tree={n},{k}", {"tree": [n, k]}) for n, k in trees]
         return [("ar", "ar", 1), (f"eagle {window}", "eagle", window),
                 (f"eagle exact {window}", {"name": "eagle", "exact": True}, window)] + [
-            (f"eagle{' exact' if exact else ''} {label} {window}",
-             {"name": "eagle", **({"exact": True} if exact else {}), **option}, window)
-            for label, option in levers for exact in (False, True)]
+            (f"eagle{' exact' if exact else ''} proactive={w},{d} {window}",
+             {"name": "eagle", **({"exact": True} if exact else {}), "proactive": [w, d]}, window)
+            for w, d in proactive for exact in (False, True)] + [
+            (f"eagle tree={n},{k} {window}", {"name": "eagle", "tree": [n, k]}, window) for n, k in trees]
     return [("ar", "ar", 1), ("exact auto", "exact", "auto"), (f"exact {jacobi_window}", "exact", jacobi_window),
             (f"eagle {window}", "eagle", window),
             (f"eagle exact {window}", {"name": "eagle", "exact": True}, window),
@@ -155,8 +154,8 @@ def main() -> None:
     versus = against_transformers(pipe, args.window) if compare else None
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    stem = f"{args.kind}-rows{args.rows}" + (f"-w{args.window}-branches" if proactive else "") + (
-        f"-w{args.window}-trees" if trees and not proactive else "")
+    stem = f"{args.kind}-rows{args.rows}" + (f"-w{args.window}" if proactive or trees else "") + (
+        "-branches" if proactive else "") + ("-trees" if trees else "")
     (out / f"{stem}.json").write_text(json.dumps({"kind": args.kind, "rows": args.rows, "threads": args.threads,
                                                   "window": args.window, "seeds": args.seeds, "prompts": prompts, "results": table, "transformers": versus},
                                                  indent=1))
