@@ -129,7 +129,8 @@ def test_a_token_tree_forward_equals_a_forward_of_each_path(name, target, cond, 
                     torch.testing.assert_close(x[b, [0, w]], y[b, [0, -1]])
     a.adopt(torch.tensor([[1, 3, 5], [4, 5, 5]]))  # row 0 takes 1, 3, 5; row 1 takes 4, 5 (then anything)
     more = torch.randint(0, 16, (2, 2), generator=g)
-    paths = torch.stack([torch.cat([root[0], nodes[0, [0, 2, 4]]]), torch.cat([root[1], nodes[1, [3, 4]], more[1, :1]])])
+    paths = torch.stack([torch.cat([root[0], nodes[0, [0, 2, 4]]]),
+                         torch.cat([root[1], nodes[1, [3, 4]], more[1, :1]])])
     c = session()
     c.forward(paths, start)
     at = torch.tensor([5, 4])  # row 0 goes on after its three path nodes, row 1 after its two

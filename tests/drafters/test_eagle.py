@@ -249,7 +249,8 @@ class CoinPerChild(TreeVerifier):
         hit = mine & (state.streams.uniform(draft.tokens.shape[1]) < p.gather(1, draft.tokens))  # [B, N]
         found, first = hit.any(1), hit.long().argmax(1)
         y = y_all.gather(1, node[:, None])[:, 0]
-        return torch.where(found, draft.tokens.gather(1, first[:, None])[:, 0], y), torch.where(found, first + 1, node), found
+        y = torch.where(found, draft.tokens.gather(1, first[:, None])[:, 0], y)
+        return y, torch.where(found, first + 1, node), found
 
 
 @pytest.mark.parametrize("name", ["grid-cfg", "text-1d"])
@@ -261,8 +262,9 @@ def test_the_law_test_has_power_against_a_wrong_tree_descent(name, wrong):
         return mmspec.Method("eagle-tree", lambda layout: TreeDrafter(EagleDrafter(head, "gumbel", tree_level=2), 4, 2),
                              verifier, tree_nodes=4)
 
-    assert chi_square_pvalue(sequence_id(_sample(name, method(TreeVerifier(RejectionVerifier()))).tokens, 4), law) > ALPHA
-    assert chi_square_pvalue(sequence_id(_sample(name, method(wrong(RejectionVerifier()))).tokens, 4), law) < ALPHA
+    right, wrong = (_sample(name, method(v(RejectionVerifier()))).tokens for v in (TreeVerifier, wrong))
+    assert chi_square_pvalue(sequence_id(right, 4), law) > ALPHA
+    assert chi_square_pvalue(sequence_id(wrong, 4), law) < ALPHA
 
 
 class TreeByReplay(EagleDrafter):
