@@ -72,6 +72,8 @@ def _proactive(text: "str | None") -> "list[int] | None":
 def _tree(text: "str | None") -> "int | list[int] | None":
     if text is None:
         return None
+    if text == "":  # --tree alone: the default shape
+        return True
     try:
         shape = [int(x) for x in text.split(",")]
     except ValueError:
@@ -151,9 +153,10 @@ def _common(p: argparse.ArgumentParser, kind_nargs: str | None = None, window=DE
     p.add_argument("--jacobi", type=int, metavar="N",
                    help="eagle: the head drafts the first N slots of each window, a Jacobi window the rest "
                         "(--init fills it)")
-    p.add_argument("--tree", metavar="NODES[,TOP_K]",
-                   help="eagle: EAGLE-2's token tree of NODES nodes, TOP_K children per expanded node (default 8), as "
-                        "deep as the window's drafts: the same tokens as --method ar with the same seed")
+    p.add_argument("--tree", metavar="NODES[,TOP_K]", nargs="?", const="",
+                   help="eagle: EAGLE-2's token tree of NODES nodes, TOP_K children per expanded node, as deep as the "
+                        "window's drafts (alone: 32,4; TOP_K default 4): the same tokens as --method ar with the same "
+                        "seed")
     p.add_argument("--window", type=_window_arg, default=window,
                    help="positions verified per forward (1..256), or 'auto' (picked at every step from measured step "
                         "costs and acceptance, up to 16 image, 64 video, 6 text"

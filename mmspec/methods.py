@@ -114,8 +114,9 @@ def draft_model(model=None, sampling=None, proactive=None) -> Method:
                           branches)
 
 
-# a token tree's shape unless told (`eagle(tree=...)`): nodes, and children per expanded node
-TREE_NODES, TREE_TOP_K = 32, 8
+# a token tree's shape unless told (`eagle(tree=True)`): nodes, and children per expanded node; the fastest on code-text
+# of those measured at window 8 (benchmarks/README.md, "Token trees")
+TREE_NODES, TREE_TOP_K = 32, 4
 
 
 def _tree_shape(tree) -> "tuple[int, int] | None":
@@ -139,7 +140,7 @@ def eagle(head=None, exact: bool = False, jacobi: "int | None" = None, init: "st
     of each window and a Jacobi window the rest (exact: Gumbel redraws, else SCD's coupling; `init` fills it).
     proactive: (width, depth) branches at slot 0, each sibling continued by the head (not with jacobi).
     tree: True, NODES or [NODES, TOP_K]: EAGLE-2's token tree of NODES nodes as deep as the window's drafts, TOP_K
-    children per expanded node (mmspec.drafters.tree; default [32, 8]), verified by AR's own draws, so its tokens
+    children per expanded node (mmspec.drafters.tree; default [32, 4]), verified by AR's own draws, so its tokens
     are `ar`'s with or without `exact` (not with jacobi or proactive)."""
     from mmspec.drafters.eagle import EagleDrafter, SplicedDrafter
     from mmspec.drafters.tree import TreeDrafter

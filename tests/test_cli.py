@@ -112,7 +112,7 @@ def test_generate_with_the_model_folders_head(tiny_heads, tmp_path, capsys):
                  "--method", "eagle", "--max-new-tokens", "5", "--json"]) == 0
     capsys.readouterr()
     assert main(["generate", "image", "red heart", "--model", str(tiny_heads / "image"), "--out", str(tmp_path),
-                 "--method", "eagle", "--tree", "6,3", "--window", "4", "--compare", "--json"]) == 0
+                 "--method", "eagle", "--tree", "--window", "4", "--compare", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["method"] == "eagle" and result["compare"]["identical"]  # a tree: ar's tokens
 
