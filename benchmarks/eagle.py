@@ -99,22 +99,27 @@ def markdown(kind: str, rows: int, table: dict[str, list[dict]]) -> str:
     return "\n".join(lines)
 
 
-def against_transformers(pipe, window: int) -> dict:
-    """code-text at 1 row, greedy and sampled: tokens per second of eagle against transformers' assisted generation
-    (with the bundled draft model) and prompt lookup, on the same prompt ids, in the same run
-    (benchmarks/suite/run.py's text case)."""
+def against_transformers(pipe, window: int, trees: list[list[int]] = ()) -> dict:
+    """code-text at 1 row, greedy and sampled: tokens per second of eagle (and of eagle with each token tree shape, at
+    the pipeline's default window and at `window`) against transformers' assisted generation (with the bundled draft
+    model) and prompt lookup, on the same prompt ids, in the same run (benchmarks/suite/run.py's text case)."""
     from benchmarks.suite.cases import GREEDY, SAMPLED, TextCase
     from benchmarks.suite.run import run_text
+    from mmspec.bench import Entry
 
+    heads = ["eagle"] + [Entry({"name": "eagle", "tree": [n, k]}, w, f"eagle tree={n},{k}" + (f" w={w}" if w else ""))
+                         for n, k in trees for w in (None, window)]
     out = {}
     for name, sampling in (("greedy", GREEDY), ("sampled", SAMPLED)):
-        case = TextCase(1, sampling, ("ar", "eagle", "draft-model", "lookup"), ("generate", "assisted", "prompt-lookup"),
+        case = TextCase(1, sampling, ("ar", *heads, "draft-model", "lookup"), ("generate", "assisted", "prompt-lookup"),
                         prompts=3)
         results = run_text(pipe, case, seed=0, max_new_tokens=128)["results"]
-        eagle = results["mmspec eagle"]["tokens_per_second"]
-        out[name] = {"tokens_per_second": {k: round(v["tokens_per_second"], 1) for k, v in results.items()},
-                     "eagle_vs_assisted": round(eagle / results["transformers assisted"]["tokens_per_second"], 2),
-                     "eagle_vs_prompt_lookup": round(eagle / results["transformers prompt-lookup"]["tokens_per_second"], 2)}
+        tps = {k: v["tokens_per_second"] for k, v in results.items()}
+        out[name] = {"tokens_per_second": {k: round(v, 1) for k, v in tps.items()}}
+        for head in map(str, heads):
+            key = head.replace(" ", "_").replace("=", "").replace(",", "x")
+            out[name][f"{key}_vs_assisted"] = round(tps[f"mmspec {head}"] / tps["transformers assisted"], 2)
+            out[name][f"{key}_vs_prompt_lookup"] = round(tps[f"mmspec {head}"] / tps["transformers prompt-lookup"], 2)
         print(f"  {name}: {out[name]}", flush=True)
     return out
 
@@ -151,7 +156,7 @@ def main() -> None:
         table[regime] = run(pipe, args.kind, args.rows, args.window, args.jacobi_window, sampling, prompts, proactive,
                             args.seeds, trees)
     compare = args.kind == "text" and args.rows == 1 and not args.no_transformers
-    versus = against_transformers(pipe, args.window) if compare else None
+    versus = against_transformers(pipe, args.window, trees) if compare else None
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stem = f"{args.kind}-rows{args.rows}" + (f"-w{args.window}" if proactive or trees else "") + (
@@ -162,8 +167,8 @@ def main() -> None:
     text = markdown(args.kind, args.rows, table)
     if versus:
         text += "\n### against transformers (tokens per second, 1 row, 128 new tokens)\n\n" + "\n".join(
-            f"- {name}: {v['tokens_per_second']}; eagle / assisted {v['eagle_vs_assisted']}x, eagle / prompt lookup "
-            f"{v['eagle_vs_prompt_lookup']}x" for name, v in versus.items()) + "\n"
+            f"- {name}: {v['tokens_per_second']}; " + ", ".join(f"{k} {x}x" for k, x in v.items() if k.endswith(
+                ("_vs_assisted", "_vs_prompt_lookup"))) for name, v in versus.items()) + "\n"
     (out / f"{stem}.md").write_text(text)
     print("wrote", out / f"{stem}.md")
 
