@@ -120,7 +120,8 @@ class VerifyStep:
         return verdict, logp, k
 
 
-def _force_draft(state: DecodeState, draft: "Draft | TreeDraft | TokenTree", L: int) -> "Draft | TreeDraft | TokenTree":
+def _force_draft(state: DecodeState, draft: "Draft | TreeDraft | TokenTree",
+                 L: int) -> "Draft | TreeDraft | TokenTree":
     """Structural tokens are drafted as what they must be (one-hot q), on the chain, on its branches, on every node
     of a token tree."""
     if not state.any_forced:

@@ -72,9 +72,9 @@ class TokenTree:
     continuations, mmspec.drafters.tree), for indices n .. n+D-1 of a window of L = D + 1.
 
     Node 0 is the last committed token; node w (1..N) holds a token for index n - 1 + depth, one after its
-    parent's. No node has a q: the verifier draws p's own token at each node of the path and follows the child
-    that equals it (mmspec.verify.TreeVerifier), so what is committed is p's draws whatever the tree holds, as
-    long as it was chosen without the verifier's randomness.
+    parent's. No node has a q: the verifier takes AR's draw at each node of the path (argmax(log p + g) on the
+    index's noise row) and follows the child that equals it (mmspec.verify.TreeVerifier), so what is committed is
+    AR's tokens whatever the tree holds.
     """
 
     tokens: torch.Tensor  # [B, N] the nodes' tokens

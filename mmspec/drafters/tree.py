@@ -5,13 +5,13 @@ offers several continuations at every node: the drafter expands its most confide
 and keeps the best N of all it proposed (by cumulative confidence, the product of its confidences along
 the path), so the tree is shaped by where the head is unsure. One target forward computes p at every
 node (mmspec.tree: each node sees its ancestors), and the verifier walks down from the last committed
-token, taking p's own draw at each node and descending into the child that equals it
-(mmspec.verify.TreeVerifier).
+token, taking AR's draw at each node, argmax(log p + g) on the index's noise row, and descending into the
+child that equals it (mmspec.verify.TreeVerifier).
 
-Children are chosen, not drawn: they need no q, and the verification commits p's own draws whatever the
-tree holds. The tree must only be chosen without the verifier's randomness: rejection mode draws with the
-aux stream, which the drafter never reads; `exact` draws argmax(log p + g) with AR's noise, which the
-drafter may read (any tree keeps AR's tokens) and does, to rank by the chance of matching AR's draw.
+Children are chosen, not drawn: they need no q, and the verification commits AR's tokens whatever the tree
+holds, with or without `exact`. So the drafter may read AR's noise, and does: it ranks by the chance of
+matching AR's draw (softmax(log q + g)). A fresh draw from p would pass a chosen child only with its p-mass,
+below what rejection sampling one drawn draft gets on a high-entropy p (mmspec.verify.TreeVerifier).
 
 `TreeDrafter` wraps a chain drafter that can grow such trees (`grow_tree`: the EAGLE head).
 """
