@@ -192,6 +192,8 @@ class EagleDrafter:
         logq = sampling.logp(z[:B], z[B:] if self.rows == 2 else None)
         if not greedy:
             logq = (logq + state.streams.gumbel(index).to(logq.device)).log_softmax(-1)
+        if not state.any_forced:
+            return logq
         forced = state.structural(index)[..., None]  # [B, T, 1]
         sure = torch.full_like(logq, -torch.inf).scatter_(-1, forced.clamp(min=0), 0.0)
         return torch.where(forced >= 0, sure, logq)
