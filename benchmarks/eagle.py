@@ -9,7 +9,9 @@ high-entropy regime real image models sample in). Video rows get their first fra
 
 On text at 1 row it also times eagle against transformers' assisted generation and prompt lookup (greedy and
 sampled, same prompt ids, same run), unless --no-transformers. --proactive 4,3 4,4 adds the head with proactive
-branches of each shape (WIDTH,DEPTH), drawn and exact, at --window, and writes {kind}-rows{rows}-w{window}-branches.
+branches of each shape (WIDTH,DEPTH), drawn and exact, at --window, and writes {kind}-rows{rows}-w{window}-branches;
+--tree 32,8 64,8 the head with EAGLE-2 token trees of each shape (NODES,TOP_K; ar's tokens), and writes
+{kind}-rows{rows}-w{window}[-branches]-trees.
 """
 from __future__ import annotations
 
@@ -24,15 +26,18 @@ from mmspec.bench import PROMPTS
 from mmspec.pipelines import load_pipeline
 
 
-def methods(window: int, jacobi_window: int, proactive: list[list[int]] = ()) -> list[tuple[str, object, object]]:
+def methods(window: int, jacobi_window: int, proactive: list[list[int]] = (),
+            trees: list[list[int]] = ()) -> list[tuple[str, object, object]]:
     """(label, spec, window): the head's spec names no folder: the pipeline gives the model's head/. With proactive
-    shapes: ar, the head's chain and the head with branches of each shape, drawn and exact, at `window`."""
-    if proactive:
+    shapes or tree shapes: ar, the head's chain and the head with branches of each shape, drawn and exact, and with
+    a token tree of each shape (NODES, TOP_K: ar's tokens with or without exact), at `window`."""
+    if proactive or trees:
         return [("ar", "ar", 1), (f"eagle {window}", "eagle", window),
                 (f"eagle exact {window}", {"name": "eagle", "exact": True}, window)] + [
             (f"eagle{' exact' if exact else ''} proactive={w},{d} {window}",
              {"name": "eagle", **({"exact": True} if exact else {}), "proactive": [w, d]}, window)
-            for w, d in proactive for exact in (False, True)]
+            for w, d in proactive for exact in (False, True)] + [
+            (f"eagle tree={n},{k} {window}", {"name": "eagle", "tree": [n, k]}, window) for n, k in trees]
     return [("ar", "ar", 1), ("exact auto", "exact", "auto"), (f"exact {jacobi_window}", "exact", jacobi_window),
             (f"eagle {window}", "eagle", window),
             (f"eagle exact {window}", {"name": "eagle", "exact": True}, window),
@@ -42,12 +47,12 @@ def methods(window: int, jacobi_window: int, proactive: list[list[int]] = ()) ->
 
 
 def run(pipe, kind: str, rows: int, window: int, jacobi_window: int, sampling, prompts: list[str],
-        proactive: list[list[int]] = (), seeds: int = 1) -> list[dict]:
+        proactive: list[list[int]] = (), seeds: int = 1, trees: list[list[int]] = ()) -> list[dict]:
     call = {"max_new_tokens": 128} if kind == "text" else {}
     batches = [[p] * rows for p in prompts for _ in range(seeds)]  # batch i runs seed i % seeds
     if kind == "video":  # the same first frame for every method: the video model's own work only
         firsts = [pipe.image_model(b, seed=0, method="ar") for b in batches]
-    specs = methods(window, jacobi_window, proactive)
+    specs = methods(window, jacobi_window, proactive, trees)
     nfe, tokens, cpu = ([0.0] * len(specs) for _ in range(3))
     accepted, forwards = [None] * len(specs), [None] * len(specs)
     for i, batch in enumerate(batches):  # methods interleaved per batch: CPU time ratios survive others' load
@@ -68,7 +73,7 @@ def run(pipe, kind: str, rows: int, window: int, jacobi_window: int, sampling, p
         results.append({"method": label, "nfe_per_row": round(nfe[m] / len(batches), 1),
                         "tokens_per_forward": round(tokens[m] / nfe[m], 3), "cpu_seconds": round(cpu[m], 2),
                         "accepted_per_slot": [round(float(x), 3) for x in per_slot]})
-        print(f"  {label:28s} nfe {results[-1]['nfe_per_row']:7.1f}  tok/fwd {results[-1]['tokens_per_forward']:5.2f}"
+        print(f"  {label:32s} nfe {results[-1]['nfe_per_row']:7.1f}  tok/fwd {results[-1]['tokens_per_forward']:5.2f}"
               f"  cpu {cpu[m]:6.2f}s  slots {results[-1]['accepted_per_slot']}", flush=True)
     ar = results[0]
     for r in results:
@@ -94,22 +99,27 @@ def markdown(kind: str, rows: int, table: dict[str, list[dict]]) -> str:
     return "\n".join(lines)
 
 
-def against_transformers(pipe, window: int) -> dict:
-    """code-text at 1 row, greedy and sampled: tokens per second of eagle against transformers' assisted generation
-    (with the bundled draft model) and prompt lookup, on the same prompt ids, in the same run
-    (benchmarks/suite/run.py's text case)."""
+def against_transformers(pipe, window: int, trees: list[list[int]] = ()) -> dict:
+    """code-text at 1 row, greedy and sampled: tokens per second of eagle (and of eagle with each token tree shape, at
+    the pipeline's default window and at `window`) against transformers' assisted generation (with the bundled draft
+    model) and prompt lookup, on the same prompt ids, in the same run (benchmarks/suite/run.py's text case)."""
     from benchmarks.suite.cases import GREEDY, SAMPLED, TextCase
     from benchmarks.suite.run import run_text
+    from mmspec.bench import Entry
 
+    heads = ["eagle"] + [Entry({"name": "eagle", "tree": [n, k]}, w, f"eagle tree={n},{k}" + (f" w={w}" if w else ""))
+                         for n, k in trees for w in (None, window)]
     out = {}
     for name, sampling in (("greedy", GREEDY), ("sampled", SAMPLED)):
-        case = TextCase(1, sampling, ("ar", "eagle", "draft-model", "lookup"), ("generate", "assisted", "prompt-lookup"),
+        case = TextCase(1, sampling, ("ar", *heads, "draft-model", "lookup"), ("generate", "assisted", "prompt-lookup"),
                         prompts=3)
         results = run_text(pipe, case, seed=0, max_new_tokens=128)["results"]
-        eagle = results["mmspec eagle"]["tokens_per_second"]
-        out[name] = {"tokens_per_second": {k: round(v["tokens_per_second"], 1) for k, v in results.items()},
-                     "eagle_vs_assisted": round(eagle / results["transformers assisted"]["tokens_per_second"], 2),
-                     "eagle_vs_prompt_lookup": round(eagle / results["transformers prompt-lookup"]["tokens_per_second"], 2)}
+        tps = {k: v["tokens_per_second"] for k, v in results.items()}
+        out[name] = {"tokens_per_second": {k: round(v, 1) for k, v in tps.items()}}
+        for head in map(str, heads):
+            key = head.replace(" ", "_").replace("=", "").replace(",", "x")
+            out[name][f"{key}_vs_assisted"] = round(tps[f"mmspec {head}"] / tps["transformers assisted"], 2)
+            out[name][f"{key}_vs_prompt_lookup"] = round(tps[f"mmspec {head}"] / tps["transformers prompt-lookup"], 2)
         print(f"  {name}: {out[name]}", flush=True)
     return out
 
@@ -126,11 +136,14 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--proactive", nargs="+", default=[], metavar="WIDTH,DEPTH",
                     help="the head with proactive branches of these shapes instead of the Jacobi comparisons")
+    ap.add_argument("--tree", nargs="+", default=[], metavar="NODES,TOP_K",
+                    help="the head with token trees of these shapes (EAGLE-2) instead of the Jacobi comparisons")
     ap.add_argument("--no-transformers", action="store_true", help="text: skip the transformers comparison")
     ap.add_argument("--out", default="benchmarks/results/eagle")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     proactive = [[int(x) for x in shape.split(",")] for shape in args.proactive]
+    trees = [[int(x) for x in shape.split(",")] for shape in args.tree]
     pipe = load_pipeline(args.kind, window_cache="off")
     prompts = PROMPTS[args.kind][: args.prompts]
     regimes = {"default sampling": None}
@@ -141,20 +154,21 @@ def main() -> None:
     for regime, sampling in regimes.items():
         print(f"{args.kind}, {args.rows} row(s), {regime}:", flush=True)
         table[regime] = run(pipe, args.kind, args.rows, args.window, args.jacobi_window, sampling, prompts, proactive,
-                            args.seeds)
+                            args.seeds, trees)
     compare = args.kind == "text" and args.rows == 1 and not args.no_transformers
-    versus = against_transformers(pipe, args.window) if compare else None
+    versus = against_transformers(pipe, args.window, trees) if compare else None
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    stem = f"{args.kind}-rows{args.rows}" + (f"-w{args.window}-branches" if proactive else "")
+    stem = f"{args.kind}-rows{args.rows}" + (f"-w{args.window}" if proactive or trees else "") + (
+        "-branches" if proactive else "") + ("-trees" if trees else "")
     (out / f"{stem}.json").write_text(json.dumps({"kind": args.kind, "rows": args.rows, "threads": args.threads,
                                                   "window": args.window, "seeds": args.seeds, "prompts": prompts, "results": table, "transformers": versus},
                                                  indent=1))
     text = markdown(args.kind, args.rows, table)
     if versus:
         text += "\n### against transformers (tokens per second, 1 row, 128 new tokens)\n\n" + "\n".join(
-            f"- {name}: {v['tokens_per_second']}; eagle / assisted {v['eagle_vs_assisted']}x, eagle / prompt lookup "
-            f"{v['eagle_vs_prompt_lookup']}x" for name, v in versus.items()) + "\n"
+            f"- {name}: {v['tokens_per_second']}; " + ", ".join(f"{k} {x}x" for k, x in v.items() if k.endswith(
+                ("_vs_assisted", "_vs_prompt_lookup"))) for name, v in versus.items()) + "\n"
     (out / f"{stem}.md").write_text(text)
     print("wrote", out / f"{stem}.md")
 

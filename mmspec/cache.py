@@ -39,8 +39,8 @@ class StaticKVCache:
     def view(self, slots: torch.Tensor, visible: torch.Tensor | None = None) -> "CacheView":
         """What every layer of one forward over `slots` [B, T] shares: consecutive slots per row, from at most
         the row's length (anything from there on is rewritten: a rejection is only a pointer move). `visible`
-        [T, T]: which of the forward's own slots each of them attends to (a tree of drafts), instead of the
-        causal order."""
+        [T, A] or per row [B, T, A]: which of the A slots that end with the forward's last each of them attends
+        to (a tree of drafts; A = T: the forward's own), instead of the causal order."""
         return CacheView(self, slots, visible)
 
     def move(self, src: torch.Tensor, dst: torch.Tensor) -> None:
@@ -104,10 +104,12 @@ class CacheView:
         q = slots[..., None]
         if visible is None:
             seen = keys <= q
-        else:  # the slots are contiguous: key slot s is the forward's own node s - slots[b, 0], if in range
-            node = keys - slots[:, :1, None]  # [B, 1, S]
-            own = visible.expand(B, T, T).gather(2, node.clamp(0, T - 1).expand(B, T, end))  # [B, T, S]
-            seen = (node < 0) | (own & (node < T))
+        else:  # the slots are contiguous: key slot s is the a-th of the A slots ending with the forward's last,
+            # a = s - (slots[b, 0] + T - A), if in range (A = T: the forward's own nodes)
+            A = visible.shape[-1]
+            node = keys - (slots[:, :1, None] + T - A)  # [B, 1, S]
+            own = visible.expand(B, T, A).gather(2, node.clamp(0, A - 1).expand(B, T, end))  # [B, T, S]
+            seen = (node < 0) | (own & (node < A))
         if padded:
             seen = seen & ((keys >= cache.first[:, None, None]) | (keys == q))
         self.mask = seen[:, None]

@@ -50,11 +50,11 @@ def _check_head(spec, args, option: str) -> None:
                 raise FileNotFoundError(f"{option}: {err}") from None
 
 
-METHOD_OPTIONS = ("init", "proactive", "head", "exact", "jacobi")  # what the method takes from the command line
+METHOD_OPTIONS = ("init", "proactive", "head", "exact", "jacobi", "tree")  # what the method takes from the command line
 
 
 def _method(args):
-    given = {**vars(args), "proactive": _proactive(args.proactive)}
+    given = {**vars(args), "proactive": _proactive(args.proactive), "tree": _tree(args.tree)}
     options = {k: given[k] for k in METHOD_OPTIONS if given[k] is not None}
     return {"name": args.method, **options} if options else args.method
 
@@ -67,6 +67,18 @@ def _proactive(text: "str | None") -> "list[int] | None":
     except ValueError:
         raise ValueError(f"--proactive: expected WIDTH,DEPTH (e.g. 8,3), got {text!r}") from None
     return [width, depth]
+
+
+def _tree(text: "str | None") -> "int | list[int] | None":
+    if text is None:
+        return None
+    if text == "":  # --tree alone: the default shape
+        return True
+    try:
+        shape = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise ValueError(f"--tree: expected NODES or NODES,TOP_K (e.g. 32,8), got {text!r}") from None
+    return shape[0] if len(shape) == 1 else shape
 
 
 def _given_sampling(args) -> dict:
@@ -141,6 +153,10 @@ def _common(p: argparse.ArgumentParser, kind_nargs: str | None = None, window=DE
     p.add_argument("--jacobi", type=int, metavar="N",
                    help="eagle: the head drafts the first N slots of each window, a Jacobi window the rest "
                         "(--init fills it)")
+    p.add_argument("--tree", metavar="NODES[,TOP_K]", nargs="?", const="",
+                   help="eagle: EAGLE-2's token tree of NODES nodes, TOP_K children per expanded node, as deep as the "
+                        "window's drafts (alone: 32,4; TOP_K default 4): the same tokens as --method ar with the same "
+                        "seed")
     p.add_argument("--window", type=_window_arg, default=window,
                    help="positions verified per forward (1..256), or 'auto' (picked at every step from measured step "
                         "costs and acceptance, up to 16 image, 64 video, 6 text"

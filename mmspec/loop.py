@@ -21,7 +21,7 @@ from mmspec.drafters.base import Drafter
 from mmspec.sampling import Sampling
 from mmspec.state import DecodeState
 from mmspec.stats import Stats
-from mmspec.steps import Context, Draft, TreeDraft, Verdict
+from mmspec.steps import Context, Draft, TokenTree, TreeDraft, Verdict
 from mmspec.tree import Tree
 from mmspec.verify import Verifier
 from mmspec.window import WindowPolicy
@@ -52,7 +52,7 @@ def decode(session: Session, drafter: Drafter, verifier: Verifier, policy: Windo
             L = min(ahead + 1, state.max_window)
         draft = drafter.propose(state, L)
         L = draft.width + 1  # a drafter may draft fewer than asked (a lookup with nothing to look up)
-        in_step = keep_in_step and getattr(policy, "in_step", False) and not isinstance(draft, TreeDraft)
+        in_step = keep_in_step and getattr(policy, "in_step", False) and draft.tree is None
         verdict, logp, k = step(state, draft, L, in_step)
         t_hook = time.perf_counter()
         if on_commit is not None:
@@ -104,11 +104,11 @@ class VerifyStep:
                 torch._dynamo.config.accumulated_recompile_limit, RECOMPILE_LIMIT)
             self.run = torch.compile(self._run, fullgraph=True, dynamic=False, **options)
 
-    def __call__(self, state: DecodeState, draft: "Draft | TreeDraft", L: int, in_step: bool = False):
+    def __call__(self, state: DecodeState, draft: "Draft | TreeDraft | TokenTree", L: int, in_step: bool = False):
         return self.run(state, draft, L, in_step)
 
     @torch.no_grad()
-    def _run(self, state: DecodeState, draft: "Draft | TreeDraft", L: int, in_step: bool = False):
+    def _run(self, state: DecodeState, draft: "Draft | TreeDraft | TokenTree", L: int, in_step: bool = False):
         draft = _force_draft(state, draft, L)
         inputs = torch.cat([state.pending[:, None], draft.nodes()], 1)  # [B, W]: last committed, then drafts
         logits = self.session.forward(inputs, state.n - 1, draft.tree)
@@ -120,10 +120,15 @@ class VerifyStep:
         return verdict, logp, k
 
 
-def _force_draft(state: DecodeState, draft: "Draft | TreeDraft", L: int) -> "Draft | TreeDraft":
-    """Structural tokens are drafted as what they must be (one-hot q), on the chain and on its branches."""
+def _force_draft(state: DecodeState, draft: "Draft | TreeDraft | TokenTree",
+                 L: int) -> "Draft | TreeDraft | TokenTree":
+    """Structural tokens are drafted as what they must be (one-hot q), on the chain, on its branches, on every node
+    of a token tree."""
     if not state.any_forced:
         return draft
+    if isinstance(draft, TokenTree):  # node w holds index n - 1 + depth
+        forced = state.structural(state.n[:, None] - 1 + draft.tree.offset[:, 1:])  # [B, N]
+        return TokenTree(torch.where(forced >= 0, forced, draft.tokens), draft.parent, draft.tree)
     forced = state.structural(state.index(L - 1))  # [B, L-1]
     is_forced = forced >= 0
     chain = draft.chain if isinstance(draft, TreeDraft) else draft

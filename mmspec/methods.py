@@ -12,7 +12,8 @@
 | pac         | coupled, with proactive branches at slot 0 (SJD-PAC)| recursive rejection sampling  |
 | eagle       | a draft head on the target's features (EAGLE-3),    | rejection sampling, or argmax |
 |             | optionally the first slots only, Jacobi the rest    | match (`exact`: ar's tokens)  |
-|             | (or with proactive branches the head continues)     |                               |
+|             | (or with proactive branches the head continues,     |                               |
+|             | or a token tree: EAGLE-2's, branching at every depth)| (a tree: p's draws descend it)|
 
 Every Jacobi method, draft-model and eagle take `proactive=(width, depth)`: slot 0 gets width - 1 siblings, each
 heading a branch of depth tokens, verified in the same forward (mmspec.drafters.proactive, mmspec.tree).
@@ -29,7 +30,8 @@ from mmspec.drafters.proactive import (Branches, FreshBranches, ModelBranches, N
                                       ProactiveDrafter)
 from mmspec.layouts import Layout
 from mmspec.loading import check_folder
-from mmspec.verify import BranchVerifier, ChainVerifier, GumbelMatchVerifier, RejectionVerifier, Verifier
+from mmspec.verify import (BranchVerifier, ChainVerifier, GumbelMatchVerifier, RejectionVerifier, TreeVerifier,
+                           Verifier)
 
 
 @dataclass(frozen=True)
@@ -112,14 +114,36 @@ def draft_model(model=None, sampling=None, proactive=None) -> Method:
                           branches)
 
 
+# a token tree's shape unless told (`eagle(tree=True)`): nodes, and children per expanded node; the fastest on code-text
+# of those measured at window 8 (benchmarks/README.md, "Token trees")
+TREE_NODES, TREE_TOP_K = 32, 4
+
+
+def _tree_shape(tree) -> "tuple[int, int] | None":
+    """None, True (the default shape), NODES or [NODES, TOP_K] -> (nodes, top_k) or None."""
+    if tree is None or tree is False:
+        return None
+    if tree is True:
+        return TREE_NODES, TREE_TOP_K
+    shape = [tree, TREE_TOP_K] if isinstance(tree, int) and not isinstance(tree, bool) else tree
+    if not (isinstance(shape, (tuple, list)) and len(shape) == 2
+            and all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in shape)):
+        raise ValueError(f"tree must be NODES or [NODES, TOP_K], ints >= 1, got {tree!r}")
+    return shape[0], shape[1]
+
+
 def eagle(head=None, exact: bool = False, jacobi: "int | None" = None, init: "str | None" = None,
-          proactive=None) -> Method:
+          proactive=None, tree=None) -> Method:
     """head: an EagleHead or a head folder (mmspec.reference.eagle). exact: drafts are argmax(log q + g) with each
     position's own noise and the verifier accepts AR's token only (the tokens of `ar` with the same seed); else
     drafts are drawn from q and verified by rejection sampling. jacobi: the head drafts the first `jacobi` slots
     of each window and a Jacobi window the rest (exact: Gumbel redraws, else SCD's coupling; `init` fills it).
-    proactive: (width, depth) branches at slot 0, each sibling continued by the head (not with jacobi)."""
+    proactive: (width, depth) branches at slot 0, each sibling continued by the head (not with jacobi).
+    tree: True, NODES or [NODES, TOP_K]: EAGLE-2's token tree of NODES nodes as deep as the window's drafts, TOP_K
+    children per expanded node (mmspec.drafters.tree; default [32, 4]), verified by AR's own draws, so its tokens
+    are `ar`'s with or without `exact` (not with jacobi or proactive)."""
     from mmspec.drafters.eagle import EagleDrafter, SplicedDrafter
+    from mmspec.drafters.tree import TreeDrafter
     from mmspec.reference.eagle import EagleHead, load_head
 
     if head is None:
@@ -131,12 +155,20 @@ def eagle(head=None, exact: bool = False, jacobi: "int | None" = None, init: "st
         raise ValueError(f"jacobi must be the head's slots, an int >= 1, or None, got {jacobi!r}")
     if jacobi is not None and proactive is not None:
         raise ValueError("eagle takes proactive branches or a Jacobi window after the head's slots, not both")
+    shape = _tree_shape(tree)
+    if shape is not None and (jacobi is not None or proactive is not None):
+        raise ValueError("eagle's token tree takes the whole window: no proactive branches or Jacobi window with it")
     if init is not None:
         make_fill(init)
     draw, verifier = ("gumbel", GumbelMatchVerifier()) if exact else ("sample", RejectionVerifier())
     redraw = GumbelRedraw() if exact else CoupledRedraw()
     branches = _branches(proactive, NoiseModelBranches if exact else ModelBranches)
     nodes = 0 if branches is None else branches.nodes  # the head's cache has room for the branches
+
+    if shape is not None:
+        nodes, top_k = shape
+        return Method("eagle", lambda layout: TreeDrafter(EagleDrafter(head, draw, tree_level=top_k), nodes, top_k),
+                      TreeVerifier(verifier), tree_nodes=nodes)
 
     def make(layout: Layout) -> Drafter:
         drafter = EagleDrafter(head, draw, nodes)

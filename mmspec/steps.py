@@ -67,13 +67,38 @@ class TreeDraft:
 
 
 @dataclass(frozen=True)
+class TokenTree:
+    """Draft tokens as a tree whose children were chosen, not drawn (EAGLE-2: the head's most confident
+    continuations, mmspec.drafters.tree), for indices n .. n+D-1 of a window of L = D + 1.
+
+    Node 0 is the last committed token; node w (1..N) holds a token for index n - 1 + depth, one after its
+    parent's. No node has a q: the verifier takes AR's draw at each node of the path (argmax(log p + g) on the
+    index's noise row) and follows the child that equals it (mmspec.verify.TreeVerifier), so what is committed is
+    AR's tokens whatever the tree holds.
+    """
+
+    tokens: torch.Tensor  # [B, N] the nodes' tokens
+    parent: torch.Tensor  # [B, N] each node's parent (0: the root), parents before children
+    tree: Tree  # per row: offset [B, 1 + N] (each node's depth), visible [B, 1 + N, 1 + N] (ancestors and itself)
+
+    @property
+    def width(self) -> int:
+        """D = L-1: the deepest level a row may have (the verdict's slots less the bonus)."""
+        return self.tree.depth
+
+    def nodes(self) -> torch.Tensor:
+        """[B, N] every node after the last committed token."""
+        return self.tokens
+
+
+@dataclass(frozen=True)
 class Verdict:
     y: torch.Tensor  # [B, L] output at every slot: accepted draft, correction, or bonus
     accepted: torch.Tensor  # [B, L-1] bool: draft j passed its own test
     index: torch.Tensor  # [B, L] the generated position of each slot (what its noise row belongs to)
     gumbel_max: torch.Tensor | None = None  # [B, L] argmax(log p + g) at every slot, if the verifier drew it
     branch: torch.Tensor | None = None  # [B] with a tree draft: the path committed (0 chain, i branch i-1)
-    path: torch.Tensor | None = None  # [B, D] with a tree draft: the forward's nodes that hold indices n+1..n+D
+    path: torch.Tensor | None = None  # [B, D] with a tree draft: the forward's nodes that hold indices n..n+D-1
 
 
 @dataclass(frozen=True)

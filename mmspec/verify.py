@@ -8,6 +8,9 @@ alternatives; when d_0 fails, the chain verifier's own sibling test picks one of
 along its own branch of children, whose p the same forward computed and which the chain verifier tests
 as a chain of its own. The verdict carries that path's tokens at the slots it committed and the chain's
 everywhere else (what the drafter carries on was drawn under the chain's p).
+`TreeVerifier` wraps one of them for token trees (`TokenTree`: children chosen, not drawn): at each node of
+the path it takes AR's draw there, argmax(log p + g) on the index's noise row, and descends into the child
+that equals it; where none does, that draw is the correction.
 """
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ import torch
 
 from mmspec.sampling import sample_from
 from mmspec.state import DecodeState
-from mmspec.steps import Draft, TreeDraft, Verdict
+from mmspec.steps import Draft, TokenTree, TreeDraft, Verdict
 
 
 class Verifier(Protocol):
@@ -206,3 +209,46 @@ class BranchVerifier:
         y, accepted = take_branch(y, verdict.accepted, chosen, sub.y, sub.accepted)
         return Verdict(y, accepted, verdict.index, gumbel_max=None if verdict.gumbel_max is None else y,
                        branch=chosen, path=draft.tree.path(chosen))
+
+
+class TreeVerifier:
+    """A chain verifier with token trees (`TokenTree`, mmspec.drafters.tree); other drafts pass straight through.
+
+    From the root (the last committed token), at each node of the path: y = AR's draw at that node,
+    argmax(log p + g) on the noise row of the index it is for; the child whose token is y becomes the next node of
+    the path (an accepted draft), and where no child is y, y is the correction and the step ends. Every committed
+    token is AR's draw given the committed tokens before it, and a draw not committed is made again from the same
+    noise in a later step, so whatever the tree holds (and whatever it was chosen from: AR's noise included) the
+    tokens are `ar`'s with the same seed; the tree only decides how many of them one forward reaches.
+
+    Why AR's noise and not a fresh draw from p: children are chosen, so a fresh draw passes a node with the p-mass
+    of its children, which for a high-entropy p is below the 1 - TV(p, q) of rejection sampling one drawn draft
+    (code-text: 0.5-0.6 at slot 0 against 0.74); on AR's noise the drafter ranks by the same noise and regains
+    the coupling (0.86-0.89 with 32-64 nodes; benchmarks/README.md)."""
+
+    def __init__(self, chain: ChainVerifier):
+        self.chain = chain
+
+    def __call__(self, state: DecodeState, draft: "Draft | TreeDraft | TokenTree", logp: torch.Tensor,
+                 L: int) -> Verdict:
+        if not isinstance(draft, TokenTree):
+            return self.chain(state, draft, logp, L)
+        y_all = state.gumbel_max(logp, state.n[:, None] + draft.tree.offset)  # [B, W]: AR's draw at every node
+        node = draft.tokens.new_zeros(draft.tokens.shape[0])  # [B] the path's node at the current depth
+        ys, accepted, path = [], [], []
+        for _ in range(L - 1):
+            y, node, found = self.descend(state, draft, logp, y_all, node)
+            ys.append(y)
+            accepted.append(found)
+            path.append(node)  # (after the path ended: never committed)
+        ys.append(y_all.gather(1, node[:, None])[:, 0])  # the bonus, where the path reached the deepest slot
+        return Verdict(torch.stack(ys, 1), torch.stack(accepted, 1), state.index(L), path=torch.stack(path, 1))
+
+    def descend(self, state: DecodeState, draft: TokenTree, logp: torch.Tensor, y_all: torch.Tensor,
+                node: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One slot of the path from node [B]: (its output y [B], the child of node that is y, or node itself where
+        none is [B], found [B])."""
+        y = y_all.gather(1, node[:, None])  # [B, 1]
+        child = (draft.parent == node[:, None]) & (draft.tokens == y)  # [B, N] (siblings differ, but at a forced index)
+        found = child.any(1)
+        return y[:, 0], torch.where(found, child.long().argmax(1) + 1, node), found

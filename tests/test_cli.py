@@ -91,6 +91,9 @@ def _refused(argv, capsys, message):
     (["--method", "ar", "--proactive", "4,3"], "bad options ['proactive'] for method 'ar'"),
     (["--method", "coupled", "--exact"], "bad options ['exact'] for method 'coupled'"),
     (["--method", "eagle", "--jacobi", "0"], "jacobi must be the head's slots, an int >= 1"),
+    (["--method", "eagle", "--tree", "32,x"], "--tree: expected NODES or NODES,TOP_K"),
+    (["--method", "eagle", "--tree", "32,8,2"], "tree must be NODES or [NODES, TOP_K]"),
+    (["--method", "eagle", "--tree", "32", "--jacobi", "2"], "token tree takes the whole window"),
     (["--method", "eagle", "--head", "/nonexistent/head"], "EAGLE-3 head: no folder at /nonexistent/head"),
 ])
 def test_bad_options_are_refused_before_models_load(tmp_path, capsys, argv, message):
@@ -108,6 +111,10 @@ def test_generate_with_the_model_folders_head(tiny_heads, tmp_path, capsys):
     assert main(["generate", "text", "<s> w3", "--model", str(tiny_heads / "text"), "--out", str(tmp_path),
                  "--method", "eagle", "--max-new-tokens", "5", "--json"]) == 0
     capsys.readouterr()
+    assert main(["generate", "image", "red heart", "--model", str(tiny_heads / "image"), "--out", str(tmp_path),
+                 "--method", "eagle", "--tree", "--window", "4", "--compare", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["method"] == "eagle" and result["compare"]["identical"]  # a tree: ar's tokens
 
 
 def test_head_names_a_head_folder_for_a_model_without_one(tiny_models, tiny_heads, tmp_path, capsys):

@@ -20,7 +20,8 @@ SAMPLING = mmspec.Sampling(temperature=0.9, top_k=12, cfg_scale=2.5)
 LAYOUT = mmspec.Grid2D(3, 4, row_end_token=15)  # structural tokens: forced drafts and p, widened windows
 METHODS = ["ar", "jacobi", "coupled", "gumbel", "exact", "lookup", "draft-model", "pac",
            {"name": "exact", "proactive": [3, 2]}, {"name": "draft-model", "proactive": [3, 2]},
-           {"name": "eagle"}, {"name": "eagle", "exact": True, "jacobi": 2}, {"name": "eagle", "proactive": [3, 2]}]
+           {"name": "eagle"}, {"name": "eagle", "exact": True, "jacobi": 2}, {"name": "eagle", "proactive": [3, 2]},
+           {"name": "eagle", "tree": [6, 3]}]
 
 
 def _target(seed=0):

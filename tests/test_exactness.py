@@ -8,7 +8,8 @@ from tiny import CycleWindow, TabularTarget, tiny_gpt, tiny_head
 PROACTIVE = [{"name": "exact", "proactive": [3, 2]}, {"name": "exact", "proactive": [5, 4]},
              {"name": "draft-model", "proactive": [3, 2]}]
 EAGLE = [{"name": "eagle"}, {"name": "eagle", "jacobi": 2}, {"name": "eagle", "exact": True, "jacobi": 1},
-         {"name": "eagle", "proactive": [3, 2]}, {"name": "eagle", "exact": True, "proactive": [4, 3]}]
+         {"name": "eagle", "proactive": [3, 2]}, {"name": "eagle", "exact": True, "proactive": [4, 3]},
+         {"name": "eagle", "tree": [6, 3]}, {"name": "eagle", "exact": True, "tree": 12}]
 ALL = ["ar", "jacobi", "coupled", "gumbel", "exact", "lookup", "draft-model", "pac"] + PROACTIVE + EAGLE
 LAYOUTS = {
     "1d": (mmspec.Sequence1D(14), 1),
@@ -73,7 +74,8 @@ def test_exact_with_proactive_branches_equals_ar(layout, proactive, window):
 
 @pytest.mark.parametrize("layout", list(LAYOUTS))
 @pytest.mark.parametrize("options", [{}, {"jacobi": 1}, {"jacobi": 3}, {"proactive": [3, 2]}, {"proactive": [4, 3]},
-                                     {"proactive": [2, 1]}], ids=str)
+                                     {"proactive": [2, 1]}, {"tree": [6, 3]}, {"tree": [2, 2]}, {"tree": [20, 4]},
+                                     {"tree": [6, 3], "exact": False}], ids=str)
 @pytest.mark.parametrize("window", [2, 4, 9, "auto"])
 def test_exact_with_a_draft_head_equals_ar(layout, options, window):
     layout, axes = LAYOUTS[layout]
@@ -88,7 +90,8 @@ def test_exact_with_a_draft_head_equals_ar(layout, options, window):
 @pytest.mark.parametrize("method", [{"name": "exact", "init": "random"}, {"name": "exact", "init": "above"},
                                     {"name": "exact", "init": "ngram"}, {"name": "exact", "proactive": [3, 3]},
                                     {"name": "eagle", "exact": True}, {"name": "eagle", "exact": True, "jacobi": 2},
-                                    {"name": "eagle", "exact": True, "proactive": [3, 3]}],
+                                    {"name": "eagle", "exact": True, "proactive": [3, 3]},
+                                    {"name": "eagle", "exact": True, "tree": [8, 3]}],
                          ids=str)
 @pytest.mark.parametrize("sizes", [(3, 1, 6, 2, 8), (9, 4, 1, 1, 12)], ids=str)
 def test_exact_equals_ar_with_a_window_that_changes_every_step(layout, method, sizes):

@@ -1,11 +1,11 @@
-"""Tree windows: one forward over a chain and its proactive branches equals plain forwards of each path,
-and adopting a branch leaves the cache as if that path had been fed as a chain."""
+"""Tree windows: one forward over a chain and its proactive branches, or over a token tree that differs from row to
+row, equals plain forwards of each path, and adopting a path leaves the cache as if it had been fed as a chain."""
 import pytest
 import torch
 
 import mmspec
 from mmspec import HFCausalLM
-from mmspec.tree import forest, proactive_tree
+from mmspec.tree import best_nodes, forest, proactive_tree, token_tree
 from tiny import tiny_gpt, tiny_llama
 
 
@@ -81,3 +81,68 @@ def test_a_forest_forward_equals_a_forward_of_each_branch():
         want = session().forward(branches[:, i], start)
         for a, b in zip(got, want):
             torch.testing.assert_close(a[:, 2 * i: 2 * i + 2], b)
+
+
+# two rows' token trees of 5 nodes (node 0: the last committed token): row 0 branches at the root and at node 1,
+# row 1 is a chain of three with a second child of the root that has one of its own
+PARENT, DEPTH = torch.tensor([[0, 0, 1, 1, 3], [0, 1, 2, 0, 4]]), torch.tensor([[1, 1, 2, 2, 3], [1, 2, 3, 1, 2]])
+
+
+def test_the_token_tree_shape():
+    tree = token_tree(PARENT, DEPTH, 3)
+    assert tree.offset.tolist() == [[0, 1, 1, 2, 2, 3], [0, 1, 2, 3, 1, 2]]
+    assert tree.visible[0].long().tolist()[5] == [1, 1, 0, 1, 0, 1]  # node 5: the root, 1, 3 and itself
+    assert tree.visible[1].long().tolist()[3] == [1, 1, 1, 1, 0, 0]
+    assert tree.visible[1].long().tolist()[5] == [1, 0, 0, 0, 1, 1]
+    assert tree.rows(4).visible.shape == (4, 6, 6) and torch.equal(tree.rows(4).visible[2:], tree.visible)
+
+
+def _path(b: int, w: int) -> list[int]:
+    """Nodes from the root's child down to node w in row b."""
+    path = [w]
+    while PARENT[b, path[-1] - 1] != 0:
+        path.append(int(PARENT[b, path[-1] - 1]))
+    return path[::-1]
+
+
+@pytest.mark.parametrize("name,target,cond,cfg", list(_targets()), ids=lambda x: x if isinstance(x, str) else "")
+def test_a_token_tree_forward_equals_a_forward_of_each_path(name, target, cond, cfg):
+    """Each row's own tree (CFG's null rows included) and, after adopting a path per row, the cache of that path."""
+    layout, g = mmspec.Sequence1D(12), torch.Generator().manual_seed(2)
+    tree = token_tree(PARENT, DEPTH, 3)
+    prefix, root, nodes = (torch.randint(0, 16, s, generator=g) for s in ((2, 3), (2, 1), (2, 5)))
+
+    def session():
+        s = target.session(cond, layout, cfg=cfg, max_window=8)
+        s.forward(prefix, torch.full((2,), -1))  # index -1 .. 1 committed
+        return s
+
+    start = torch.full((2,), 2)
+    a = session()
+    got = a.forward(torch.cat([root, nodes], 1), start, tree)
+    for b in range(2):
+        for w in range(1, 6):
+            chain = torch.cat([root[b], nodes[b, [v - 1 for v in _path(b, w)]]])[None].expand(2, -1)
+            want = session().forward(chain, start)
+            for x, y in zip(got, want):
+                if x is not None:
+                    torch.testing.assert_close(x[b, [0, w]], y[b, [0, -1]])
+    a.adopt(torch.tensor([[1, 3, 5], [4, 5, 5]]))  # row 0 takes 1, 3, 5; row 1 takes 4, 5 (then anything)
+    more = torch.randint(0, 16, (2, 2), generator=g)
+    paths = torch.stack([torch.cat([root[0], nodes[0, [0, 2, 4]]]),
+                         torch.cat([root[1], nodes[1, [3, 4]], more[1, :1]])])
+    c = session()
+    c.forward(paths, start)
+    at = torch.tensor([5, 4])  # row 0 goes on after its three path nodes, row 1 after its two
+    torch.testing.assert_close(a.forward(more, at)[0], c.forward(more, at)[0])
+
+
+def test_the_best_nodes_keep_every_parent_and_their_order():
+    """Scores tie between a parent and its child (a child sure of its token) and at -inf: the parent is still chosen
+    first; the nodes come in candidate order and their parents as node numbers."""
+    score = torch.tensor([[-0.1, -2.0, -0.1, -0.5, -torch.inf, -torch.inf, -0.1]])
+    parent = torch.tensor([[-1, -1, 0, 0, 1, 4, 2]])  # candidates 0, 1 at depth 1; 2, 3, 4 below; 5, 6 deeper
+    chosen, up = best_nodes(score, parent, 4)
+    assert chosen.tolist() == [[0, 2, 3, 6]] and up.tolist() == [[0, 1, 1, 2]]
+    chosen, up = best_nodes(score, parent, 7)
+    assert chosen.tolist() == [list(range(7))] and up.tolist() == [[0, 0, 1, 1, 2, 5, 3]]

@@ -72,7 +72,7 @@ class TextCase:
 
     rows: int
     sampling: dict
-    methods: tuple[str, ...]
+    methods: tuple  # names, or bench Entries (a method with options, its window, a label)
     baselines: tuple[str, ...]
     prompts: int
     repeats: int = 2

@@ -6,7 +6,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from mmspec.bench import environment, row_tokens, run_benchmark, time_runs
+from mmspec.bench import as_entry, environment, row_tokens, run_benchmark, time_runs
 from mmspec.pipelines import load_pipeline
 from mmspec.lossless import check_lossless, format_lossless
 from benchmarks.suite.cases import TRANSFORMERS_PAIRS, CountCase, GridCase, LosslessCase, TextCase, prompts_for
@@ -36,16 +36,17 @@ def run_text(pipeline, case: TextCase, seed: int, max_new_tokens: int, **_) -> d
     settings (assisted generation of a batch) is recorded with its error instead."""
     prompts, sampling = prompts_for("text", case.prompts), case.sampling
     batches = [prompts[i:i + case.rows] for i in range(0, len(prompts), case.rows)]
+    entries = [as_entry(m) for m in case.methods]
 
-    def mmspec(method):
-        return lambda: [t for b in batches for t in row_tokens(pipeline(b, method=method, sampling=sampling, seed=seed,
-                                                                        max_new_tokens=max_new_tokens))]
+    def mmspec(e):
+        call = e.call({"sampling": sampling, "seed": seed, "max_new_tokens": max_new_tokens})
+        return lambda: [t for b in batches for t in row_tokens(pipeline(b, method=e.method, **call))]
 
     def transformers(baseline):
         ids = [pipeline.target.encode(b) for b in batches]
         return lambda: [t for b in ids for t in hf_generate(pipeline, b, baseline, sampling, max_new_tokens, seed)]
 
-    runs = {f"mmspec {m}": mmspec(m) for m in case.methods}
+    runs = {f"mmspec {e}": mmspec(e) for e in entries}
     refused = {}
     for baseline in case.baselines:
         run = transformers(baseline)
@@ -55,7 +56,7 @@ def run_text(pipeline, case: TextCase, seed: int, max_new_tokens: int, **_) -> d
             refused[baseline] = str(err)
             continue
         runs[f"transformers {baseline}"] = run
-    timed = time_runs(runs, case.repeats, warmup=[f"mmspec {m}" for m in case.methods])
+    timed = time_runs(runs, case.repeats, warmup=[f"mmspec {e}" for e in entries])
     results = {}
     for name, t in timed.items():
         new = sum(len(tokens) for tokens in t.result)
@@ -76,7 +77,7 @@ def _pairs(case: TextCase, results: dict) -> list[dict]:
     """Each mmspec method against its transformers counterpart (batch 1) or against `generate` (batches,
     where transformers has nothing else)."""
     pairs = []
-    for m in case.methods:
+    for m in map(str, map(as_entry, case.methods)):
         baseline = TRANSFORMERS_PAIRS.get(m, "generate") if case.rows == 1 else "generate"
         theirs = results.get(f"transformers {baseline}")
         if theirs is not None:

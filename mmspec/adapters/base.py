@@ -31,7 +31,7 @@ class Session(Protocol):
         each: (cond [B, L, V], null-condition [B, L, V] or None without CFG). The cache keeps what lies
         before `start`; everything from `start` on is (re)written, so a rejection is a pointer move.
         With a `tree` (mmspec.tree), tokens [B, W] are its nodes: node w at index start + tree.offset[w],
-        attending to the nodes tree.visible[w]."""
+        attending to the nodes tree.visible[w] (the tree may differ from row to row)."""
         ...
 
     def embed(self, tokens: torch.Tensor) -> torch.Tensor:
@@ -99,6 +99,8 @@ class PrefixSession:
     def forward(self, tokens: torch.Tensor, start: torch.Tensor, tree: Tree | None = None):
         if self.cfg:
             tokens, start = tokens.repeat(2, 1), start.repeat(2)
+        if tree is not None:
+            tree = tree.rows(tokens.shape[0])  # a per-row tree, for CFG's null rows too
         chain = window_index(start, tokens.shape[1])  # [R, W]
         index = chain if tree is None else start[:, None] + tree.offset  # [R, W] generated index of each node
         self._slots = slots = chain + self.prefix_len  # [R, W] contiguous: everything from start on is rewritten

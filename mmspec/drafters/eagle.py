@@ -19,10 +19,16 @@ Proactive branches (mmspec.drafters.proactive): the head continues each sibling 
 reads the target's features along that path (`Verdict.path`), so the head's cache holds exactly
 the committed pairs again.
 
+Token trees (EAGLE-2, mmspec.drafters.tree): `grow_tree` expands the head's most confident nodes level by level
+(each level one head forward, its nodes seeing their ancestors in the head's cache) and keeps the best of them;
+the update reads the features along the path taken, as with branches.
+
 `SplicedDrafter` gives a window's first slots from one drafter (the head, which sees the token the
 last step corrected) and the rest from another (a Jacobi window that carries its drafts on).
 """
 from __future__ import annotations
+
+import dataclasses
 
 import torch
 
@@ -32,8 +38,8 @@ from mmspec.drafters.base import Drafter
 from mmspec.reference.eagle import EagleHead
 from mmspec.sampling import sample_from
 from mmspec.state import DecodeState
-from mmspec.steps import Context, Draft
-from mmspec.tree import Tree, forest
+from mmspec.steps import Context, Draft, TokenTree
+from mmspec.tree import Tree, best_nodes, forest, token_tree
 
 DRAWS = ("sample", "gumbel")
 
@@ -45,7 +51,7 @@ class HeadSession:
         cfg, device = head.config, state.seq.device
         dtype = head.lm_head.weight.dtype
         self.head, self.target = head, target
-        max_len = state.length + state.max_window + 1 + tree_nodes  # (proactive branches: a forest from index n)
+        max_len = state.length + state.max_window + 1 + tree_nodes  # (trees: their nodes from index n on)
         self.cache = StaticKVCache(1, rows, cfg.num_key_value_heads, max_len, cfg.head_dim, dtype=dtype, device=device)
         positions = state.layout.positions().to(device)  # [N, A]; drafts past the end take the last position
         if positions.shape[1] != cfg.rope_axes:
@@ -64,8 +70,10 @@ class HeadSession:
         -> (outputs [R, T', H], logits over the target vocabulary [R, T', V]); every pair goes into the cache, but
         with `columns` [R, T'] only those columns of each row are carried on: the others are context, never drafts.
         With a `tree` (mmspec.tree), pair w sits in slot start + w at index start + tree.offset[w] (its RoPE
-        position) and attends to the slots before start and to the pairs tree.visible[w]."""
+        position) and attends to the slots before the tree's A and to those of them tree.visible[w] names."""
         head = self.head
+        if tree is not None:
+            tree = tree.rows(tokens.shape[0])
         slots = start[:, None] + torch.arange(tokens.shape[1], device=start.device)  # [R, T]
         index = slots if tree is None else start[:, None] + tree.offset  # [R, T] generated index of each pair
         view = self.cache.view(slots, None if tree is None else tree.visible)
@@ -87,11 +95,13 @@ class HeadSession:
 
 
 class EagleDrafter:
-    def __init__(self, head: EagleHead, draw: str = "sample", tree_nodes: int = 0):
-        """tree_nodes: nodes proactive branches add to a window at most (the head's cache has room for them)."""
+    def __init__(self, head: EagleHead, draw: str = "sample", tree_nodes: int = 0, tree_level: int = 0):
+        """tree_nodes: nodes proactive branches add to a window at most; tree_level: nodes a token tree's level feeds
+        the head (`grow_tree`'s top_k), for as many levels as the widest window has drafts but one (the head's cache
+        has room for them)."""
         if draw not in DRAWS:
             raise ValueError(f"draw must be one of {DRAWS}, got {draw!r}")
-        self.head, self.draw, self.tree_nodes = head, draw, tree_nodes
+        self.head, self.draw, self.tree_nodes, self.tree_level = head, draw, tree_nodes, tree_level
 
     def start(self, state: DecodeState, context: Context):
         if self.head.config.vocab_size != state.vocab_size:
@@ -102,7 +112,8 @@ class EagleDrafter:
             raise ValueError("an EAGLE head reads the target's features: the drafter needs the target session")
         target.taps = self.head.config.target_layers
         self.rows = 2 if state.sampling.cfg else 1  # CFG: the head runs the null rows too, as the target does
-        self.session = HeadSession(self.head, target, state, state.batch_size * self.rows, self.tree_nodes)
+        room = self.tree_nodes + max(state.max_window - 2, 0) * self.tree_level
+        self.session = HeadSession(self.head, target, state, state.batch_size * self.rows, room)
         self.h = self.z = None  # [R, H] the head's last output, [R, V] its logits for index n (None: no features yet)
 
     def _rows(self, x: torch.Tensor) -> torch.Tensor:
@@ -167,6 +178,60 @@ class EagleDrafter:
             nodes = torch.cat([nodes, child[..., None]], 2)
             hidden = torch.cat([hidden, out[:, :, None]], 2)
         return nodes, torch.stack(qs, 2) if qs else None
+
+    def _confidence(self, state: DecodeState, z: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        """Head logits z [R, T, V] for indices [B, T] -> [B, T, V] log of how likely the head finds each token to be
+        AR's draw there (what a token tree is verified against): log softmax(log q + g) on the index's own noise
+        row, the chance that argmax(log p + g) is each token were log p the head's log q plus Gumbel noise. q is the
+        head's under the target's CFG and temperature but not truncated (top-k / top-p would rule out, for good,
+        the tokens where the head's nucleus misses p's). A greedy p ranks by the head's softmax at temperature 1
+        (no noise moves its draw); a forced index is sure of its token."""
+        B, sampling = state.batch_size, state.sampling
+        greedy = sampling.temperature == 0
+        sampling = dataclasses.replace(sampling, temperature=sampling.temperature or 1.0, top_k=None, top_p=None)
+        logq = sampling.logp(z[:B], z[B:] if self.rows == 2 else None)
+        if not greedy:
+            logq = (logq + state.streams.gumbel(index).to(logq.device)).log_softmax(-1)
+        if not state.any_forced:
+            return logq
+        forced = state.structural(index)[..., None]  # [B, T, 1]
+        sure = torch.full_like(logq, -torch.inf).scatter_(-1, forced.clamp(min=0), 0.0)
+        return torch.where(forced >= 0, sure, logq)
+
+    def grow_tree(self, state: DecodeState, L: int, nodes: int, top_k: int) -> "Draft | TokenTree":
+        """EAGLE-2's dynamic tree for a window of L (depth D = L-1): level 1 holds the head's top_k most confident
+        tokens at index n (`_confidence`); each further level feeds the top_k best nodes of the last (by cumulative
+        confidence: the sum of log confidence along the path) through the head at once, each seeing its ancestors
+        in the head's cache, and offers top_k children of each; the `nodes` best of all candidates make the tree
+        (mmspec.tree.best_nodes). Before the head has features, or with no drafts to make, the chain's draft."""
+        if L == 1 or self.z is None:
+            return self.propose(state, L)
+        B, K, D, n = state.batch_size, top_k, L - 1, state.n
+        device = n.device
+        score, token = self._confidence(state, self.z[:, None], n[:, None])[:, 0].topk(K, -1)  # [B, K] level 1
+        scores, tokens, parents = [score], [token], [torch.full_like(token, -1)]
+        last = torch.arange(K, device=device).expand(B, K)  # [B, K] the level's candidate indices
+        own = torch.eye(K, dtype=torch.bool, device=device).expand(B, K, K)
+        seen = own  # [B, K, A]: what each node of the level sees of the head's slots n .. (its ancestors and itself)
+        hidden = self.h[:, None].expand(-1, K, -1)  # [R, K, H] the output each node follows
+        for t in range(1, D):  # level t (tokens for index n-1+t, in slots n+(t-1)K ..) proposes level t+1
+            level = Tree(torch.full((K,), (t - 1) * (1 - K), device=device), seen, 0, t)  # index n-1+t
+            out, logits = self.session.forward(hidden, self._rows(token), self._rows(n + (t - 1) * K), tree=level)
+            child_score, child = self._confidence(state, logits, state.index(1, t).expand(B, K)).topk(K, -1)
+            child_score = (score[..., None] + child_score).flatten(1)  # [B, K * K] cumulative
+            scores.append(child_score)
+            tokens.append(child.flatten(1))
+            parents.append(last[..., None].expand(B, K, K).flatten(1))
+            score, best = child_score.topk(K, -1)  # the next level: [B, K]
+            up = best // K  # each one's parent, by its place in this level
+            token = tokens[-1].gather(1, best)
+            last = sum(x.shape[1] for x in scores[:-1]) + best
+            seen = torch.cat([seen.gather(1, up[..., None].expand(-1, -1, seen.shape[2])), own], 2)
+            hidden = out.gather(1, self._rows(up)[..., None].expand(-1, -1, out.shape[2]))
+        score, token, parent = torch.cat(scores, 1), torch.cat(tokens, 1), torch.cat(parents, 1)  # [B, M]
+        depth = torch.cat([torch.full((x.shape[1],), t + 1, device=device) for t, x in enumerate(scores)])  # [M]
+        chosen, up = best_nodes(score, parent, min(nodes, score.shape[1]))
+        return TokenTree(token.gather(1, chosen), up, token_tree(up, depth[chosen], D))
 
     def update(self, state, draft, verdict, logp, k):
         features = self.session.target.features  # [R, W, F] of the forward just verified

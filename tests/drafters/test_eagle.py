@@ -11,15 +11,17 @@ import mmspec
 from mmspec import HFCausalLM
 from mmspec.drafters.eagle import EagleDrafter
 from mmspec.drafters.proactive import ModelBranches, NoiseModelBranches, ProactiveDrafter
+from mmspec.drafters.tree import TreeDrafter
 from mmspec.loading import read_safetensors
 from mmspec.reference.eagle import load_head
-from mmspec.verify import BranchVerifier, GumbelMatchVerifier, RejectionVerifier
+from mmspec.verify import BranchVerifier, GumbelMatchVerifier, RejectionVerifier, TreeVerifier
 from test_distribution import ALPHA, SAMPLES, IgnoresBranchQ, case
 from tiny import CycleWindow, chi_square_pvalue, gpt_law, llama_law, sequence_id, tiny_gpt, tiny_head, tiny_llama
 
 VARIANTS = {"chain": {}, "exact": {"exact": True}, "coupled-splice": {"jacobi": 1},
             "exact-splice": {"exact": True, "jacobi": 2}, "branches": {"proactive": [2, 2]},
-            "exact-branches": {"exact": True, "proactive": [2, 2]}}
+            "exact-branches": {"exact": True, "proactive": [2, 2]}, "tree": {"tree": [4, 2]},
+            "exact-tree": {"exact": True, "tree": [5, 2]}}
 CASES = {}
 
 
@@ -223,10 +225,138 @@ def test_head_branches_are_the_head_run_along_each_branch(layout, axes, exact):
     assert max(float((a - b).abs().max()) for (a, _), b in same) < 1e-9
 
 
-def test_eagle_refuses_branches_with_a_jacobi_window():
+class NearestChild(TreeVerifier):
+    """Wrong: where no child is AR's draw, the path still goes on, into the child p gives most mass (its token the
+    output), instead of ending at the draw."""
+
+    def descend(self, state, draft, logp, y_all, node):
+        y, below, found = super().descend(state, draft, logp, y_all, node)
+        mine = draft.parent == node[:, None]  # [B, N] the node's children
+        p = logp.gather(1, node[:, None, None].expand(-1, 1, logp.shape[2]))[:, 0].exp()  # [B, V] p at the node
+        best = p.gather(1, draft.tokens).masked_fill(~mine, -1.0).argmax(1)  # [B]
+        take = ~found & mine.any(1)
+        return (torch.where(take, draft.tokens.gather(1, best[:, None])[:, 0], y), torch.where(take, best + 1, below),
+                found | take)
+
+
+class CoinPerChild(TreeVerifier):
+    """Wrong: each child of the node passes on its own coin with probability p(child), the first that does taken,
+    and where none does the output is AR's draw from the whole p, not from what the coins left."""
+
+    def descend(self, state, draft, logp, y_all, node):
+        mine = draft.parent == node[:, None]
+        p = logp.gather(1, node[:, None, None].expand(-1, 1, logp.shape[2]))[:, 0].exp()
+        hit = mine & (state.streams.uniform(draft.tokens.shape[1]) < p.gather(1, draft.tokens))  # [B, N]
+        found, first = hit.any(1), hit.long().argmax(1)
+        y = y_all.gather(1, node[:, None])[:, 0]
+        y = torch.where(found, draft.tokens.gather(1, first[:, None])[:, 0], y)
+        return y, torch.where(found, first + 1, node), found
+
+
+@pytest.mark.parametrize("name", ["grid-cfg", "text-1d"])
+@pytest.mark.parametrize("wrong", [NearestChild, CoinPerChild], ids=["nearest-child", "coin-per-child"])
+def test_the_law_test_has_power_against_a_wrong_tree_descent(name, wrong):
+    head, law = eagle_case(name)[1], eagle_case(name)[4]
+
+    def method(verifier):
+        return mmspec.Method("eagle-tree", lambda layout: TreeDrafter(EagleDrafter(head, "gumbel", tree_level=2), 4, 2),
+                             verifier, tree_nodes=4)
+
+    right, wrong = (_sample(name, method(v(RejectionVerifier()))).tokens for v in (TreeVerifier, wrong))
+    assert chi_square_pvalue(sequence_id(right, 4), law) > ALPHA
+    assert chi_square_pvalue(sequence_id(wrong, 4), law) < ALPHA
+
+
+class TreeByReplay(EagleDrafter):
+    """Grows every token tree twice: as the drafter does (a level per head forward, each node seeing its ancestors in
+    the cache) and by running the head along each node's path one pair at a time from n, as the chain is drafted, with
+    EAGLE-2's choice made row by row in Python; the two must give the same nodes and parents."""
+
+    def __init__(self, head):
+        super().__init__(head, "gumbel", tree_level=3)
+        self.trees = 0
+
+    def grow_tree(self, state, L, nodes, top_k):
+        tree = super().grow_tree(state, L, nodes, top_k)
+        if L == 1 or not hasattr(tree, "parent"):
+            return tree
+        B, K = state.batch_size, top_k
+        paths, scores = [[()] for _ in range(B)], [[0.0] for _ in range(B)]  # per row: the level's paths and scores
+        found = [[] for _ in range(B)]  # per row: (score, candidate order, path)
+        for t in range(L - 1):
+            width = len(paths[0])
+            conf = torch.empty(B, width, self.z.shape[-1], dtype=torch.float64)
+            for j in range(width):  # the head along path j of every row, one pair at a time
+                h, z = self.h, self.z
+                for i in range(t):
+                    token = torch.tensor([paths[b][j][i] for b in range(B)])
+                    out, logits = self.session.forward(h[:, None], self._rows(token[:, None]), self._rows(state.n + i))
+                    h, z = out[:, 0], logits[:, 0]
+                conf[:, j] = self._confidence(state, z[:, None], state.index(1, t))[:, 0]
+            for b in range(B):
+                offered = [(scores[b][j] + float(s), paths[b][j] + (int(c),))
+                           for j in range(width) for s, c in zip(*conf[b, j].topk(K))]
+                found[b] += [(s, len(found[b]) + i, p) for i, (s, p) in enumerate(offered)]
+                best = sorted(range(len(offered)), key=lambda i: -offered[i][0])[:K]
+                paths[b], scores[b] = [offered[i][1] for i in best], [offered[i][0] for i in best]
+        for b in range(B):
+            chosen = sorted(sorted(found[b], key=lambda x: -x[0])[:nodes], key=lambda x: x[1])
+            number = {p: i + 1 for i, (_, _, p) in enumerate(chosen)}
+            assert tree.tokens[b].tolist() == [p[-1] for _, _, p in chosen]
+            assert tree.parent[b].tolist() == [number.get(p[:-1], 0) for _, _, p in chosen]
+        self.trees += 1
+        return tree
+
+
+class HeadAfterUpdate(EagleDrafter):
+    """Keeps the head's logits for the next index after every update, by the committed length (one row)."""
+
+    def start(self, state, context):
+        super().start(state, context)
+        self.z_at = {}
+
+    def update(self, state, draft, verdict, logp, k):
+        super().update(state, draft, verdict, logp, k)
+        self.z_at[int(state.n[0])] = self.z[0].clone()
+
+
+@pytest.mark.parametrize("layout, axes", [(mmspec.Sequence1D(14), 1), (mmspec.Grid2D(4, 4), 2)], ids=["1d", "2d"])
+def test_a_head_tree_is_the_head_run_along_each_path_and_its_update_the_chains(layout, axes):
+    """The levels of a tree in the head's cache give each node what the head gives it along its own path (so the
+    choice is EAGLE-2's), and after the verifier took a path the head's cache holds the committed pairs only: its
+    logits for the next index equal those of a chain run that committed the same tokens (both commit ar's)."""
+    target = mmspec.ReferenceTarget(tiny_gpt(vocab_size=16, rope_axes=axes))
+    head = tiny_head(16, 24, rope_axes=axes, seed=3, dtype=torch.float64)
+    sampling = mmspec.Sampling(temperature=0.9, top_k=12, cfg_scale=2.5)
+    replay = TreeByReplay(head)
+    method = mmspec.Method("eagle-tree", lambda layout: TreeDrafter(replay, 7, 3), TreeVerifier(RejectionVerifier()),
+                           tree_nodes=7)
+    mmspec.generate(target, torch.tensor([0, 1]), layout, method=method, window=4, sampling=sampling, seed=0,
+                    num_samples=2)
+    assert replay.trees > 5
+    runs = []
+    for tree in (True, False):
+        drafter = HeadAfterUpdate(head, "gumbel", tree_level=3)
+        wrap = TreeDrafter(drafter, 9, 3) if tree else drafter
+        method = mmspec.Method("eagle", lambda layout, wrap=wrap: wrap, TreeVerifier(GumbelMatchVerifier()),
+                               tree_nodes=9)
+        for seed in range(4):
+            mmspec.generate(target, torch.tensor([1]), layout, method=method, window=5, sampling=sampling, seed=seed)
+            runs.append(drafter.z_at)
+    pairs = [(a[n], b[n]) for a, b in zip(runs[:4], runs[4:]) for n in a.keys() & b.keys()]
+    assert len(pairs) > 10 and max(float((a - b).abs().max()) for a, b in pairs) < 1e-9
+
+
+def test_eagle_refuses_levers_that_do_not_combine_and_bad_tree_shapes():
     with pytest.raises(ValueError, match="proactive branches or a Jacobi window after the head's slots, not both"):
         mmspec.methods.resolve_method({"name": "eagle", "head": eagle_case("text-1d")[1], "proactive": [3, 2],
                                        "jacobi": 1})
+    for other in ({"proactive": [3, 2]}, {"jacobi": 1}):
+        with pytest.raises(ValueError, match="token tree takes the whole window"):
+            mmspec.methods.resolve_method({"name": "eagle", "head": eagle_case("text-1d")[1], "tree": 8, **other})
+    for bad in (0, [8], [8, 0], "8", 2.5):
+        with pytest.raises(ValueError, match="tree must be NODES or"):
+            mmspec.methods.resolve_method({"name": "eagle", "head": eagle_case("text-1d")[1], "tree": bad})
 
 
 # A head in the published EAGLE-3 layout for a 4-layer tiny llama: vLLM's default layers are (2, 4 // 2, 4 - 3)
