@@ -313,7 +313,8 @@ def _hot(result: dict) -> list[str]:
               "default sampling (its CFG kept): " + "; ".join(f"{k}: {v}" for k, v in used.items()) + ". Ratios "
               "against `ar` at the same sampling; after each /, the same method's figure at the default sampling "
               "(the 1-row runs above). Entropy of p under `ar`, at temperature 1 / at the default: "
-              + ", ".join(f"{k} {_f(entropy.get((k, True)))} / {_f(entropy.get((k, False)))} nats" for k in used)
+              + ", ".join(f"{k} {_f(entropy.get((k, True)), '.3f')} / {_f(entropy.get((k, False)), '.3f')} nats"
+                          for k in used)
               + "."), "",
              ("| model | method | window | NFE ratio | mean acceptance length | slot-0 acceptance | rows identical to "
               "`ar` |"), "|---|---|---|---|---|---|---|"]
@@ -329,18 +330,22 @@ def _hot(result: dict) -> list[str]:
                          "ties the best method without one, it loses in time."), ""]
 
 
+SAME = 0.02  # NFE ratios this close (relative) are reported as unchanged: 2 rows do not resolve less
+
+
 def _hot_line(kind: str, rows: list[dict], default: dict) -> str:
     """Which methods gain or lose NFE ratio from the default sampling to temperature 1 (`rows`), and at each
     sampling whether each head (method `eagle`) beats the best method without one."""
     pairs = [(r, default[kind, r["method"]]) for r in rows if (kind, r["method"]) in default]  # (t 1, default)
     pairs.sort(key=lambda p: _nfe(p[0]) / _nfe(p[1]), reverse=True)
 
-    def moved(gain: bool) -> str:
+    def moved(low: float, high: float) -> str:
         return ", ".join(f"`{t1['method']}` {_nfe(d):.2f}x -> {_nfe(t1):.2f}x" for t1, d in pairs
-                         if (_nfe(t1) > _nfe(d)) == gain) or "none"
+                         if low <= _nfe(t1) / _nfe(d) < high) or "none"
 
-    line = (f"- {kind}, NFE ratio from the default sampling to temperature 1 (by relative change): gain {moved(True)}; "
-            f"lose {moved(False)}.")
+    line = (f"- {kind}, NFE ratio from the default sampling to temperature 1 (by relative change): gain "
+            f"{moved(1 + SAME, float('inf'))}; within {SAME:.0%}: {moved(1 - SAME, 1 + SAME)}; "
+            f"lose {moved(0, 1 - SAME)}.")
     heads = [r["method"] for r in rows if r["name"] == "eagle"]
     if not heads:
         return line + " No head ran on this model."
