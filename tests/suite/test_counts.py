@@ -22,6 +22,8 @@ def test_ar_walks_every_position_and_the_ratios_are_against_it(tiny_acceptance):
     assert image["coupled(init=above) w=4"]["method"] == "coupled(init=above)"  # a method spec given as a dict
     assert lines[0].startswith("[1/5] image 4 row(s), forward counts: ")
     assert lines[1].startswith("[2/5] image 2 row(s), forward counts, one row at a time: ")
+    assert lines[4].startswith("[5/5] image 2 row(s), forward counts, one row at a time, temperature 1.0, top_k None, "
+                               "top_p None over the model's default: ")
 
 
 def test_a_given_video_frame_costs_no_forward_of_its_own(tiny_acceptance):
