@@ -2,23 +2,24 @@
 window slot, the TV / entropy diagnosis (SCD's), the issue's targets and the published reference points."""
 from __future__ import annotations
 
+from benchmarks.suite.cases import HOT
 from benchmarks.suite.published import PUBLISHED, TARGETS, TEXT_TARGET_WINDOW
 from benchmarks.suite.report import environment_line, sampling_name
 
 GRID_KINDS = ("image", "video")
 
 
-def count_rows(result: dict, one_row: bool = False) -> list[dict]:
-    """Every entry's figures from the count cases (batches, or the 1-row runs), each with its kind."""
-    return [{"kind": c["kind"], **r} for c in result["cases"] if c["case"] == "CountCase" and c["one_row"] == one_row
-            for r in c["results"]]
+def count_rows(result: dict, one_row: bool = False, hot: bool = False) -> list[dict]:
+    """Every entry's figures from the count cases (batches, or the 1-row runs; at the suite's sampling, or with
+    hot at cases.HOT), each with its kind."""
+    return [{"kind": c["kind"], **r} for c in _cases(result, one_row, hot) for r in c["results"]]
 
 
-def at_default(result: dict, one_row: bool = False) -> list[dict]:
+def at_default(result: dict, one_row: bool = False, hot: bool = False) -> list[dict]:
     """Each method's figures at its kind's default window, or at the widest below it that the method ran at
     (cases.WINDOW_CAPS stops some sweeps short); `ar` left out."""
     default, picked = result["settings"]["default_windows"], {}
-    for r in count_rows(result, one_row):
+    for r in count_rows(result, one_row, hot):
         key = (r["kind"], r["method"])
         if r["name"] != "ar" and r["window"] <= default[r["kind"]] and r["window"] > picked.get(key, {"window": 0})["window"]:
             picked[key] = r
@@ -74,12 +75,15 @@ def markdown(result: dict, suite: str = "acceptance") -> str:
     lines += _per_slot(result, rows)
     lines += _diagnosis(result, rows)
     lines += _targets(result, rows)
+    lines += _hot(result)
     lines += _published()
     return "\n".join(lines) + "\n"
 
 
-def _cases(result: dict, one_row: bool) -> list[dict]:
-    return [c for c in result["cases"] if c["case"] == "CountCase" and c["one_row"] == one_row]
+def _cases(result: dict, one_row: bool, hot: bool = False) -> list[dict]:
+    """The count cases of one kind of run: batch or 1-row, at the suite's sampling or (hot) at cases.HOT."""
+    return [c for c in result["cases"] if c["case"] == "CountCase" and c["one_row"] == one_row
+            and (c.get("sampling") == HOT) == hot]
 
 
 def _batch_rows(result: dict) -> str:
@@ -282,6 +286,86 @@ def _targets(result: dict, rows_label: str) -> list[str]:
         return []
     return [f"## The issue's targets: best measured value ({rows_label} rows)", "", "| target | wanted | best measured | |",
             "|---|---|---|---|", *checks, ""]
+
+
+def _nfe(r: dict) -> float:
+    return r["generated_nfe_ratio"]
+
+
+# the figures of the temperature-1 table: figure, format, unit
+HOT_FIGURES = ((_nfe, ".2f", "x"), (lambda r: r["generated_mean_acceptance_length"], ".2f", ""),
+               (lambda r: r["acceptance_per_position"][0], ".3f", ""))
+
+
+def _hot(result: dict) -> list[str]:
+    """The 1-row runs again at temperature 1 without top-k / top-p, each method beside its figures at the default
+    sampling, and per kind which methods gain or lose there, heads in particular."""
+    hot = at_default(result, one_row=True, hot=True)
+    if not hot:
+        return []
+    default = {(r["kind"], r["method"]): r for r in at_default(result, one_row=True)}
+    used = {c["kind"]: sampling_name({k: v for k, v in (c.get("sampling_used") or HOT).items() if v is not None})
+            for c in _cases(result, True, hot=True)}
+    entropy = {(r["kind"], h): r["diagnosis"].get("mean_entropy") for h in (False, True)
+               for r in count_rows(result, True, h) if r["name"] == "ar"}
+    lines = ["## At temperature 1, no top-k (1-row runs)", "",
+             ("The 1-row runs again, same prompts and seeds, with temperature 1 and no top-k / top-p over each model's "
+              "default sampling (its CFG kept): " + "; ".join(f"{k}: {v}" for k, v in used.items()) + ". Ratios "
+              "against `ar` at the same sampling; after each /, the same method's figure at the default sampling "
+              "(the 1-row runs above). Entropy of p under `ar`, at temperature 1 / at the default: "
+              + ", ".join(f"{k} {_f(entropy.get((k, True)), '.3f')} / {_f(entropy.get((k, False)), '.3f')} nats"
+                          for k in used)
+              + "."), "",
+             ("| model | method | window | NFE ratio | mean acceptance length | slot-0 acceptance | rows identical to "
+              "`ar` |"), "|---|---|---|---|---|---|---|"]
+    for r in hot:
+        d = default.get((r["kind"], r["method"]))
+        cells = [r["kind"], r["method"], r["window"]] + [
+            f"{_f(fig(r), fmt, unit)} / {_f(fig(d) if d else None, fmt, unit)}" for fig, fmt, unit in HOT_FIGURES]
+        lines.append("| " + " | ".join(map(str, cells + [f"{r['identical_to_ar']}/{r['rows']}"])) + " |")
+    lines.append("")
+    for kind in used:
+        lines.append(_hot_line(kind, [r for r in hot if r["kind"] == kind], default))
+    return lines + ["", ("Counted in target forwards: a head's own forwards are not counted, so where a head only "
+                         "ties the best method without one, it loses in time."), ""]
+
+
+SAME = 0.02  # NFE ratios this close (relative) are reported as unchanged: 2 rows do not resolve less
+
+
+def _hot_line(kind: str, rows: list[dict], default: dict) -> str:
+    """Which methods gain or lose NFE ratio from the default sampling to temperature 1 (`rows`), and at each
+    sampling whether each head (method `eagle`) beats the best method without one."""
+    pairs = [(r, default[kind, r["method"]]) for r in rows if (kind, r["method"]) in default]  # (t 1, default)
+    pairs.sort(key=lambda p: _nfe(p[0]) / _nfe(p[1]), reverse=True)
+
+    def moved(low: float, high: float) -> str:
+        return ", ".join(f"`{t1['method']}` {_nfe(d):.2f}x -> {_nfe(t1):.2f}x" for t1, d in pairs
+                         if low <= _nfe(t1) / _nfe(d) < high) or "none"
+
+    line = (f"- {kind}, NFE ratio from the default sampling to temperature 1 (by relative change): gain "
+            f"{moved(1 + SAME, float('inf'))}; within {SAME:.0%}: {moved(1 - SAME, 1 + SAME)}; "
+            f"lose {moved(0, 1 - SAME)}.")
+    heads = [r["method"] for r in rows if r["name"] == "eagle"]
+    if not heads:
+        return line + " No head ran on this model."
+    for head in heads:
+        pools = (("temperature 1", rows), ("the default sampling", [d for _, d in pairs]))
+        verdicts = [f"at {name} {v}" for name, pool in pools if (v := _head_verdict(head, pool))]
+        line += f" The head `{head}`: " + "; ".join(verdicts) + "."
+    return line
+
+
+def _head_verdict(head: str, pool: list[dict]) -> str | None:
+    """'1.52x against 1.60x for `pac`, the best without a head: it does not pay (plain `exact` 1.41x)' (None:
+    nothing to compare). Plain `exact` gives the same tokens as a head verified by `exact`: a paired comparison."""
+    mine, others = next((r for r in pool if r["method"] == head), None), [r for r in pool if r["name"] != "eagle"]
+    if mine is None or not others:
+        return None
+    best, exact = max(others, key=_nfe), next((r for r in others if r["method"] == "exact"), None)
+    return (f"{_nfe(mine):.2f}x against {_nfe(best):.2f}x for `{best['method']}`, the best without a head: "
+            + ("it pays" if _nfe(mine) > _nfe(best) else "**it does not pay**")
+            + (f" (plain `exact` {_nfe(exact):.2f}x)" if exact is not None and exact is not best else ""))
 
 
 def _published() -> list[str]:

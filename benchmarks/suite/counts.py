@@ -15,9 +15,11 @@ from benchmarks.suite.measure import generated, measured
 
 
 def run_counts(pipeline, case: CountCase, seed: int, max_new_tokens: int, **_) -> dict:
-    """-> {"results": one row of figures per entry (see _figures), with ratios against the case's `ar`}."""
+    """-> {"results": one row of figures per entry (see _figures), with ratios against the case's `ar`;
+    "sampling_used": what every call sampled with}."""
     calls = _calls(pipeline, case, seed)
-    fixed = {"sampling": case.sampling} if case.sampling else {}
+    sampling = {**pipeline.default_sampling, **case.sampling} if case.over_default else case.sampling
+    fixed = {"sampling": sampling} if sampling else {}
     if case.kind == "text":
         fixed["max_new_tokens"] = max_new_tokens
     rows, ar = [], None
@@ -35,7 +37,7 @@ def run_counts(pipeline, case: CountCase, seed: int, max_new_tokens: int, **_) -
         row["nfe_ratio"] = base["nfe_per_row"] / row["nfe_per_row"]
         row["generated_nfe_ratio"] = base["generated_forwards_per_row"] / row["generated_forwards_per_row"]
         row["batch_nfe_ratio"] = base["batch_forwards"] / row["batch_forwards"]
-    return {"results": rows}
+    return {"results": rows, "sampling_used": sampling or dict(pipeline.default_sampling)}
 
 
 def _calls(pipeline, case: CountCase, seed: int) -> list[dict]:

@@ -142,7 +142,9 @@ def _describe(case) -> dict:
 
 
 def _title(result: dict) -> str:
+    sampling = sampling_name(result.get("sampling") or {})
     what = {"GridCase": f"{result.get('sweep')} sweep", "LosslessCase": "lossless check",
-            "TextCase": f"text against transformers, {sampling_name(result.get('sampling') or {})}",
-            "CountCase": "forward counts" + ", one row at a time" * bool(result.get("one_row"))}[result["case"]]
+            "TextCase": f"text against transformers, {sampling}",
+            "CountCase": "forward counts" + ", one row at a time" * bool(result.get("one_row"))
+            + f", {sampling} over the model's default" * bool(result.get("over_default"))}[result["case"]]
     return f"{result['kind']} {result['rows']} row(s), {what}"

@@ -13,8 +13,10 @@ def test_bench_acceptance_one_kind_writes_its_folder(tiny_models, tmp_path, caps
     assert {p.name for p in out.iterdir()} == {"results.json", "results.md", "nfe_window.png", "acceptance_slot.png",
                                                "diagnosis.png"}
     result = json.loads((out / "results.json").read_text())
-    assert result["suite"] == "acceptance" and [c["kind"] for c in result["cases"]] == ["image", "image"]
+    # the batch, the 1-row runs, the 1-row runs at temperature 1
+    assert result["suite"] == "acceptance" and [c["kind"] for c in result["cases"]] == ["image", "image", "image"]
     assert "## NFE ratio against the window (8 rows)" in (out / "results.md").read_text()
+    assert "## At temperature 1, no top-k (1-row runs)" in (out / "results.md").read_text()
     assert "suite acceptance:" in capsys.readouterr().out
 
 

@@ -4,6 +4,7 @@ import json
 
 from benchmarks.suite import save
 from benchmarks.suite.acceptance_report import group_mean, markdown, slot_groups
+from benchmarks.suite.cases import HOT
 from benchmarks.suite.published import PUBLISHED
 
 
@@ -70,3 +71,34 @@ def test_the_report_says_slot_0_limits_acceptance_only_when_its_tv_is_the_highes
     assert "it is what limits acceptance" in line()
     coupled["tv"] = [0.1] + [0.2] * (len(coupled["tv"]) - 1)
     assert "limits" not in line()
+
+
+def test_temperature_1_runs_add_one_section_and_leave_the_others_as_they_were(tiny_acceptance):
+    result = tiny_acceptance[0]
+    before, section = markdown(result).split("## At temperature 1, no top-k (1-row runs)")
+    section, after = section.split("## Published reference points")
+    without = copy.deepcopy(result)
+    without["cases"] = [c for c in without["cases"] if c["sampling"] != HOT]
+    assert before + "## Published reference points" + after == markdown(without)
+    assert "(its CFG kept): image: temperature 1.0, cfg_scale 2.0." in section
+    assert "Entropy of p under `ar`, at temperature 1 / at the default: image " in section
+    eagle = next(x for x in section.splitlines() if x.startswith("| image | eagle(exact=True, jacobi=1) | 16 |"))
+    assert eagle.endswith("| 2/2 |") and eagle.count(" / ") == 3  # each figure beside the default sampling's
+
+
+def test_the_temperature_1_sentence_says_who_gains_and_where_a_head_does_not_pay(tiny_acceptance):
+    result = copy.deepcopy(tiny_acceptance[0])
+    default, hot = (next(c for c in result["cases"] if c["kind"] == "image" and c["one_row"]
+                         and (c["sampling"] == HOT) == h) for h in (False, True))
+    for case, ratios in ((default, (2.5, 2.1, 1.0, 2.0)), (hot, (3.0, 2.0, 1.01, 5.0))):
+        for r, x in zip(case["results"][1:], ratios):  # coupled, exact, lookup, eagle(exact=True, jacobi=1)
+            r["generated_nfe_ratio"] = x
+    line = next(x for x in markdown(result).splitlines() if x.startswith("- image, NFE ratio from the default"))
+    assert ("gain `eagle(exact=True, jacobi=1)` 2.00x -> 5.00x, `coupled` 2.50x -> 3.00x; "
+            "within 2%: `lookup` 1.00x -> 1.01x; lose `exact` 2.10x -> 2.00x.") in line
+    assert ("at temperature 1 5.00x against 3.00x for `coupled`, the best without a head: it pays (plain `exact` "
+            "2.00x); at the default sampling 2.00x against 2.50x for `coupled`, the best without a head: **it does not "
+            "pay** (plain `exact` 2.10x).") in line
+    for case in (default, hot):
+        case["results"] = [r for r in case["results"] if r["name"] != "eagle"]
+    assert "No head ran on this model." in markdown(result)

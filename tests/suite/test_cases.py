@@ -1,5 +1,5 @@
 from mmspec.pipelines.base import DEFAULT_METHOD
-from benchmarks.suite.cases import (ACCEPTANCE_METHODS, TEXT_ACCEPTANCE_METHODS, WINDOWS, CountCase, GridCase,
+from benchmarks.suite.cases import (ACCEPTANCE_METHODS, HOT, TEXT_ACCEPTANCE_METHODS, WINDOWS, CountCase, GridCase,
                                 LosslessCase, TextCase, acceptance, acceptance_windows, quick, spec_label)
 
 
@@ -35,8 +35,9 @@ def test_quick_takes_batch_sizes_kinds_and_the_absence_of_a_draft():
 
 def test_acceptance_runs_every_method_at_every_window_then_one_row_at_a_time():
     cases = acceptance()
-    assert [(c.kind, c.one_row, c.rows) for c in cases] == [(k, one, n) for k in ("image", "video", "text")
-                                                            for one, n in ((False, 8), (True, 2))]
+    assert [(c.kind, c.one_row, c.rows, c.sampling == HOT) for c in cases] == [
+        (k, one, n, hot) for k in ("image", "video", "text")
+        for one, n, hot in ((False, 8, False), (True, 2, False)) + (((True, 2, True),) if k != "text" else ())]
     for c in cases:
         assert isinstance(c, CountCase) and str(c.entries[0]) == "ar"
         methods = ACCEPTANCE_METHODS if c.kind != "text" else TEXT_ACCEPTANCE_METHODS
@@ -51,7 +52,8 @@ def test_acceptance_runs_every_method_at_every_window_then_one_row_at_a_time():
     assert acceptance_windows("video", {"name": "lookup"}) == acceptance_windows("image", "lookup") == (4, 8)
     assert acceptance_windows("video", "jacobi") == (4, 8, 16, 32)
     text = [c for c in cases if c.kind == "text"]
-    assert all(c.sampling == {"temperature": 0.8, "top_p": 0.95} for c in text)
+    assert all(c.sampling == {"temperature": 0.8, "top_p": 0.95} and not c.over_default for c in text)
+    assert all(c.sampling is None for c in cases if c.kind != "text" and not c.over_default)
     assert {e.name for c in acceptance(kinds=("text",), draft=False) for e in c.entries} == {"ar", "lookup"}
 
 
@@ -77,3 +79,14 @@ def test_a_kind_whose_model_has_a_head_runs_it_in_the_acceptance_suite():
     assert not any(label.startswith("eagle") for label in labels["video"])
     assert acceptance_windows("image", {"name": "eagle", "exact": True}) == (4, 8)  # the head alone stops at 8
     assert acceptance_windows("image", {"name": "eagle", "exact": True, "jacobi": 1}) == WINDOWS["image"]
+
+
+def test_grids_repeat_the_one_row_runs_at_temperature_1_heads_included():
+    cases = acceptance(heads=("image", "video", "text"))
+    for kind in ("image", "video"):
+        single, hot = [c for c in cases if c.kind == kind and c.one_row]
+        # temperature 1, no top-k / top-p, over the model's default (its CFG kept), on the same rows and entries
+        assert hot.sampling == {"temperature": 1.0, "top_k": None, "top_p": None} and hot.over_default
+        assert hot.entries == single.entries and (hot.prompts, hot.samples) == (single.prompts, single.samples)
+        assert {e.name for e in hot.entries} >= {"ar", "eagle", "jacobi", "coupled", "gumbel", "exact", "lookup", "pac"}
+    assert not any(c.over_default for c in cases if c.kind == "text")
