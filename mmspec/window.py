@@ -267,12 +267,15 @@ class AutoWindow:
         # a wider neighbour is rechecked only while it could still pay, by the costs measured now: at 8 rows a
         # stretch of 64 (and its warm-up of 16 steps) costs more than a generation's worth of what it could win
         # (with a prior, any width that is close enough: at plain AR, which measures no acceptance, the width that
-        # would win by the prior is rechecked directly, not only through a neighbour's win)
+        # would win by the prior is rechecked directly, not only through a neighbour's win; and at one row every
+        # width not timed yet, whatever the scale says: a few steps of 4 in an emoji's hard top rows could pull the
+        # scale down until no wider width could win, and plain AR, measuring nothing, never lifted it again: one
+        # cold run of the README's image in three stayed at AR. Its stretch costs little there: its steps commit.)
         near = c if self.expected else c[max(b - 1, 0): b + 2]
         due = [L for L in near if L != best and self.step - self.measured[L] >= self.wait[L]
                and (L < best or b == 0 or self._plausible(L, c[b - 1], best))
                and (not self.expected or (self.hope * self.rate(L) >= self.rate(best) if self.seconds[L]
-                                          else self._could_win(L)))]
+                                          else self.rows == 1 or self._could_win(L)))]
         self.wait[best] = self.recheck
         if not due:
             return [best] * self.recheck

@@ -202,6 +202,22 @@ def test_auto_finds_a_best_width_between_powers_of_four():
     assert chosen[16:].count(8) > 0.75 * len(chosen[16:])  # (the rest: rechecks of the widths close to it)
 
 
+def test_at_one_row_auto_tries_every_width_even_when_the_scale_says_it_cannot_win():
+    # emoji-image at 1 row: by the prior 16 barely wins (1.8 tokens per 5.7 ms against AR's 1 per 3.3), but the
+    # first 60 steps are hard (nothing accepted): the probes of 4 pull the scale down until 16 cannot win, and it
+    # is never timed. Plain AR measures no acceptance, so only a stretch of 16 itself can find the easy region
+    # after them, where 16 commits 4 per step (2.1x AR) and 4 still 1: at one row it gets one
+    policy = AutoWindow(max_window=16, widths=POW4, memory=WindowMemory(prior={1: {1: 1.0, 4: 1.3, 16: 1.8}}))
+    seconds = {1: 0.0033, 4: 0.0046, 16: 0.0057}
+    state, chosen = FakeState(rows=1), []
+    for step in range(300):
+        L = policy(state)
+        chosen.append(L)
+        _step(policy, state, torch.tensor([1 if step < 60 else {1: 1, 4: 1, 16: 4}[L]]), seconds[L])
+    # (before, the rechecks of 4, which gains nothing anywhere here, kept the scale down: 16 never ran)
+    assert 16 not in chosen[:12] and chosen[-100:].count(16) > 80
+
+
 def test_with_a_prior_auto_probes_no_width_that_cannot_win_at_the_least_it_can_cost():
     # 16 rows on emoji-image: steps of 8.7, 13.6 and 28 ms at 1, 4 and 16. By the prior, 16 gives 1.41 tokens per
     # step: even at the cost of 4 it would give 104 tokens/s against AR's 115, so it never runs; and 4, 26% behind
