@@ -166,11 +166,12 @@ class AutoWindow:
 
     def _prior(self, L: int) -> float:
         """The prior's tokens per step at width L in the band of the output the step now running starts in."""
-        bands = self.expected[L]
-        return bands[min(int(self.position * len(bands)), len(bands) - 1)]
+        return self.expected[L][self._band()]
 
     def _band(self) -> int:
-        return int(self.position * len(next(iter(self.expected.values())))) if self.expected else 0
+        """The band (of the prior's equal shares of the output) the row furthest behind is in."""
+        bands = len(next(iter(self.expected.values())))
+        return min(int(self.position * bands), bands - 1)
 
     def scale(self) -> float:
         """This generation's extra tokens per step over the prior's, pooled over every width's counted steps (each
