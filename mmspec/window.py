@@ -213,6 +213,12 @@ class AutoWindow:
         ran = [W for W in self.candidates if W < L and self.seconds[W]]
         if not ran:
             return True
+        if self.rows > 1 and len(ran) < self.candidates.index(L):
+            # at a batch, never past a narrower width not timed (it could not win, or has not run): the line through
+            # costs timed early in a generation is too flat later on (emoji-video at 8 rows: 64 judged at 66 ms
+            # from 8 and 16 timed near the start, where 16 now cost 45 ms and 64 ran at 137-167 ms, 3 steps lost
+            # 8% of the generation), and the prior's tokens at a wider width are no surer than its cost
+            return False
         cost = {W: self.per_step(W)[1] for W in ran}
         least = cost[ran[-1]]
         if len(ran) > 1:

@@ -202,6 +202,18 @@ def test_auto_finds_a_best_width_between_powers_of_four():
     assert chosen[16:].count(8) > 0.75 * len(chosen[16:])  # (the rest: rechecks of the widths close to it)
 
 
+def test_at_a_batch_auto_never_probes_past_a_narrower_width_that_could_not_win():
+    # emoji-video at 8 rows late in a clip: the prior's band says 64 commits 20 where 32 commits 4.5, and the line
+    # through the costs of 8 and 16 puts 64 at 89 ms: by that line 64 could win (0.22 tokens/ms against 8's 0.19)
+    # although 32, on the same line, cannot. A step of 64 costs 140 ms there: a batch's step cost is no surer than
+    # the prior's tokens, so a width is judged only once every narrower one was timed
+    seconds = {1: 0.008, 4: 0.012, 8: 0.016, 16: 0.028, 32: 0.060, 64: 0.14}
+    tokens = {1: 1, 4: 2, 8: 3, 16: 4, 32: 4.5, 64: 20}
+    policy = AutoWindow(max_window=64, memory=WindowMemory(prior={8: tokens}))
+    chosen = _run(policy, 200, seconds_of=seconds.get, k_of=lambda L: int(tokens[L]), state=FakeState(rows=8))
+    assert chosen[:12] == [1] * 4 + [4] * 4 + [8] * 4 and 32 not in chosen and 64 not in chosen
+
+
 def test_at_one_row_auto_tries_every_width_even_when_the_scale_says_it_cannot_win():
     # emoji-image at 1 row: by the prior 16 barely wins (1.8 tokens per 5.7 ms against AR's 1 per 3.3), but the
     # first 60 steps are hard (nothing accepted): the probes of 4 pull the scale down until 16 cannot win, and it
