@@ -381,24 +381,26 @@ class AutoWindow:
         if self.unmeasured > 0:
             self.unmeasured -= 1
             return
-        lag = lagging_tokens(state, k)
-        if lag is None:
+        lagging = lagging_tokens(state, k)
+        if lagging is None:
             return
-        self.tokens[W] = self.memory_of_tokens * self.tokens[W] + lag
+        self.tokens[W] = self.memory_of_tokens * self.tokens[W] + lagging[0]
         self.counted[W] = self.memory_of_tokens * self.counted[W] + 1
         extra = self._prior(W) - 1.0 if W in self.expected else 0.0
         self.prior_extra[W] = self.memory_of_tokens * self.prior_extra[W] + extra
 
 
-def lagging_tokens(state: "DecodeState", k: torch.Tensor) -> "int | None":
-    """What the row furthest behind committed in a step (k [B] per row, after the commit): the batch ends with it.
-    None when no row ran. (In numpy: as torch ops on [B] tensors it took 1.5% of a generation at 8 rows, profiled.)"""
+def lagging_tokens(state: "DecodeState", k: torch.Tensor) -> "tuple[int, int] | None":
+    """(tokens, start): what the row furthest behind committed in a step (k [B] per row, after the commit; the batch
+    ends with that row), and the index its step started at. None when no row ran. (In numpy: as torch ops on [B]
+    tensors it took 1.5% of a generation at 8 rows, profiled.)"""
     k, n = k.cpu().numpy(), state.n.cpu().numpy()
     ran = k > 0
     if not ran.any():
         return None
     before = np.where(ran, n - k, state.length)  # [B] committed lengths before this step
-    return int(k[before == before.min()].min())
+    start = before.min()
+    return int(k[before == start].min()), int(start)
 
 
 PRIOR_FILE = "window-prior.json"

@@ -43,10 +43,10 @@ class CountingWindow(FixedWindow):
         if self.skip > 0:
             self.skip -= 1
             return
-        lag = lagging_tokens(state, k)
-        if lag is not None:  # (AutoWindow's position: the least committed length of the rows that ran, before)
-            before = int((state.n - k).masked_fill(k == 0, state.length).min())
-            band = min(before * BANDS // state.length, BANDS - 1)
+        lagging = lagging_tokens(state, k)
+        if lagging is not None:  # (its start: AutoWindow's position)
+            lag, start = lagging
+            band = min(start * BANDS // state.length, BANDS - 1)
             self.tokens[band] += lag
             self.steps[band] += 1
 
