@@ -122,6 +122,22 @@ def _check_options(args) -> None:
     Sampling(**_given_sampling(args))  # NaN, negative temperature, top-p outside (0, 1]...
 
 
+def _use_threads(args) -> None:
+    """torch's CPU threads for a command that runs models in this process: --threads, else no more than the cores
+    free now (mmspec.threads), said on stderr when that is fewer than torch would use."""
+    import torch
+
+    from mmspec.threads import busy_cores, use_cpu_threads
+
+    if getattr(args, "device", "cpu") != "cpu":
+        return
+    default = torch.get_num_threads()
+    threads = use_cpu_threads(args.threads)
+    if args.threads is None and threads < default:
+        print(f"mmspec: {threads} CPU thread(s) of {default}: other work holds {busy_cores():.1f} cores, and torch's "
+              "threads would wait on each other (--threads N to choose)", file=sys.stderr)
+
+
 def _check_writable(folder: "str | Path") -> Path:
     folder = Path(folder)
     try:
@@ -179,6 +195,7 @@ def _common(p: argparse.ArgumentParser, kind_nargs: str | None = None, window=DE
 def cmd_generate(args) -> dict:
     _check_options(args)
     out_dir = _check_writable(args.out)
+    _use_threads(args)
     pipe = _pipeline(args, remember=True)
     call = dict(num_outputs=args.num, seed=args.seed, window=args.window, sampling=_sampling(args, pipe),
                 progress_bar=not args.json)
@@ -412,6 +429,7 @@ def cmd_demo(args) -> dict:
         print(f'mmspec demo needs {err.name}: pip install -e ".[demo]"', file=sys.stderr)
         raise SystemExit(2)
 
+    _use_threads(args)
     app = build_app(args.image_model, args.video_model, args.text_model, args.text_draft, args.concurrency)
     launch(app, args.host, args.port)
     return {}
@@ -420,6 +438,8 @@ def cmd_demo(args) -> dict:
 def cmd_render(args) -> dict:
     from mmspec.render import render_job
 
+    if args.backend == "local":  # (Ray's actors run one thread each)
+        _use_threads(args)
     summary = render_job(args.job, args.out, backend=args.backend, ray_address=args.ray_address,
                          batch_size=args.batch_size)
     print(" ".join(f"{k}={v}" for k, v in summary.items()))
@@ -443,6 +463,11 @@ def cmd_train_head(args) -> dict:
     return {"out": str(folder)}
 
 
+def _threads_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's, but no more than the cores "
+                   "other work leaves free: threads that lose their core keep the others waiting at every op)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mmspec", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -455,6 +480,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--compare", action="store_true",
                      help="also run plain AR (--method ar) with the same prompt, seed and sampling: forwards, "
                           "seconds and the speed-up, and for --method exact whether the tokens are identical")
+    _threads_option(gen)
     gen.set_defaults(func=cmd_generate)
     bench = sub.add_parser("bench", parents=[debug], help="NFE, acceptance and wall-clock of methods against AR, "
                            "same run, and the lossless check (exact == ar, greedy agreement) on the model")
@@ -484,6 +510,7 @@ def build_parser() -> argparse.ArgumentParser:
     render.add_argument("--backend", default="local", choices=["local", "ray"])
     render.add_argument("--ray-address", help="an existing Ray cluster (default: start a local one)")
     render.add_argument("--batch-size", type=int, help="rows per engine call (default: the job's)")
+    _threads_option(render)
     render.set_defaults(func=cmd_render, json=False)
     conv = sub.add_parser("convert", parents=[debug],
                           help="convert a LlamaGen GPT checkpoint to a reference GPT folder")
@@ -521,6 +548,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--text-draft", help="a draft model folder for --text-model, for the methods that draft "
                       "with one")
     demo.add_argument("--concurrency", type=int, default=1, help="generations at a time per model")
+    _threads_option(demo)
     demo.set_defaults(func=cmd_demo, json=False)
     return parser
 
