@@ -129,8 +129,8 @@ def _use_threads(args) -> None:
 
     from mmspec.threads import busy_cores, use_cpu_threads
 
-    if getattr(args, "device", "cpu") != "cpu":
-        return
+    if args.threads is None and getattr(args, "device", "cpu") != "cpu":
+        return  # (a run on an accelerator: torch's threads)
     default = torch.get_num_threads()
     threads = use_cpu_threads(args.threads)
     if args.threads is None and threads < default:
@@ -227,14 +227,11 @@ def cmd_generate(args) -> dict:
 
 def cmd_bench(args) -> dict:
     """One kind: every method against AR, then the lossless check; --suite: a whole suite into a folder."""
-    import torch
-
     from mmspec.bench import PROMPTS, environment, format_table, run_benchmark
     from mmspec.lossless import check_lossless
 
     _check_bench_options(args)
-    if args.threads is not None:
-        torch.set_num_threads(args.threads)
+    _use_threads(args)
     if args.suite is not None:
         return _bench_suite(args)
     methods = _bench_methods(args)
@@ -490,8 +487,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--repeats", type=int, help="time each method this many times, keep the best (default 1; "
                        "the suite's own otherwise)")
     bench.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1... (default cpu)")
-    bench.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's); on a CPU shared with "
-                       "other work, fewer threads than cores avoid threads waiting on each other")
+    _threads_option(bench)
     bench.add_argument("--suite", help="run a whole suite (benchmarks/suite of a clone); a kind restricts it to "
                        "that kind. quick: image and video against batch size and window, text against transformers, "
                        "lossless checks; acceptance: forward counts, acceptance per window slot and its diagnosis "
