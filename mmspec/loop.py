@@ -60,7 +60,7 @@ def decode(session: Session, drafter: Drafter, verifier: Verifier, policy: Windo
         t_hook = time.perf_counter() - t_hook
         drafter.update(state, draft, verdict, logp[:, :L], k)
         if not widened:  # not the policy's width, nor its cost
-            policy.observe(state, k, time.perf_counter() - t_step - t_hook)
+            policy.observe(state, k, _elapsed(t_step, session.device) - t_hook)
         state.step += 1
     stats.committed = state.n.clone()  # tokens kept, after any stop string cut a row short
     stats.commit_step = commit_step[:, : state.length]
@@ -69,6 +69,16 @@ def decode(session: Session, drafter: Drafter, verifier: Verifier, policy: Windo
 
 
 RECOMPILE_LIMIT = 256
+
+
+def _elapsed(since: float, device) -> float:
+    """Seconds since `since`, the device's work included: an accelerator runs a step after its launches have
+    returned, so without the wait a policy would time the launches alone, about the same at any width. (The next
+    step's `active.any()` would wait for the same work: the wait costs nothing.)"""
+    device = torch.device(device)
+    if device.type != "cpu":
+        torch.accelerator.synchronize(device)
+    return time.perf_counter() - since
 
 
 def _checked(window: int, max_window: int) -> int:

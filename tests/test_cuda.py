@@ -123,3 +123,39 @@ def test_law_matches_ar_in_bf16(method):
     stat = ((a - b)[seen] ** 2 / (a + b)[seen]).sum()
     pvalue = torch.special.gammaincc(torch.tensor((int(seen.sum()) - 1) / 2, dtype=torch.float64), stat / 2).item()
     assert pvalue > 1e-3, f"{method}: two-sample chi-square p = {pvalue:.2e}"
+
+
+SLEEP_CYCLES = 50_000_000  # GPU clock cycles that torch.cuda._sleep spins: tens of milliseconds
+
+
+class SleepyWindow:
+    """A fixed window of 3 that queues GPU work in every step (a spin the host does not wait for) and keeps the
+    seconds the loop timed each step at."""
+
+    max_window = 3
+
+    def __init__(self):
+        self.seconds = []
+
+    def start(self, session, state):
+        pass
+
+    def __call__(self, state):
+        torch.cuda._sleep(SLEEP_CYCLES)
+        return 3
+
+    def observe(self, state, k, seconds):
+        self.seconds.append(seconds)
+
+
+def test_a_step_is_timed_with_its_device_work():
+    # auto picks widths by their step costs: timing the launches alone would make every width cost the same
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    torch.cuda._sleep(SLEEP_CYCLES)
+    end.record()
+    torch.cuda.synchronize()
+    slept = start.elapsed_time(end) / 1000  # seconds
+    policy = SleepyWindow()
+    mmspec.generate(_target(2), torch.tensor([0]), mmspec.Grid2D(3, 4), method="exact", window=policy, seed=0)
+    assert len(policy.seconds) >= 3 and min(policy.seconds) >= 0.9 * slept
