@@ -116,6 +116,7 @@ class AutoWindow:
     prior_steps = 8  # the weight of the prior (scale 1) in `scale`, in measured steps
     probe = 3  # with a prior, steps that measure a width's cost (after its first, which is not timed)
     hope = 1.25  # with a prior, a neighbour that ran is rechecked only while its estimate is this close to the best
+    one_row = 2  # with a prior at one row, stretches are this many times longer (see _recall)
 
     def __init__(self, max_window: int = 32, memory: "WindowMemory | None" = None, widths: "list[int] | None" = None):
         if not 1 <= max_window <= MAX_WINDOW:
@@ -346,6 +347,13 @@ class AutoWindow:
         """Share the memory's measurements and recheck waits for this batch shape; widths measured before count
         as explored, and a width that kept losing stays rarely rechecked (a render job's later batches); and the
         memory's prior for it."""
+        self.rows = state.batch_size
+        if self.memory.prior and self.rows == 1:
+            # a Jacobi window opened after plain AR commits little in its first steps, then catches up in a burst once
+            # its drafts are refined (emoji-image at 16: 1.61 tokens a step counted after a warm-up of 4, 2.30 after
+            # 8, 1.86 held): a stretch twice as long measures about what the width gives held. (Its steps commit too.
+            # On real generations timed by a fixed cost per width: 0.99x -> 1.03x of `ar`, benchmarks/README.md)
+            self.stretch = self.one_row * self.stretch
         self.tokens, self.counted, self.prior_extra, self.seconds, self.wait = self.memory.measurements(
             state, self.candidates, self.recheck)
         if self.memory.prior:
@@ -355,7 +363,6 @@ class AutoWindow:
                 self.measured[L] = 0
         if not self.expected and self.seconds[self.candidates[0]]:  # (with a prior, probing skips what ran)
             self.explored = len(self.candidates)
-        self.rows = state.batch_size
         self.attached = True
 
     def observe(self, state, k, seconds) -> None:

@@ -1,0 +1,106 @@
+"""`auto` (the default `exact` with window="auto") on real generations timed by a virtual clock, against plain AR.
+
+Every step costs a fixed time per window width (as timed on the 2-core CPU at one row, 1 thread), growing along
+the output (attention over a longer prefix): the policy sees these costs instead of the host's, so its variants
+compare without the timing noise that moves a single CPU timing by 10-30%, and a run repeats exactly. The
+generations are real: what each step commits is the model's. One row, each prompt x `--seeds` seeds, the model's
+shipped acceptance prior, nothing measured before (a first call).
+
+  python benchmarks/policy_sim.py image --seeds 6 --variants base,one_row=1,fixed16
+  (a variant: base; attribute=value of AutoWindow joined by +, e.g. stretch=8+recheck=48; or fixedN)
+"""
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+import torch
+
+from mmspec.bench import PROMPTS
+from mmspec.pipelines import load_pipeline
+from mmspec.pipelines.base import WindowMemories
+from mmspec.window import AutoWindow, FixedWindow
+
+# ms per step at the start of the output, by width (traces of 2026-12-01 on the bundled models at one row), and how
+# much a step's cost has grown by the end of the output (emoji-image: AR 3.3 ms at the top, 4.3 at the bottom)
+COSTS = {"image": {1: 3.3, 4: 4.4, 8: 5.2, 16: 6.6},
+         "video": {1: 5.6, 4: 6.0, 8: 7.0, 16: 9.0, 32: 15.0, 64: 21.0}}
+GROWTH = 0.3
+
+
+def cost(costs: dict[int, float], L: int, position: float) -> float:
+    """Seconds a step of width L costs where the output is `position` (0..1) done."""
+    return costs[L] * (1 + GROWTH * position) / 1000
+
+
+class ClockedAuto(AutoWindow):
+    """AutoWindow that is told each step's virtual cost instead of its time, and adds them up."""
+
+    def __init__(self, costs: dict[int, float], **kwargs):
+        super().__init__(**kwargs)
+        self.costs, self.elapsed = costs, 0.0
+
+    def observe(self, state, k, seconds) -> None:
+        seconds = cost(self.costs, self.window, self.position)  # (position: where this step started)
+        self.elapsed += seconds
+        super().observe(state, k, seconds)
+
+
+class ClockedFixed(FixedWindow):
+    def __init__(self, window: int, costs: dict[int, float]):
+        super().__init__(window)
+        self.costs, self.elapsed = costs, 0.0
+
+    def observe(self, state, k, seconds) -> None:
+        start = int((state.n - k).masked_fill(k == 0, state.length).min())
+        self.elapsed += cost(self.costs, self.max_window, start / state.length)
+
+
+def policy(variant: str, pipe, costs: dict[int, float]) -> "ClockedAuto | ClockedFixed":
+    if variant.startswith("fixed"):
+        return ClockedFixed(int(variant[len("fixed"):]), costs)
+    memory = WindowMemories(None, pipe.window_memory.device, pipe.window_memory.prior)["exact"]  # a first call
+    auto = ClockedAuto(costs, max_window=pipe.default_window, memory=memory)
+    for setting in [] if variant == "base" else variant.split("+"):
+        name, value = setting.split("=")
+        if not hasattr(AutoWindow, name):
+            raise ValueError(f"AutoWindow has no attribute {name!r}")
+        setattr(auto, name, type(getattr(AutoWindow, name))(float(value)))
+    return auto
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("kind", choices=sorted(COSTS))
+    ap.add_argument("--seeds", type=int, default=4)
+    ap.add_argument("--variants", default="base", help="comma-separated (see the module's docstring)")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    costs, variants = COSTS[args.kind], args.variants.split(",")
+    pipe = load_pipeline(args.kind, window_cache="off")
+    ratios = {v: [] for v in variants}  # variant -> per prompt, per seed: AR's virtual time / the variant's
+    for prompt in PROMPTS[args.kind]:
+        for v in variants:
+            ratios[v].append([])
+            for seed in range(args.seeds):
+                call = {"seed": seed}
+                if args.kind == "video":  # the same first frame for every variant
+                    call["image"] = pipe.image_model([prompt], seed=seed, method="ar")
+                clocked = policy(v, pipe, costs)
+                out = pipe([prompt], method="exact", window=clocked, **call)
+                N = out.stats.commit_step.shape[1]
+                ar = sum(cost(costs, 1, n / N) for n in range(N))
+                ratios[v][-1].append(ar / clocked.elapsed)
+        print(prompt, " ".join(f"{v}: {np.mean(ratios[v][-1]):.3f}x" for v in variants), flush=True)
+    summary = {}
+    for v in variants:
+        r = np.array(ratios[v])
+        summary[v] = {"mean": float(r.mean()), "geomean": float(np.exp(np.log(r).mean())),
+                      "worst_prompt": float(r.mean(1).min())}
+        print(f"all {v}: mean {r.mean():.3f}x, geometric {summary[v]['geomean']:.3f}x, worst prompt "
+              f"{summary[v]['worst_prompt']:.3f}x")
+    return summary
+
+
+if __name__ == "__main__":
+    main()
