@@ -3,8 +3,9 @@
 Every step costs a fixed time per window width (as timed on the 2-core CPU at one row, 1 thread), growing along
 the output (attention over a longer prefix): the policy sees these costs instead of the host's, so its variants
 compare without the timing noise that moves a single CPU timing by 10-30%, and a run repeats exactly. The
-generations are real: what each step commits is the model's. One row, each prompt x `--seeds` seeds, the model's
-shipped acceptance prior, nothing measured before (a first call).
+generations are real: what each step commits is the model's. One row (each prompt alone) or 8 (the four prompts x 2
+in one batch, whose time is that of its row furthest behind), `--seeds` seeds, the model's shipped acceptance prior,
+nothing measured before (a first call).
 
   python benchmarks/policy_sim.py image --seeds 6 --variants base,one_row=1,fixed16
   (a variant: base; attribute=value of AutoWindow joined by +, e.g. stretch=8+recheck=48; or fixedN)
@@ -21,22 +22,25 @@ from mmspec.pipelines import load_pipeline
 from mmspec.pipelines.base import WindowMemories
 from mmspec.window import AutoWindow, FixedWindow
 
-# ms per step at the start of the output, by width (traces of 2026-12-01 on the bundled models at one row), and how
-# much a step's cost has grown by the end of the output (emoji-image: AR 3.3 ms at the top, 4.3 at the bottom)
-COSTS = {"image": {1: 3.3, 4: 4.4, 8: 5.2, 16: 6.6},
-         "video": {1: 5.6, 4: 6.0, 8: 7.0, 16: 9.0, 32: 15.0, 64: 21.0}}
-GROWTH = 0.3
+# (kind, rows) -> ms per step at the start of the output by width, and how much a step's cost has grown by its end
+# (2026-12-01, bundled models, 1 thread: at one row from traces of `auto`, emoji-image's AR 3.3 ms at the top and 4.3
+# at the bottom; emoji-video at 8 rows, CFG's 16 sequences, from whole runs at fixed widths, the four prompts x 2 in
+# one batch: 5.7 s for AR's 448 steps, 5.1 s for 8's 152, 6.1 s for 16's 111, 5.6 s for 4's 228)
+COSTS = {("image", 1): ({1: 3.3, 4: 4.4, 8: 5.2, 16: 6.6}, 0.3),
+         ("video", 1): ({1: 5.6, 4: 6.0, 8: 7.0, 16: 9.0, 32: 15.0, 64: 21.0}, 0.3),
+         ("video", 8): ({1: 8.5, 4: 16.5, 8: 22.5, 16: 37.0, 32: 80.0, 64: 160.0}, 1.0)}
 
 
-def cost(costs: dict[int, float], L: int, position: float) -> float:
+def cost(costs: tuple[dict[int, float], float], L: int, position: float) -> float:
     """Seconds a step of width L costs where the output is `position` (0..1) done."""
-    return costs[L] * (1 + GROWTH * position) / 1000
+    by_width, growth = costs
+    return by_width[L] * (1 + growth * position) / 1000
 
 
 class ClockedAuto(AutoWindow):
     """AutoWindow that is told each step's virtual cost instead of its time, and adds them up."""
 
-    def __init__(self, costs: dict[int, float], **kwargs):
+    def __init__(self, costs: tuple[dict[int, float], float], **kwargs):
         super().__init__(**kwargs)
         self.costs, self.elapsed = costs, 0.0
 
@@ -47,7 +51,7 @@ class ClockedAuto(AutoWindow):
 
 
 class ClockedFixed(FixedWindow):
-    def __init__(self, window: int, costs: dict[int, float]):
+    def __init__(self, window: int, costs: tuple[dict[int, float], float]):
         super().__init__(window)
         self.costs, self.elapsed = costs, 0.0
 
@@ -56,7 +60,7 @@ class ClockedFixed(FixedWindow):
         self.elapsed += cost(self.costs, self.max_window, start / state.length)
 
 
-def policy(variant: str, pipe, costs: dict[int, float]) -> "ClockedAuto | ClockedFixed":
+def policy(variant: str, pipe, costs: tuple[dict[int, float], float]) -> "ClockedAuto | ClockedFixed":
     if variant.startswith("fixed"):
         return ClockedFixed(int(variant[len("fixed"):]), costs)
     memory = WindowMemories(None, pipe.window_memory.device, pipe.window_memory.prior)["exact"]  # a first call
@@ -71,34 +75,43 @@ def policy(variant: str, pipe, costs: dict[int, float]) -> "ClockedAuto | Clocke
 
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("kind", choices=sorted(COSTS))
+    ap.add_argument("kind", choices=["image", "video"])
+    ap.add_argument("--rows", type=int, default=1, choices=[1, 8], help="1: each prompt alone; 8 (video): the four "
+                    "prompts x 2 in one batch")
     ap.add_argument("--seeds", type=int, default=4)
+    ap.add_argument("--first-seed", type=int, default=0, help="seeds first-seed .. first-seed + seeds - 1")
     ap.add_argument("--variants", default="base", help="comma-separated (see the module's docstring)")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
-    costs, variants = COSTS[args.kind], args.variants.split(",")
+    if (args.kind, args.rows) not in COSTS:
+        raise SystemExit(f"no step costs for {args.kind} at {args.rows} rows: {sorted(COSTS)}")
+    costs, variants = COSTS[args.kind, args.rows], args.variants.split(",")
     pipe = load_pipeline(args.kind, window_cache="off")
-    ratios = {v: [] for v in variants}  # variant -> per prompt, per seed: AR's virtual time / the variant's
-    for prompt in PROMPTS[args.kind]:
+    prompts = PROMPTS[args.kind]
+    batches = [[p] for p in prompts] if args.rows == 1 else [prompts]
+    per_prompt = args.rows // len(batches[0]) if args.rows > 1 else 1
+    ratios = {v: [] for v in variants}  # variant -> per batch, per seed: AR's virtual time / the variant's
+    for batch in batches:
         for v in variants:
             ratios[v].append([])
-            for seed in range(args.seeds):
-                call = {"seed": seed}
-                if args.kind == "video":  # the same first frame for every variant
-                    call["image"] = pipe.image_model([prompt], seed=seed, method="ar")
+            for seed in range(args.first_seed, args.first_seed + args.seeds):
+                call = {"seed": seed, "num_outputs": per_prompt}
+                if args.kind == "video":  # the same first frames for every variant
+                    call["image"] = pipe.image_model([p for p in batch for _ in range(per_prompt)], seed=seed,
+                                                     method="ar")
                 clocked = policy(v, pipe, costs)
-                out = pipe([prompt], method="exact", window=clocked, **call)
+                out = pipe(batch, method="exact", window=clocked, **call)
                 N = out.stats.commit_step.shape[1]
                 ar = sum(cost(costs, 1, n / N) for n in range(N))
                 ratios[v][-1].append(ar / clocked.elapsed)
-        print(prompt, " ".join(f"{v}: {np.mean(ratios[v][-1]):.3f}x" for v in variants), flush=True)
+        print(", ".join(batch), " ".join(f"{v}: {np.mean(ratios[v][-1]):.3f}x" for v in variants), flush=True)
     summary = {}
     for v in variants:
         r = np.array(ratios[v])
         summary[v] = {"mean": float(r.mean()), "geomean": float(np.exp(np.log(r).mean())),
-                      "worst_prompt": float(r.mean(1).min())}
-        print(f"all {v}: mean {r.mean():.3f}x, geometric {summary[v]['geomean']:.3f}x, worst prompt "
-              f"{summary[v]['worst_prompt']:.3f}x")
+                      "worst_batch": float(r.mean(1).min())}
+        print(f"all {v}: mean {r.mean():.3f}x, geometric {summary[v]['geomean']:.3f}x, worst batch "
+              f"{summary[v]['worst_batch']:.3f}x")
     return summary
 
 

@@ -106,7 +106,8 @@ class AutoWindow:
     warmup = 2  # at least this many steps after a change of width have their tokens not counted (see _warmup)
     recheck = 24  # steps at the best window between stretches of a neighbour
     max_wait = 8 * recheck  # the longest a losing neighbour waits for its next stretch
-    margin = 1.05  # a wider window is preferred only when its throughput is this much higher
+    margin = 1.05  # a wider window is preferred only when its throughput is this much higher (at one row)
+    batch_margin = 1.15  # the same at a batch (see _recall)
     growth = 2.5  # the most a 4x wider window is assumed to raise the tokens per step
     kept = 9  # a width's step cost is the least of its last `kept` timed steps (see observe)
     fresh = 2 * recheck  # a width is picked only if it ran this many steps ago at most (or runs now)
@@ -354,6 +355,12 @@ class AutoWindow:
             # 8, 1.86 held): a stretch twice as long measures about what the width gives held. (Its steps commit too.
             # On real generations timed by a fixed cost per width: 0.99x -> 1.03x of `ar`, benchmarks/README.md)
             self.stretch = self.one_row * self.stretch
+        elif self.rows > 1:
+            # the tokens of a batch's row furthest behind are the least of every row's bursty ones, and a switch opens
+            # fresh slots in every row: on emoji-video at 8 rows (the four prompts x 2) 8 and 16 tie by the prior and
+            # `auto` kept switching between them on a few steps' luck. A switch that must win by 15%: 1.10-1.13x ->
+            # 1.16-1.17x of `ar` by benchmarks/policy_sim.py (2 + 4 seeds; fixed 8 1.25x)
+            self.margin = self.batch_margin
         self.tokens, self.counted, self.prior_extra, self.seconds, self.wait = self.memory.measurements(
             state, self.candidates, self.recheck)
         if self.memory.prior:

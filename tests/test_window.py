@@ -231,6 +231,16 @@ def test_at_a_batch_auto_never_probes_past_a_narrower_width_that_could_not_win()
     assert chosen[:12] == [1] * 4 + [4] * 4 + [8] * 4 and 32 not in chosen and 64 not in chosen
 
 
+@pytest.mark.parametrize("seconds_of_8, switches", [(0.0225, False), (0.0205, True)])
+def test_at_a_batch_a_width_takes_over_only_if_it_wins_by_15_percent(seconds_of_8, switches):
+    # 8 rows: 8 commits 3 per step, AR 1 per 8.5 ms. At 22.5 ms a step 8 is 13% faster than AR, within what a few
+    # bursty steps of a batch's row furthest behind can fake (a one-row margin of 5% would switch); at 20.5 ms, 24%
+    policy = AutoWindow(max_window=8, widths=[1, 8], memory=WindowMemory())
+    seconds = {1: 0.0085, 8: seconds_of_8}
+    chosen = _run(policy, 200, seconds_of=seconds.get, k_of={1: 1, 8: 3}.get, state=FakeState(rows=8))
+    assert (chosen[-100:].count(8) > 80) == switches and chosen[-100:].count(8) > 0  # (rechecks)
+
+
 def test_at_one_row_auto_tries_every_width_even_when_the_scale_says_it_cannot_win():
     # emoji-image at 1 row: by the prior 16 barely wins (1.8 tokens per 5.7 ms against AR's 1 per 3.3), but the
     # first 60 steps are hard (nothing accepted): the probes of 4 pull the scale down until 16 cannot win, and it
