@@ -185,7 +185,9 @@ def eagle(head=None, exact: bool = False, jacobi: "int | None" = None, init: "st
             chain = EagleDrafter(head, draw, tree_level=top_k)
             return with_lookup(layout, TreeDrafter(chain, nodes, top_k), chain)
 
-        return Method("eagle", make_tree, TreeVerifier(verifier), tree_nodes=nodes)
+        # the chains among a tree method's drafts (the lookup's, the first window's) are verified on AR's draws too,
+        # so the tokens are `ar`'s with or without `exact`
+        return Method("eagle", make_tree, TreeVerifier(GumbelMatchVerifier()), tree_nodes=nodes)
 
     def make(layout: Layout) -> Drafter:
         drafter = EagleDrafter(head, draw, nodes)

@@ -77,7 +77,8 @@ def test_exact_with_proactive_branches_equals_ar(layout, proactive, window):
 @pytest.mark.parametrize("options", [{}, {"jacobi": 1}, {"jacobi": 3}, {"proactive": [3, 2]}, {"proactive": [4, 3]},
                                      {"proactive": [2, 1]}, {"tree": [6, 3]}, {"tree": [2, 2]}, {"tree": [20, 4]},
                                      {"tree": [6, 3], "exact": False}, {"lookup": True}, {"lookup": False},
-                                     {"lookup": True, "tree": [6, 3]}], ids=str)
+                                     {"lookup": True, "tree": [6, 3]}, {"lookup": True, "tree": [6, 3], "exact": False}],
+                         ids=str)
 @pytest.mark.parametrize("window", [2, 4, 9, "auto"])
 def test_exact_with_a_draft_head_equals_ar(layout, options, window):
     layout, axes = LAYOUTS[layout]
