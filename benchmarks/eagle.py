@@ -7,8 +7,9 @@ high-entropy regime real image models sample in). Video rows get their first fra
 
   python -m benchmarks.eagle image [--rows 1] [--window 6] [--seeds 1] [--hot] [--threads 1] [--out benchmarks/results/eagle]
 
-On text at 1 row it also times eagle against transformers' assisted generation and prompt lookup (greedy and
-sampled, same prompt ids, same run), unless --no-transformers. --proactive 4,3 4,4 adds the head with proactive
+On text at 1 row it also times eagle (text's default: the n-gram lookup's drafts where the head agrees) and its head
+alone against transformers' assisted generation and prompt lookup (greedy and sampled, same prompt ids, same run,
+best of --repeats), unless --no-transformers. --proactive 4,3 4,4 adds the head with proactive
 branches of each shape (WIDTH,DEPTH), drawn and exact, at --window, and writes {kind}-rows{rows}-w{window}-branches;
 --tree 32,8 64,8 the head with EAGLE-2 token trees of each shape (NODES,TOP_K; ar's tokens), and writes
 {kind}-rows{rows}-w{window}[-branches]-trees.
@@ -39,7 +40,7 @@ def methods(window: int, jacobi_window: int, proactive: list[list[int]] = (),
             for w, d in proactive for exact in (False, True)] + [
             (f"eagle tree={n},{k} {window}", {"name": "eagle", "tree": [n, k]}, window) for n, k in trees]
     return [("ar", "ar", 1), ("exact auto", "exact", "auto"), (f"exact {jacobi_window}", "exact", jacobi_window),
-            (f"eagle {window}", "eagle", window),
+            (f"eagle {window}", "eagle", window), (f"eagle head-only {window}", {"name": "eagle", "lookup": False}, window),
             (f"eagle exact {window}", {"name": "eagle", "exact": True}, window),
             (f"eagle exact jacobi=1 {jacobi_window}", {"name": "eagle", "exact": True, "jacobi": 1}, jacobi_window),
             (f"eagle exact jacobi=2 {jacobi_window}", {"name": "eagle", "exact": True, "jacobi": 2}, jacobi_window),
@@ -99,20 +100,23 @@ def markdown(kind: str, rows: int, table: dict[str, list[dict]]) -> str:
     return "\n".join(lines)
 
 
-def against_transformers(pipe, window: int, trees: list[list[int]] = ()) -> dict:
-    """code-text at 1 row, greedy and sampled: tokens per second of eagle (and of eagle with each token tree shape, at
-    the pipeline's default window and at `window`) against transformers' assisted generation (with the bundled draft
-    model) and prompt lookup, on the same prompt ids, in the same run (benchmarks/suite/run.py's text case)."""
+def against_transformers(pipe, window: int, trees: list[list[int]] = (), repeats: int = 2) -> dict:
+    """code-text at 1 row, greedy and sampled: tokens per second of eagle, of its head alone (no lookup drafts), and of
+    eagle with each token tree shape, at the pipeline's default window and at `window`, against transformers' assisted
+    generation (with the bundled draft model) and prompt lookup, on the same prompt ids, in the same run
+    (benchmarks/suite/run.py's text case; the best of `repeats` interleaved runs)."""
     from benchmarks.suite.cases import GREEDY, SAMPLED, TextCase
     from benchmarks.suite.run import run_text
     from mmspec.bench import Entry
 
-    heads = ["eagle"] + [Entry({"name": "eagle", "tree": [n, k]}, w, f"eagle tree={n},{k}" + (f" w={w}" if w else ""))
-                         for n, k in trees for w in (None, window)]
+    heads = [Entry(spec, w, label + (f" w={w}" if w else "")) for w in (None, window)
+             for spec, label in (("eagle", "eagle"), ({"name": "eagle", "lookup": False}, "eagle head-only"))] + [
+        Entry({"name": "eagle", "tree": [n, k]}, w, f"eagle tree={n},{k}" + (f" w={w}" if w else ""))
+        for n, k in trees for w in (None, window)]
     out = {}
     for name, sampling in (("greedy", GREEDY), ("sampled", SAMPLED)):
         case = TextCase(1, sampling, ("ar", *heads, "draft-model", "lookup"), ("generate", "assisted", "prompt-lookup"),
-                        prompts=3)
+                        prompts=3, repeats=repeats)
         results = run_text(pipe, case, seed=0, max_new_tokens=128)["results"]
         tps = {k: v["tokens_per_second"] for k, v in results.items()}
         out[name] = {"tokens_per_second": {k: round(v, 1) for k, v in tps.items()}}
@@ -139,6 +143,7 @@ def main() -> None:
     ap.add_argument("--tree", nargs="+", default=[], metavar="NODES,TOP_K",
                     help="the head with token trees of these shapes (EAGLE-2) instead of the Jacobi comparisons")
     ap.add_argument("--no-transformers", action="store_true", help="text: skip the transformers comparison")
+    ap.add_argument("--repeats", type=int, default=2, help="text: timed runs of each against transformers, best kept")
     ap.add_argument("--out", default="benchmarks/results/eagle")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -156,7 +161,7 @@ def main() -> None:
         table[regime] = run(pipe, args.kind, args.rows, args.window, args.jacobi_window, sampling, prompts, proactive,
                             args.seeds, trees)
     compare = args.kind == "text" and args.rows == 1 and not args.no_transformers
-    versus = against_transformers(pipe, args.window, trees) if compare else None
+    versus = against_transformers(pipe, args.window, trees, args.repeats) if compare else None
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stem = f"{args.kind}-rows{args.rows}" + (f"-w{args.window}" if proactive or trees else "") + (

@@ -50,7 +50,7 @@ def _check_head(spec, args, option: str) -> None:
                 raise FileNotFoundError(f"{option}: {err}") from None
 
 
-METHOD_OPTIONS = ("init", "proactive", "head", "exact", "jacobi", "tree")  # what the method takes from the command line
+METHOD_OPTIONS = ("init", "proactive", "head", "exact", "jacobi", "tree", "lookup")  # what the method takes from the command line
 
 
 def _method(args):
@@ -173,6 +173,9 @@ def _common(p: argparse.ArgumentParser, kind_nargs: str | None = None, window=DE
                    help="eagle: EAGLE-2's token tree of NODES nodes, TOP_K children per expanded node, as deep as the "
                         "window's drafts (alone: 32,4; TOP_K default 4): the same tokens as --method ar with the same "
                         "seed")
+    p.add_argument("--lookup", action=argparse.BooleanOptionalAction, default=None,
+                   help="eagle: the n-gram lookup's drafts in the steps where the head agrees with its first one "
+                        "(default: on for text, off for images and video)")
     p.add_argument("--window", type=_window_arg, default=window,
                    help="positions verified per forward (1..256), or 'auto' (picked at every step from measured step "
                         "costs and acceptance, up to 16 image, 64 video, 6 text"

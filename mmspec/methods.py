@@ -133,7 +133,7 @@ def _tree_shape(tree) -> "tuple[int, int] | None":
 
 
 def eagle(head=None, exact: bool = False, jacobi: "int | None" = None, init: "str | None" = None,
-          proactive=None, tree=None) -> Method:
+          proactive=None, tree=None, lookup: "bool | None" = None) -> Method:
     """head: an EagleHead or a head folder (mmspec.reference.eagle). exact: drafts are argmax(log q + g) with each
     position's own noise and the verifier accepts AR's token only (the tokens of `ar` with the same seed); else
     drafts are drawn from q and verified by rejection sampling. jacobi: the head drafts the first `jacobi` slots
@@ -141,8 +141,12 @@ def eagle(head=None, exact: bool = False, jacobi: "int | None" = None, init: "st
     proactive: (width, depth) branches at slot 0, each sibling continued by the head (not with jacobi).
     tree: True, NODES or [NODES, TOP_K]: EAGLE-2's token tree of NODES nodes as deep as the window's drafts, TOP_K
     children per expanded node (mmspec.drafters.tree; default [32, 4]), verified by AR's own draws, so its tokens
-    are `ar`'s with or without `exact` (not with jacobi or proactive)."""
+    are `ar`'s with or without `exact` (not with jacobi or proactive). lookup: in a step where the layout's lookup
+    (n-gram on text) drafts a first token the head finds the most likely, the lookup's drafts instead of the head's
+    chain or tree (mmspec.drafters.lookup.LookupOrDrafter); None: on 1D layouts (text), where copies of earlier
+    text are common, unless with jacobi or proactive (not with those)."""
     from mmspec.drafters.eagle import EagleDrafter, SplicedDrafter
+    from mmspec.drafters.lookup import LookupOrDrafter
     from mmspec.drafters.tree import TreeDrafter
     from mmspec.reference.eagle import EagleHead, load_head
 
@@ -158,6 +162,10 @@ def eagle(head=None, exact: bool = False, jacobi: "int | None" = None, init: "st
     shape = _tree_shape(tree)
     if shape is not None and (jacobi is not None or proactive is not None):
         raise ValueError("eagle's token tree takes the whole window: no proactive branches or Jacobi window with it")
+    if lookup is not None and not isinstance(lookup, bool):
+        raise ValueError(f"lookup must be true, false or None, got {lookup!r}")
+    if lookup and (jacobi is not None or proactive is not None):
+        raise ValueError("eagle's lookup drafts whole windows: no proactive branches or Jacobi window with it")
     if init is not None:
         make_fill(init)
     draw, verifier = ("gumbel", GumbelMatchVerifier()) if exact else ("sample", RejectionVerifier())
@@ -165,15 +173,26 @@ def eagle(head=None, exact: bool = False, jacobi: "int | None" = None, init: "st
     branches = _branches(proactive, NoiseModelBranches if exact else ModelBranches)
     nodes = 0 if branches is None else branches.nodes  # the head's cache has room for the branches
 
+    def with_lookup(layout: Layout, drafter: Drafter, judge: EagleDrafter) -> Drafter:
+        if not (lookup if lookup is not None else layout.axes == 1 and proactive is None):
+            return drafter
+        return LookupOrDrafter(LookupDrafter(make_fill(layout.default_lookup)), drafter, judge)
+
     if shape is not None:
         nodes, top_k = shape
-        return Method("eagle", lambda layout: TreeDrafter(EagleDrafter(head, draw, tree_level=top_k), nodes, top_k),
-                      TreeVerifier(verifier), tree_nodes=nodes)
+
+        def make_tree(layout: Layout) -> Drafter:
+            chain = EagleDrafter(head, draw, tree_level=top_k)
+            return with_lookup(layout, TreeDrafter(chain, nodes, top_k), chain)
+
+        # the chains among a tree method's drafts (the lookup's, the first window's) are verified on AR's draws too,
+        # so the tokens are `ar`'s with or without `exact`
+        return Method("eagle", make_tree, TreeVerifier(GumbelMatchVerifier()), tree_nodes=nodes)
 
     def make(layout: Layout) -> Drafter:
         drafter = EagleDrafter(head, draw, nodes)
         if jacobi is None:
-            return drafter
+            return with_lookup(layout, drafter, drafter)
         return SplicedDrafter(drafter, JacobiDrafter(redraw, make_fill(init or layout.default_init)), jacobi)
 
     return _with_branches("eagle", make, verifier, branches)

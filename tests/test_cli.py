@@ -94,6 +94,8 @@ def _refused(argv, capsys, message):
     (["--method", "eagle", "--tree", "32,x"], "--tree: expected NODES or NODES,TOP_K"),
     (["--method", "eagle", "--tree", "32,8,2"], "tree must be NODES or [NODES, TOP_K]"),
     (["--method", "eagle", "--tree", "32", "--jacobi", "2"], "token tree takes the whole window"),
+    (["--method", "eagle", "--lookup", "--jacobi", "2"], "lookup drafts whole windows"),
+    (["--method", "coupled", "--no-lookup"], "bad options ['lookup'] for method 'coupled'"),
     (["--method", "eagle", "--head", "/nonexistent/head"], "EAGLE-3 head: no folder at /nonexistent/head"),
 ])
 def test_bad_options_are_refused_before_models_load(tmp_path, capsys, argv, message):

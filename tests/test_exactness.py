@@ -9,7 +9,8 @@ PROACTIVE = [{"name": "exact", "proactive": [3, 2]}, {"name": "exact", "proactiv
              {"name": "draft-model", "proactive": [3, 2]}]
 EAGLE = [{"name": "eagle"}, {"name": "eagle", "jacobi": 2}, {"name": "eagle", "exact": True, "jacobi": 1},
          {"name": "eagle", "proactive": [3, 2]}, {"name": "eagle", "exact": True, "proactive": [4, 3]},
-         {"name": "eagle", "tree": [6, 3]}, {"name": "eagle", "exact": True, "tree": 12}]
+         {"name": "eagle", "tree": [6, 3]}, {"name": "eagle", "exact": True, "tree": 12},
+         {"name": "eagle", "lookup": True}, {"name": "eagle", "lookup": False}]
 ALL = ["ar", "jacobi", "coupled", "gumbel", "exact", "lookup", "draft-model", "pac"] + PROACTIVE + EAGLE
 LAYOUTS = {
     "1d": (mmspec.Sequence1D(14), 1),
@@ -75,7 +76,9 @@ def test_exact_with_proactive_branches_equals_ar(layout, proactive, window):
 @pytest.mark.parametrize("layout", list(LAYOUTS))
 @pytest.mark.parametrize("options", [{}, {"jacobi": 1}, {"jacobi": 3}, {"proactive": [3, 2]}, {"proactive": [4, 3]},
                                      {"proactive": [2, 1]}, {"tree": [6, 3]}, {"tree": [2, 2]}, {"tree": [20, 4]},
-                                     {"tree": [6, 3], "exact": False}], ids=str)
+                                     {"tree": [6, 3], "exact": False}, {"lookup": True}, {"lookup": False},
+                                     {"lookup": True, "tree": [6, 3]}, {"lookup": True, "tree": [6, 3], "exact": False}],
+                         ids=str)
 @pytest.mark.parametrize("window", [2, 4, 9, "auto"])
 def test_exact_with_a_draft_head_equals_ar(layout, options, window):
     layout, axes = LAYOUTS[layout]
@@ -122,7 +125,9 @@ def test_exact_is_seed_dependent_and_structural_tokens_are_forced():
     assert (a.view(4, 3, 5)[..., 4] == 15).all()
 
 
-@pytest.mark.parametrize("method", ALL, ids=str)
+# a row's draws follow the other rows where a lookup drafts alone in a step (every row took it) and the drafter
+# beside it does not draw (mmspec.drafters.lookup.LookupOrDrafter): its tokens keep their law, not their seed's
+@pytest.mark.parametrize("method", [m for m in ALL if not (isinstance(m, dict) and m.get("lookup"))], ids=str)
 def test_batch_rows_equal_single_runs(method):
     layout, axes = LAYOUTS["2d"]
     target = _target(axes)

@@ -124,6 +124,11 @@ class EagleDrafter:
         B = state.batch_size
         return state.sampling.logp(z[:B], z[B:] if self.rows == 2 else None)
 
+    def next_logq(self, state: DecodeState) -> "torch.Tensor | None":
+        """[B, V] the head's log q for index n, from the committed tokens' features (None before the first forward):
+        what a `LookupOrDrafter` judges a lookup's first draft by."""
+        return None if self.z is None else self._q(state, self.z)
+
     def propose(self, state, L):
         B = state.batch_size
         if L == 1:

@@ -97,8 +97,9 @@ class CopyFill:
 
 
 class NGramFill:
-    """Prompt lookup: find the latest earlier match of the last n tokens (n = max_ngram .. 1) in the
-    prompt and the tokens so far, and propose what followed it; unmatched slots copy the left token."""
+    """Prompt lookup: find the earlier matches of the last n tokens (n = max_ngram .. 1) in the prompt and the
+    tokens so far, and propose what followed the one with the longest continuation; unmatched slots copy the left
+    token."""
 
     def __init__(self, max_ngram: int = 3):
         self.max_ngram = max_ngram
@@ -134,7 +135,12 @@ def _continuation(history: torch.Tensor, max_ngram: int, count: int) -> torch.Te
         windows = history[:-1].unfold(0, n, 1)  # every earlier n-gram that has a next token
         hits = (windows == tail).all(-1).nonzero().squeeze(-1)
         if len(hits):
-            start = int(hits[-1]) + n
+            # the match with the longest continuation (up to count), the latest of those: the latest match alone
+            # is often the text just written, whose continuation runs into the end of the history after a token
+            # or two (code-text, greedy: 356 forwards against 274 over the bench's 8 prompts at a window of 16)
+            start = hits + n  # [M] where each match's continuation begins
+            room = (len(history) - start).clamp(max=count)
+            start = int(start[room == room.max()][-1])
             return history[start:start + count]
     return history[:0]
 

@@ -18,10 +18,13 @@ from mmspec.verify import BranchVerifier, GumbelMatchVerifier, RejectionVerifier
 from test_distribution import ALPHA, SAMPLES, IgnoresBranchQ, case
 from tiny import CycleWindow, chi_square_pvalue, gpt_law, llama_law, sequence_id, tiny_gpt, tiny_head, tiny_llama
 
+# text takes the lookup's drafts where the head agrees unless told not to (mmspec.drafters.lookup.LookupOrDrafter);
+# "lookup" turns it on for grids too (the row above's copies)
 VARIANTS = {"chain": {}, "exact": {"exact": True}, "coupled-splice": {"jacobi": 1},
             "exact-splice": {"exact": True, "jacobi": 2}, "branches": {"proactive": [2, 2]},
             "exact-branches": {"exact": True, "proactive": [2, 2]}, "tree": {"tree": [4, 2]},
-            "exact-tree": {"exact": True, "tree": [5, 2]}}
+            "exact-tree": {"exact": True, "tree": [5, 2]}, "head-only": {"lookup": False},
+            "lookup": {"lookup": True}, "exact-tree-lookup": {"exact": True, "tree": [5, 2], "lookup": True}}
 CASES = {}
 
 

@@ -48,10 +48,17 @@ def test_copy_left_follows_a_chain_as_long_as_the_window():
 
 def test_ngram_lookup_proposes_the_continuation_of_the_latest_match():
     history = torch.tensor([1, 2, 3, 9, 1, 2, 3, 8, 5, 1, 2])
-    assert _continuation(history, 3, 3).tolist() == [3, 8, 5]
+    assert _continuation(history, 3, 3).tolist() == [3, 8, 5]  # both matches of "1 2" are followed by 3 tokens
     state = _state(Sequence1D(12), 4, history[None, 4:], [7])
     _started(NGramFill(), state, prompt=[history[:4]])(state, state.n, 4)
     assert state.seq[0, 7:10].tolist() == [3, 8, 5]  # the prompt plus the tokens so far form the history
+
+
+def test_ngram_lookup_prefers_a_match_with_more_to_copy_over_the_latest_one():
+    # the latest "1 2" is followed by "1 2" and the end of the history; the earlier one by "3 4 1 2 1 2"
+    history = torch.tensor([1, 2, 3, 4, 1, 2, 1, 2])
+    assert _continuation(history, 3, 3).tolist() == [3, 4, 1]
+    assert _continuation(history, 3, 2).tolist() == [1, 2]  # both have 2 to copy: the latest
 
 
 def test_the_pool_proposes_what_followed_a_token_in_earlier_windows():
