@@ -12,6 +12,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 import mmspec  # noqa: E402
 from mmspec.reference.checkpoint import save_gpt  # noqa: E402
 
+# one CPU thread: the tests' models are too small for their ops to gain from sharing, and where other work holds a
+# core, torch's threads wait on each other at every op (the suite ran 6x slower beside one busy process)
+torch.set_num_threads(1)
+
 
 @pytest.fixture(autouse=True)
 def window_cache(tmp_path_factory, monkeypatch):
