@@ -12,20 +12,30 @@ The library itself never changes the process's threads: a caller of `mmspec.gene
 from __future__ import annotations
 
 import os
+import time
 
 import torch
 
 
-def busy_cores() -> float:
-    """Cores other work holds now: the larger of the 1-minute load average and the processes running this instant
-    (Linux's /proc/loadavg; the average lags a process that has just started), less this one."""
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+def busy_cores(interval: float = 0.1) -> float:
+    """Cores other work holds now: on Linux the share of CPU time not idle over `interval` seconds (/proc/stat; this
+    process sleeps meanwhile), times the cores; elsewhere the 1-minute load average (which lags: right after a
+    `pip install` it still counts one core busy)."""
     try:
-        with open("/proc/loadavg") as f:
-            running = int(f.read().split()[3].split("/")[0]) - 1  # (this process is running while it reads)
+        before = _cpu_times()
+        time.sleep(interval)
+        after = _cpu_times()
     except (OSError, ValueError, IndexError):
-        running = 0
-    return max(load, float(running))
+        return os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    total, idle = (a - b for a, b in zip(after, before))
+    return (os.cpu_count() or 1) * (1 - idle / total) if total > 0 else 0.0
+
+
+def _cpu_times() -> tuple[int, int]:
+    """(all, idle + iowait) CPU time of the machine so far, in clock ticks (the first line of /proc/stat)."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    return sum(fields[:8]), fields[3] + fields[4]  # (guest time is already in user time)
 
 
 def cores() -> int:

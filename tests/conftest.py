@@ -10,11 +10,12 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 
 import mmspec  # noqa: E402
+import mmspec.threads  # noqa: E402
 from mmspec.reference.checkpoint import save_gpt  # noqa: E402
 
-# one CPU thread: the tests' models are too small for their ops to gain from sharing, and where other work holds a
-# core, torch's threads wait on each other at every op (the suite ran 6x slower beside one busy process)
-torch.set_num_threads(1)
+# no more CPU threads than the cores free: where other work holds a core, torch's threads wait on each other at every
+# op (the suite ran 6x slower beside one busy process); on a quiet machine the law tests' large batches use them all
+mmspec.threads.use_cpu_threads()
 
 
 @pytest.fixture(autouse=True)
