@@ -20,7 +20,7 @@ import torch
 from mmspec.bench import PROMPTS
 from mmspec.pipelines import load_pipeline
 from mmspec.pipelines.base import WindowMemories
-from mmspec.window import AutoWindow, FixedWindow
+from mmspec.window import AutoWindow, FixedWindow, lagging_tokens
 
 # (kind, rows) -> ms per step at the start of the output by width, and how much a step's cost has grown by its end
 # (2026-12-01, bundled models, 1 thread: at one row from traces of `auto`, emoji-image's AR 3.3 ms at the top and 4.3
@@ -56,8 +56,9 @@ class ClockedFixed(FixedWindow):
         self.costs, self.elapsed = costs, 0.0
 
     def observe(self, state, k, seconds) -> None:
-        start = int((state.n - k).masked_fill(k == 0, state.length).min())
-        self.elapsed += cost(self.costs, self.max_window, start / state.length)
+        lagging = lagging_tokens(state, k)
+        if lagging is not None:
+            self.elapsed += cost(self.costs, self.max_window, lagging[1] / state.length)
 
 
 def policy(variant: str, pipe, costs: tuple[dict[int, float], float]) -> "ClockedAuto | ClockedFixed":

@@ -127,15 +127,15 @@ def _use_threads(args) -> None:
     free now (mmspec.threads), said on stderr when that is fewer than torch would use."""
     import torch
 
-    from mmspec.threads import busy_cores, use_cpu_threads
+    from mmspec.threads import use_cpu_threads
 
     if args.threads is None and getattr(args, "device", "cpu") != "cpu":
         return  # (a run on an accelerator: torch's threads)
     default = torch.get_num_threads()
     threads = use_cpu_threads(args.threads)
     if args.threads is None and threads < default:
-        print(f"mmspec: {threads} CPU thread(s) of {default}: other work holds {busy_cores():.1f} cores, and torch's "
-              "threads would wait on each other (--threads N to choose)", file=sys.stderr)
+        print(f"mmspec: {threads} CPU thread(s) of {default}: other work holds the other cores, and torch's threads "
+              "would wait on each other (--threads N to choose)", file=sys.stderr)
 
 
 def _check_writable(folder: "str | Path") -> Path:

@@ -40,7 +40,8 @@ def decode(session: Session, drafter: Drafter, verifier: Verifier, policy: Windo
     step = VerifyStep(session, verifier, state.sampling, stats, commit_step, stop_tokens, compile)
     # rows whose forwards write the same cache slots need no attention mask and no per-row cache writes: on a CPU
     # (a static cache masks and writes by row anyway) a policy may ask the batch to stay in step (`in_step`)
-    keep_in_step = state.batch_size > 1 and torch.device(session.device).type == "cpu"
+    device = torch.device(session.device)
+    keep_in_step = state.batch_size > 1 and device.type == "cpu"
     drafter.start(state, context or Context())
     policy.start(session, state)
     while state.active.any():  # the step's one read of the device
@@ -60,7 +61,7 @@ def decode(session: Session, drafter: Drafter, verifier: Verifier, policy: Windo
         t_hook = time.perf_counter() - t_hook
         drafter.update(state, draft, verdict, logp[:, :L], k)
         if not widened:  # not the policy's width, nor its cost
-            policy.observe(state, k, _elapsed(t_step, session.device) - t_hook)
+            policy.observe(state, k, _elapsed(t_step, device) - t_hook)
         state.step += 1
     stats.committed = state.n.clone()  # tokens kept, after any stop string cut a row short
     stats.commit_step = commit_step[:, : state.length]
@@ -71,11 +72,10 @@ def decode(session: Session, drafter: Drafter, verifier: Verifier, policy: Windo
 RECOMPILE_LIMIT = 256
 
 
-def _elapsed(since: float, device) -> float:
+def _elapsed(since: float, device: torch.device) -> float:
     """Seconds since `since`, the device's work included: an accelerator runs a step after its launches have
     returned, so without the wait a policy would time the launches alone, about the same at any width. (The next
     step's `active.any()` would wait for the same work: the wait costs nothing.)"""
-    device = torch.device(device)
     if device.type != "cpu":
         torch.accelerator.synchronize(device)
     return time.perf_counter() - since
