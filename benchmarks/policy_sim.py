@@ -5,7 +5,8 @@ the output (attention over a longer prefix): the policy sees these costs instead
 compare without the timing noise that moves a single CPU timing by 10-30%, and a run repeats exactly. The
 generations are real: what each step commits is the model's. One row (each prompt alone) or 8 (the four prompts x 2
 in one batch, whose time is that of its row furthest behind), `--seeds` seeds, the model's shipped acceptance prior,
-nothing measured before (a first call).
+nothing measured before (a first call). At 8 rows a step costs what the rows it runs cost: rows that are done leave
+the forwards (mmspec.adapters.rows), or with `--done-rows stay` ride along to the end, as they did before.
 
   python benchmarks/policy_sim.py image --seeds 6 --variants base,one_row=1,fixed16
   (a variant: base; attribute=value of AutoWindow joined by +, e.g. stretch=8+recheck=48; or fixedN)
@@ -25,47 +26,75 @@ from mmspec.window import AutoWindow, FixedWindow, lagging_tokens
 # (kind, rows) -> ms per step at the start of the output by width, and how much a step's cost has grown by its end
 # (2026-12-01, bundled models, 1 thread: at one row from traces of `auto`, emoji-image's AR 3.3 ms at the top and 4.3
 # at the bottom; emoji-video at 8 rows, CFG's 16 sequences, from whole runs at fixed widths, the four prompts x 2 in
-# one batch: 5.7 s for AR's 448 steps, 5.1 s for 8's 152, 6.1 s for 16's 111, 5.6 s for 4's 228)
+# one batch: 5.7 s for AR's 448 steps, 5.1 s for 8's 152, 6.1 s for 16's 111, 5.6 s for 4's 228; emoji-image at 8 rows
+# from the step costs `auto` timed near the top of the output, growing as at one row)
 COSTS = {("image", 1): ({1: 3.3, 4: 4.4, 8: 5.2, 16: 6.6}, 0.3),
+         ("image", 8): ({1: 5.0, 4: 7.5, 8: 13.0, 16: 21.0}, 0.3),
          ("video", 1): ({1: 5.6, 4: 6.0, 8: 7.0, 16: 9.0, 32: 15.0, 64: 21.0}, 0.3),
          ("video", 8): ({1: 8.5, 4: 16.5, 8: 22.5, 16: 37.0, 32: 80.0, 64: 160.0}, 1.0)}
 
 
-def cost(costs: tuple[dict[int, float], float], L: int, position: float) -> float:
-    """Seconds a step of width L costs where the output is `position` (0..1) done."""
-    by_width, growth = costs
-    return by_width[L] * (1 + growth * position) / 1000
+def cost(kind: str, L: int, position: float, rows: int = 1) -> float:
+    """Seconds a step of width L over `rows` rows costs where the output is `position` (0..1) done: between the
+    one-row and 8-row costs, linear in the rows (emoji-video at width 8, whole runs: 8.9, 12.4, 21.3 and 33.3 ms a
+    step at 1, 2, 4 and 8 rows)."""
+    def at(costs):
+        by_width, growth = costs
+        return by_width[L] * (1 + growth * position) / 1000
+    one = at(COSTS[kind, 1])
+    return one if rows == 1 else one + (at(COSTS[kind, 8]) - one) * (rows - 1) / 7
+
+
+class Clock:
+    """Adds up the virtual cost of each step: its width, where the row furthest behind started it, the rows run."""
+
+    def __init__(self, kind: str, stay: bool):
+        self.kind, self.stay, self.elapsed, self.rows = kind, stay, 0.0, 1
+
+    def running(self, state) -> None:  # before a step
+        self.rows = state.batch_size if self.stay else int(state.active.sum())
+
+    def tick(self, L: int, position: float) -> float:
+        seconds = cost(self.kind, L, position, self.rows)
+        self.elapsed += seconds
+        return seconds
 
 
 class ClockedAuto(AutoWindow):
-    """AutoWindow that is told each step's virtual cost instead of its time, and adds them up."""
+    """AutoWindow that is told each step's virtual cost instead of its time."""
 
-    def __init__(self, costs: tuple[dict[int, float], float], **kwargs):
+    def __init__(self, clock: Clock, **kwargs):
         super().__init__(**kwargs)
-        self.costs, self.elapsed = costs, 0.0
+        self.clock = clock
+
+    def __call__(self, state) -> int:
+        self.clock.running(state)
+        return super().__call__(state)
 
     def observe(self, state, k, seconds) -> None:
-        seconds = cost(self.costs, self.window, self.position)  # (position: where this step started)
-        self.elapsed += seconds
-        super().observe(state, k, seconds)
+        super().observe(state, k, self.clock.tick(self.window, self.position))  # (position: where the step started)
 
 
 class ClockedFixed(FixedWindow):
-    def __init__(self, window: int, costs: tuple[dict[int, float], float]):
+    def __init__(self, window: int, clock: Clock):
         super().__init__(window)
-        self.costs, self.elapsed = costs, 0.0
+        self.clock = clock
+
+    def __call__(self, state) -> int:
+        self.clock.running(state)
+        return super().__call__(state)
 
     def observe(self, state, k, seconds) -> None:
         lagging = lagging_tokens(state, k)
         if lagging is not None:
-            self.elapsed += cost(self.costs, self.max_window, lagging[1] / state.length)
+            self.clock.tick(self.max_window, lagging[1] / state.length)
 
 
-def policy(variant: str, pipe, costs: tuple[dict[int, float], float]) -> "ClockedAuto | ClockedFixed":
+def policy(variant: str, pipe, clock: Clock) -> "ClockedAuto | ClockedFixed":
     if variant.startswith("fixed"):
-        return ClockedFixed(int(variant[len("fixed"):]), costs)
+        return ClockedFixed(int(variant[len("fixed"):]), clock)
     memory = WindowMemories(None, pipe.window_memory.device, pipe.window_memory.prior)["exact"]  # a first call
-    auto = ClockedAuto(costs, max_window=pipe.default_window, memory=memory)
+    auto = ClockedAuto(clock, max_window=pipe.default_window, memory=memory)
     for setting in [] if variant == "base" else variant.split("+"):
         name, value = setting.split("=")
         if not hasattr(AutoWindow, name):
@@ -77,16 +106,18 @@ def policy(variant: str, pipe, costs: tuple[dict[int, float], float]) -> "Clocke
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("kind", choices=["image", "video"])
-    ap.add_argument("--rows", type=int, default=1, choices=[1, 8], help="1: each prompt alone; 8 (video): the four "
+    ap.add_argument("--rows", type=int, default=1, choices=[1, 8], help="1: each prompt alone; 8: the four "
                     "prompts x 2 in one batch")
     ap.add_argument("--seeds", type=int, default=4)
     ap.add_argument("--first-seed", type=int, default=0, help="seeds first-seed .. first-seed + seeds - 1")
     ap.add_argument("--variants", default="base", help="comma-separated (see the module's docstring)")
+    ap.add_argument("--done-rows", choices=["leave", "stay"], default="leave", help="at 8 rows: whether the rows "
+                    "that are done leave the forwards (mmspec.adapters.rows) or ride along to the end")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     if (args.kind, args.rows) not in COSTS:
         raise SystemExit(f"no step costs for {args.kind} at {args.rows} rows: {sorted(COSTS)}")
-    costs, variants = COSTS[args.kind, args.rows], args.variants.split(",")
+    variants = args.variants.split(",")
     pipe = load_pipeline(args.kind, window_cache="off")
     prompts = PROMPTS[args.kind]
     batches = [[p] for p in prompts] if args.rows == 1 else [prompts]
@@ -100,11 +131,11 @@ def main(argv=None) -> dict:
                 if args.kind == "video":  # the same first frames for every variant
                     call["image"] = pipe.image_model([p for p in batch for _ in range(per_prompt)], seed=seed,
                                                      method="ar")
-                clocked = policy(v, pipe, costs)
-                out = pipe(batch, method="exact", window=clocked, **call)
+                clock = Clock(args.kind, stay=args.done_rows == "stay")
+                out = pipe(batch, method="exact", window=policy(v, pipe, clock), **call)
                 N = out.stats.commit_step.shape[1]
-                ar = sum(cost(costs, 1, n / N) for n in range(N))
-                ratios[v][-1].append(ar / clocked.elapsed)
+                ar = sum(cost(args.kind, 1, n / N, args.rows) for n in range(N))  # (AR's rows finish together)
+                ratios[v][-1].append(ar / clock.elapsed)
         print(", ".join(batch), " ".join(f"{v}: {np.mean(ratios[v][-1]):.3f}x" for v in variants), flush=True)
     summary = {}
     for v in variants:

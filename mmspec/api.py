@@ -7,6 +7,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 from mmspec.adapters.base import Target
+from mmspec.adapters.rows import ActiveRows
 from mmspec.layouts import FREE, Layout
 from mmspec.loop import decode
 from mmspec.methods import DEFAULT_METHOD, DEFAULT_WINDOW, Method, resolve_method
@@ -69,6 +70,8 @@ def generate(target: Target, condition: Any, layout: Layout, *, method: "str | d
     session = target.session(condition, layout, cfg=sampling.cfg, num_samples=num_samples,
                              max_window=L + method.tree_nodes)
     B, device = session.batch_size, session.device
+    if B > 1 and not compile and hasattr(session, "select"):  # (a compiled step keeps its shapes: every row)
+        session = ActiveRows(session)
     seeds = _seeds(seed, B)
     N = layout.length
     state = DecodeState(

@@ -24,9 +24,19 @@ class StaticKVCache:
         self.v = torch.zeros(shape, dtype=dtype, device=device)
         self.lengths = torch.zeros(batch, dtype=torch.long, device=device)  # [B] valid slots
         self.first = torch.zeros(batch, dtype=torch.long, device=device)  # [B] slots before it are padding
-        # views made once (k, v are never reallocated), so a forward's layers index Python tuples, not tensors:
+        self._views()
+
+    def _views(self) -> None:
+        # made once per k, v (only `select` reallocates them), so a forward's layers index Python tuples, not tensors:
+        layers, dim = self.k.shape[0], self.k.shape[4]
         self.layers = (self.k.unbind(0), self.v.unbind(0))  # per layer [B, H, S, D]
-        self.rows = tuple(kv.view(layers, -1, head_dim).unbind(0) for kv in (self.k, self.v))  # [B * H * S, D]
+        self.rows = tuple(kv.view(layers, -1, dim).unbind(0) for kv in (self.k, self.v))  # [B * H * S, D]
+
+    def select(self, rows: torch.Tensor) -> None:
+        """Keep only the rows `rows` [B'] (in that order): a copy of their keys and values, once."""
+        self.k, self.v = self.k.index_select(1, rows), self.v.index_select(1, rows)
+        self.lengths, self.first = self.lengths[rows], self.first[rows]
+        self._views()
 
     @property
     def max_len(self) -> int:

@@ -1,10 +1,11 @@
 """The decode loop, the only one: prefill -> (window -> propose -> one target forward -> verify -> commit).
 
 Every row of the batch verifies the same number of positions per forward (static shapes) but has
-its own committed length, acceptance and random streams; rows that are done ride along masked.
+its own committed length, acceptance and random streams; rows that are done ride along masked, and
+leave the target's forwards where the session can drop them (mmspec.adapters.rows.ActiveRows).
 The window policy may change L from step to step; each step's verification is lossless by itself.
 
-The loop decides L and when to stop: one read of the device per step (whether any row still runs).
+The loop decides L and when to stop: one read of the device per step (how many rows still run).
 What follows the drafts, the target forward, p, verification and commit, is `VerifyStep`: a function
 of tensors for a window of L with no read of the device inside, which `compile=True` compiles whole
 (`fullgraph=True`, one graph per window width; CUDA graphs on a GPU).
@@ -44,8 +45,16 @@ def decode(session: Session, drafter: Drafter, verifier: Verifier, policy: Windo
     keep_in_step = state.batch_size > 1 and device.type == "cpu"
     drafter.start(state, context or Context())
     policy.start(session, state)
-    while state.active.any():  # the step's one read of the device
-        t_step = time.perf_counter()  # the previous step's work is done: active.any() waited for it
+    follow = getattr(session, "follow", None)  # a session that can drop the rows that are done (ActiveRows)
+    rows = state.batch_size  # the rows the target's forwards run
+    while True:
+        running = int(state.active.sum())  # the step's one read of the device
+        if not running:
+            break
+        if follow is not None and running < rows:
+            follow(state.active)
+            rows = running
+        t_step = time.perf_counter()  # the previous step's work is done: the read waited for it
         L = _checked(policy(state), state.max_window)
         ahead = state.forced_ahead()
         widened = ahead >= L  # forced tokens fill the window: take their whole run and the token after it

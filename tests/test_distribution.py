@@ -170,3 +170,19 @@ def test_the_test_has_power_against_testing_branch_children_under_the_chains_q()
     wrong = dataclasses.replace(right, verifier=IgnoresBranchQ(RejectionVerifier()))
     assert chi_square_pvalue(_sample(target, mmspec.Sequence1D(3), sampling, right), law) > ALPHA
     assert chi_square_pvalue(_sample(target, mmspec.Sequence1D(3), sampling, wrong), law) < ALPHA
+
+
+def _select_with_the_wrong_null_rows(self, rows):
+    """Wrong: the rows kept take the null rows (CFG) of other rows, numbered from the batch left, not the batch."""
+    R = torch.cat([rows, rows + len(rows)])
+    self.cache.select(R)
+    self.lengths, self.start_embedding = self.lengths[R], self.start_embedding[R]
+    self.batch_size = len(rows)
+
+
+def test_the_test_has_power_against_rows_left_with_the_wrong_null_rows(monkeypatch):
+    """Rows that are done leave the forwards of the reference GPT's session (mmspec.adapters.rows), here at every
+    step of the 20,000 rows: the gpt-grid law tests above pass through it, and catch a wrong choice of rows."""
+    target, _, layout, sampling, law = case("gpt-grid")
+    monkeypatch.setattr(mmspec.adapters.base.PrefixSession, "select", _select_with_the_wrong_null_rows)
+    assert chi_square_pvalue(_sample(target, layout, sampling, "coupled"), law) < ALPHA

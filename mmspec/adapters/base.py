@@ -112,6 +112,16 @@ class PrefixSession:
         self.cache.advance(slots)
         return (logits[: self.batch_size], logits[self.batch_size:]) if self.cfg else (logits, None)
 
+    def select(self, rows: torch.Tensor) -> None:
+        """Keep only the batch rows `rows` [B'] (and their CFG null rows), in that order: rows that are done leave
+        the cache and every later forward (mmspec.adapters.rows.ActiveRows)."""
+        if self.prompt is not None:
+            self.prompt = [self.prompt[r] for r in rows.tolist()]
+        R = torch.cat([rows, rows + self.batch_size]) if self.cfg else rows
+        self.cache.select(R)
+        self.lengths, self.start_embedding = self.lengths[R], self.start_embedding[R]
+        self.batch_size, self.features = len(rows), None
+
     def adopt(self, nodes: torch.Tensor) -> None:
         nodes = nodes.repeat(2 if self.cfg else 1, 1)
         first = self._slots[:, :1]  # [R, 1] the slot of the window's first node
