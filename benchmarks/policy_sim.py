@@ -21,17 +21,18 @@ import torch
 from mmspec.bench import PROMPTS
 from mmspec.pipelines import load_pipeline
 from mmspec.pipelines.base import WindowMemories
-from mmspec.window import AutoWindow, FixedWindow, lagging_tokens
+from mmspec.window import AutoWindow, FixedWindow, batch_progress
 
 # (kind, rows) -> ms per step at the start of the output by width, and how much a step's cost has grown by its end
 # (2026-12-01, bundled models, 1 thread: at one row from traces of `auto`, emoji-image's AR 3.3 ms at the top and 4.3
-# at the bottom; emoji-video at 8 rows, CFG's 16 sequences, from whole runs at fixed widths, the four prompts x 2 in
-# one batch: 5.7 s for AR's 448 steps, 5.1 s for 8's 152, 6.1 s for 16's 111, 5.6 s for 4's 228; emoji-image at 8 rows
-# from the step costs `auto` timed near the top of the output, growing as at one row)
+# at the bottom; emoji-video at 8 rows, CFG's 16 sequences, the four prompts x 2 in one batch, every row to the end:
+# the median step in the first quarter of the clip at each fixed width, the least of 3 runs, `exact` at 1 for AR,
+# growing by 0.6-0.9 of it by the last quarter; emoji-image at 8 rows from the step costs `auto` timed near the top
+# of the output, growing as at one row)
 COSTS = {("image", 1): ({1: 3.3, 4: 4.4, 8: 5.2, 16: 6.6}, 0.3),
          ("image", 8): ({1: 5.0, 4: 7.5, 8: 13.0, 16: 21.0}, 0.3),
          ("video", 1): ({1: 5.6, 4: 6.0, 8: 7.0, 16: 9.0, 32: 15.0, 64: 21.0}, 0.3),
-         ("video", 8): ({1: 8.5, 4: 16.5, 8: 22.5, 16: 37.0, 32: 80.0, 64: 160.0}, 1.0)}
+         ("video", 8): ({1: 7.9, 4: 13.7, 8: 19.7, 16: 33.1, 32: 64.5, 64: 129.6}, 0.7)}
 
 
 def cost(kind: str, L: int, position: float, rows: int = 1) -> float:
@@ -85,7 +86,7 @@ class ClockedFixed(FixedWindow):
         return super().__call__(state)
 
     def observe(self, state, k, seconds) -> None:
-        lagging = lagging_tokens(state, k)
+        lagging = batch_progress(state, k)
         if lagging is not None:
             self.clock.tick(self.max_window, lagging[1] / state.length)
 

@@ -83,6 +83,36 @@ def test_auto_counts_the_row_furthest_behind_a_batch_ends_with_it():
     assert chosen[-40:].count(1) > 30
 
 
+class Progress(mmspec.window.FixedWindow):
+    """A fixed window that adds up what `batch_progress` counts, and what the old count (the tokens the row furthest
+    behind committed) would have."""
+
+    def __init__(self, window):
+        super().__init__(window)
+        self.progress, self.steps, self.rearmost = 0, 0, 0
+
+    def observe(self, state, k, seconds):
+        tokens, start = mmspec.window.batch_progress(state, k)
+        self.progress, self.steps = self.progress + tokens, self.steps + 1
+        before = torch.where(k > 0, state.n - k, state.length)
+        self.rearmost += int(k[before == start].min())
+
+
+@pytest.mark.parametrize("window", [4, 8])
+def test_batch_progress_adds_up_to_the_output_as_rows_finish_apart(window):
+    """The rearmost row's progress sums to N over a batch's steps (so N / steps is its mean, what a batch runs at a
+    fixed width), while rows finish apart and leave; the tokens of the row furthest behind, counted before, sum
+    to more (6-12% here: 8 samples of one class overtake one another): they credit bursts that only leave another
+    row behind."""
+    layout = mmspec.Grid2D(8, 8)
+    policy = Progress(window)
+    g = mmspec.generate(mmspec.ReferenceTarget(tiny_gpt(vocab_size=16, block_size=128)), torch.tensor([0]), layout,
+                        method="coupled", num_samples=8, window=policy, seed=0, sampling={"temperature": 0.5})
+    assert len(set(g.stats.nfe.tolist())) > 2  # rows finished apart
+    assert policy.progress == layout.length and policy.steps == g.stats.total_nfe
+    assert policy.rearmost > 1.05 * layout.length
+
+
 def test_auto_judges_each_width_by_its_own_steps():
     # a wide window's first slots carry more Jacobi iterations than a narrow window ever gives its own: here 16
     # commits 6 per step and 4 only 2. Crediting 4 with min(6, 4) for each step at 16 would make 4 look better than

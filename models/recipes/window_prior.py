@@ -1,6 +1,7 @@
 """Measure a bundled model's acceptance prior, models/<model>/window-prior.json: for each method that runs with
-window="auto", the tokens committed per step by the row furthest behind (as AutoWindow counts them) at each of
-AutoWindow's candidate windows, at 1 row and at larger batches, from real generations under the model's default
+window="auto", the tokens per step by which the batch's rearmost row moved (`batch_progress`, as AutoWindow counts
+them; at one row, the tokens committed) at each of AutoWindow's candidate windows, at 1 row and at larger batches
+(`--rows 4,8` measures those only and keeps the rest of the file), from real generations under the model's default
 sampling; overall and by band of the output (`BANDS` equal shares of its indices, by where the step starts: the
 top rows of an emoji commit 1.4 tokens per step at 16, the rows below 1.9-2.6). AutoWindow starts from it (mmspec.window.load_prior) and probes each width's step cost on the running
 device with a few real steps, so that a first call need not explore from plain AR.
@@ -21,7 +22,7 @@ import torch
 
 from mmspec.bench import PROMPTS
 from mmspec.pipelines import load_pipeline
-from mmspec.window import PRIOR_FILE, AutoWindow, FixedWindow, lagging_tokens
+from mmspec.window import PRIOR_FILE, AutoWindow, FixedWindow, batch_progress
 
 METHODS = ["exact", "coupled", "gumbel", "jacobi", "lookup", "pac"]
 ROWS = {"image": [1, 4, 8, 16], "video": [1, 8], "text": [1, 4]}
@@ -43,11 +44,11 @@ class CountingWindow(FixedWindow):
         if self.skip > 0:
             self.skip -= 1
             return
-        lagging = lagging_tokens(state, k)
-        if lagging is not None:  # (its start: AutoWindow's position)
-            lag, start = lagging
+        progress = batch_progress(state, k)
+        if progress is not None:  # (its start: AutoWindow's position)
+            tokens, start = progress
             band = min(start * BANDS // state.length, BANDS - 1)
-            self.tokens[band] += lag
+            self.tokens[band] += tokens
             self.steps[band] += 1
 
 
@@ -98,18 +99,24 @@ def main() -> None:
     folder = Path(__file__).resolve().parents[1] / {"image": "emoji-image", "video": "emoji-video",
                                                     "text": "code-text"}[args.kind]
     path = folder / PRIOR_FILE
-    if path.is_file():  # the methods not measured now keep what the file holds
+    if path.is_file():  # the methods and batch sizes not measured now keep what the file holds
         before = json.loads(path.read_text())
-        tokens = {**before["tokens_per_step"], **tokens}
-        by_band = {**before.get("tokens_per_step_by_band", {}), **by_band}
-        steps = {**before.get("steps_counted", {}), **steps}
-    out = {"about": "tokens committed per step by the row furthest behind, by method, batch size and window, "
+        tokens, by_band, steps = (_merged(before.get(field, {}), new) for field, new in (
+            ("tokens_per_step", tokens), ("tokens_per_step_by_band", by_band), ("steps_counted", steps)))
+    out = {"about": "tokens per step by which the batch's rearmost row moved (mmspec.window.batch_progress), by "
+                    "method, batch size and window, "
                     "under the model's default sampling, overall and by band of the output (equal shares of its "
                     "indices, by where the step starts); written by models/recipes/window_prior.py",
            "sampling": pipe.default_sampling, "prompts": PROMPTS[args.kind], "seeds": args.seeds,
            "tokens_per_step": tokens, "tokens_per_step_by_band": by_band, "steps_counted": steps}
     path.write_text(json.dumps(out, indent=1) + "\n")
     print("wrote", path)
+
+
+def _merged(saved: dict, measured: dict) -> dict:
+    """method -> batch size -> figures: what was measured now over what the file held."""
+    return {method: {**saved.get(method, {}), **{str(rows): v for rows, v in measured.get(method, {}).items()}}
+            for method in {**saved, **measured}}
 
 
 if __name__ == "__main__":
