@@ -132,3 +132,20 @@ def test_text_rows_that_stop_early_leave_too(method, monkeypatch):
     assert len(set(got.lengths.tolist())) > 2 and min(rows) < 4  # rows stopped apart and left
     monkeypatch.setattr(ActiveRows, "follow", lambda self, active: None)
     _same(got, run())
+
+
+def test_a_draft_models_rows_leave_its_forwards_too(monkeypatch):
+    rows = []
+    forward = mmspec.adapters.base.PrefixSession.forward
+
+    def counted(self, tokens, start, tree=None):
+        rows.append((id(self), tokens.shape[0]))
+        return forward(self, tokens, start, tree)
+
+    monkeypatch.setattr(mmspec.adapters.base.PrefixSession, "forward", counted)
+    _run("draft-model", window=4)
+    sessions = {s for s, _ in rows}
+    assert len(sessions) == 2  # the target's and the draft model's
+    for s in sessions:
+        mine = [r for t, r in rows if t == s]
+        assert mine[0] == 6 and min(mine) < 6 and mine == sorted(mine, reverse=True)
