@@ -46,7 +46,7 @@ def main(argv=None) -> dict:
     for _ in range(args.rounds):
         for run in runs:
             name, window, leave = run
-            ActiveRows.follow = follow if leave else (lambda self, active: None)
+            ActiveRows.follow = follow if leave else (lambda self, active, running: None)
             pipe.window_memory = WindowMemories(None, pipe.window_memory.device, pipe.window_memory.prior)
             c0 = time.process_time()
             out = pipe(prompts, method="ar" if name == "ar" else "exact", window=window, **call)

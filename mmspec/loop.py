@@ -46,14 +46,12 @@ def decode(session: Session, drafter: Drafter, verifier: Verifier, policy: Windo
     drafter.start(state, context or Context())
     policy.start(session, state)
     follow = getattr(session, "follow", None)  # a session that can drop the rows that are done (ActiveRows)
-    rows = state.batch_size  # the rows the target's forwards run
     while True:
         running = int(state.active.sum())  # the step's one read of the device
         if not running:
             break
-        if follow is not None and running < rows:
-            follow(state.active)
-            rows = running
+        if follow is not None:
+            follow(state.active, running)
         t_step = time.perf_counter()  # the previous step's work is done: the read waited for it
         L = _checked(policy(state), state.max_window)
         ahead = state.forced_ahead()
@@ -84,7 +82,7 @@ RECOMPILE_LIMIT = 256
 def _elapsed(since: float, device: torch.device) -> float:
     """Seconds since `since`, the device's work included: an accelerator runs a step after its launches have
     returned, so without the wait a policy would time the launches alone, about the same at any width. (The next
-    step's `active.any()` would wait for the same work: the wait costs nothing.)"""
+    step's read of the rows still running would wait for the same work: the wait costs nothing.)"""
     if device.type != "cpu":
         torch.accelerator.synchronize(device)
     return time.perf_counter() - since

@@ -34,8 +34,11 @@ class ActiveRows:
     def features(self) -> torch.Tensor | None:
         return self._whole(self.inner.features)
 
-    def follow(self, active: torch.Tensor) -> None:
-        """active [B] bool: the rows still generating; the others leave the inner session for good."""
+    def follow(self, active: torch.Tensor, running: int) -> None:
+        """active [B] bool: the rows still generating, `running` of them (the caller's read of the device); the others
+        leave the inner session for good. Nothing to do while as many run as before."""
+        if running == (self.batch_size if self.rows is None else len(self.rows)):
+            return
         rows = active.nonzero().squeeze(1)  # [B']
         kept = rows if self.rows is None else torch.searchsorted(self.rows, rows)  # their places in the inner batch
         self.inner.select(kept)

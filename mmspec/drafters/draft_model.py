@@ -32,7 +32,6 @@ class DraftModelDrafter:
                                      num_samples=context.num_samples, max_window=state.max_window + 1 + self.tree_nodes)
         # rows that are done leave the draft model's forwards too (as the target's: mmspec.adapters.rows)
         self.session = ActiveRows(session) if state.batch_size > 1 and hasattr(session, "select") else session
-        self.rows = state.batch_size  # the rows its forwards run
         self.synced = torch.full_like(state.n, -1)  # [B] the draft cache holds committed indices < synced
         self.fed = None  # [B] indices < fed were fed by the last propose (None: it drafted nothing)
 
@@ -43,9 +42,8 @@ class DraftModelDrafter:
             return Draft.copied(state.seq.new_zeros(B, 0))
         # indices synced .. n-1 (the last one `pending`), and the rows still running: one read of the device
         width, running = torch.stack([(state.n - self.synced).max(), state.active.sum()]).tolist()
-        if running < self.rows and isinstance(self.session, ActiveRows):
-            self.session.follow(state.active)
-            self.rows = running
+        if isinstance(self.session, ActiveRows):
+            self.session.follow(state.active, running)
         # a row that needs fewer than `width` tokens may reach back past index -1 (early rows, when another
         # row re-feeds a proactive branch): it starts at -1 instead, and its pending token sits at column n - start - 1
         start = (state.n - width).clamp(min=-1)

@@ -54,7 +54,7 @@ def test_rows_that_are_done_leave_the_forwards_and_nothing_else_changes(method, 
     rows = _forward_rows(monkeypatch)
     got = _run(method, sampling, window=CycleWindow((5, 2, 7)))
     ran = list(rows)
-    monkeypatch.setattr(ActiveRows, "follow", lambda self, active: None)  # every row to the end, as before
+    monkeypatch.setattr(ActiveRows, "follow", lambda self, active, running: None)  # every row to the end, as before
     _same(got, _run(method, sampling, window=CycleWindow((5, 2, 7))))
     if method != "ar":  # (AR's rows finish together)
         assert ran[0] == 6 and min(ran) < 6, "no row left the batch"
@@ -130,7 +130,7 @@ def test_text_rows_that_stop_early_leave_too(method, monkeypatch):
     rows = _forward_rows(monkeypatch)
     got = run()
     assert len(set(got.lengths.tolist())) > 2 and min(rows) < 4  # rows stopped apart and left
-    monkeypatch.setattr(ActiveRows, "follow", lambda self, active: None)
+    monkeypatch.setattr(ActiveRows, "follow", lambda self, active, running: None)
     _same(got, run())
 
 
