@@ -108,7 +108,8 @@ class _GridPipeline(Pipeline):
         rows = [p for p in prompts for _ in range(num_outputs)]
         started = time.perf_counter()
         method, policy = self._plan(method, window)  # before a first frame is drawn
-        given, extra = self._given(rows, image, mask, seed=seed, progress_bar=progress_bar)
+        given, extra = self._given(rows, image, mask, seed=seed, progress_bar=progress_bar,
+                                   speculate=(method.window or policy) != 1)
         cond = self.condition(prompts)
         run = partial(generate, self.target, cond, self.layout, seed=seed, num_samples=num_outputs, given=given)
         out, summary = self._generate(run, total=len(rows) * self.layout.length, method=method, policy=policy,
@@ -271,14 +272,16 @@ class VideoPipeline(_GridPipeline):
         given[:, : frames.shape[1]] = frames
         return given, extra
 
-    def _render_first_frames(self, rows, *, seed, progress_bar) -> "ImageOutput":
+    def _render_first_frames(self, rows, *, seed, progress_bar, speculate: bool) -> "ImageOutput":
         """One picture per video row by the first-frame model, of what its prompt asks for (with staging, the
-        subject it names), with the same seed. Drawn with `exact` (plain AR's tokens for the seed, at the image
-        model's own sampling) whatever the video's method: every method starts a video from the same picture, so
-        methods differ only in what they are asked to (the frames after it) and a greedy video is the same under
-        every method."""
+        subject it names), with the same seed: plain AR's picture for the seed, at the image model's own sampling,
+        whatever the video's method. Every method starts a video from the same picture, so methods differ only in
+        what they are asked to (the frames after it) and a greedy video is the same under every method. A video
+        that speculates draws it with `exact` (AR's tokens, fewer forwards); one that does not (`ar`, window 1)
+        with plain `ar`, so that a plain run, the baseline speed-ups are measured against, is plain throughout."""
         subjects = [self.staging.subject(r) for r in rows] if self.staging is not None else rows
-        return self.image_model(subjects, seed=seed, method="exact", window="auto", progress_bar=progress_bar)
+        method, window = ("exact", "auto") if speculate else ("ar", 1)
+        return self.image_model(subjects, seed=seed, method=method, window=window, progress_bar=progress_bar)
 
     def _staged(self, picture, prompt: str):
         """A first-frame model's picture -> the first frame the video model expects for the prompt."""

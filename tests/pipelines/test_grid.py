@@ -86,9 +86,12 @@ def test_text_to_image_to_video_stages_the_image_models_picture_as_frame_zero(ti
     pictures = video.image_model(["apple", "apple", "red heart", "red heart"], seed=3, method="ar")
     frames = torch.stack([video._image_frame(video._staged(p, r)) for p, r in zip(pictures.images, rows)])
     assert torch.equal(out.tokens[:, : frames.shape[1]], frames)
-    assert 0 < out.summary["first_frame"]["nfe"] <= pictures.summary["nfe"]  # drawn with exact: ar's tokens
+    assert out.summary["first_frame"]["nfe"] == pictures.summary["nfe"]  # a plain video's picture is drawn plainly
     exact = video(["bounce apple", "red heart green background"], num_outputs=2, method="exact", window=3, seed=3)
     assert torch.equal(exact.tokens, out.tokens)  # image and video both seed-exact: the whole clip equals ar's
+    assert exact.summary["first_frame"]["nfe"] < pictures.summary["nfe"]  # a speculative one's with exact
+    at_one = video(["bounce apple", "red heart green background"], num_outputs=2, method="exact", window=1, seed=3)
+    assert at_one.summary["first_frame"]["nfe"] == pictures.summary["nfe"]  # window 1 speculates nothing
     coupled = video(["bounce apple", "red heart green background"], num_outputs=2, method="coupled", window=3, seed=3)
     assert torch.equal(coupled.tokens[:, : frames.shape[1]], frames)  # frame 0 is drawn the same for every method
     with pytest.raises(ValueError, match="one per video"):
