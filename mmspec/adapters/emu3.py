@@ -76,8 +76,8 @@ class Emu3Image:
 
         from mmspec.loading import load_pretrained
 
-        model = load_pretrained(Emu3ForConditionalGeneration, path, "Emu3", dtype, False, {"emu3"})
-        return cls(model.to(device), **tokens)
+        return cls(load_pretrained(Emu3ForConditionalGeneration, path, "Emu3", dtype, False, {"emu3"}, device),
+                   **tokens)
 
     def layout(self, height: int, width: int) -> Grid2D:
         return emu3_layout(self.model, height, width, self.eoi_token_id, self.eos_token_id)

@@ -36,8 +36,7 @@ class JanusImage:
 
         from mmspec.loading import load_pretrained
 
-        model = load_pretrained(JanusForConditionalGeneration, path, "Janus", dtype, False, {"janus"})
-        return cls(model.to(device))
+        return cls(load_pretrained(JanusForConditionalGeneration, path, "Janus", dtype, False, {"janus"}, device))
 
     @property
     def grid_size(self) -> int:

@@ -26,11 +26,11 @@ class HFCausalLM:
         from mmspec.loading import load_pretrained
 
         model = load_pretrained(AutoModelForCausalLM, path, "causal LM", dtype, trust_remote_code,
-                                None if trust_remote_code else set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES))
+                                None if trust_remote_code else set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES), device)
         tokenizer = None
         if any(Path(path).glob("tokenizer*")):
             tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True, trust_remote_code=trust_remote_code)
-        return cls(model.to(device), tokenizer)
+        return cls(model, tokenizer)
 
     @property
     def default_sampling(self) -> dict:

@@ -272,7 +272,7 @@ class VideoPipeline(_GridPipeline):
         given[:, : frames.shape[1]] = frames
         return given, extra
 
-    def _render_first_frames(self, rows, *, seed, progress_bar, speculate: bool) -> "ImageOutput":
+    def _render_first_frames(self, rows, *, seed, progress_bar, speculate: bool = True) -> "ImageOutput":
         """One picture per video row by the first-frame model, of what its prompt asks for (with staging, the
         subject it names), with the same seed: plain AR's picture for the seed, at the image model's own sampling,
         whatever the video's method. Every method starts a video from the same picture, so methods differ only in

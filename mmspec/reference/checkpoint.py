@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from mmspec.loading import check_folder, load_strict, read_safetensors
+from mmspec.loading import check_folder, decode_layout, load_strict, read_safetensors
 from mmspec.reference.gpt import GPT, GPTConfig
 
 # LlamaGen's GPT_models table: (n_layer, n_head, dim)
@@ -55,7 +55,7 @@ def load_gpt(path: str | Path, dtype: torch.dtype = torch.float32, device="cpu")
     path = check_folder(path, "reference GPT")
     model = GPT(load_config(path))
     load_strict(model, read_safetensors(path / "model.safetensors"), str(path))
-    return model.to(device=device, dtype=dtype).eval()
+    return decode_layout(model.to(device=device, dtype=dtype).eval())
 
 
 def llamagen_config(model: "str | tuple[int, int, int]" = "GPT-B", image_size: int = 256, downsample: int = 16, vocab_size: int = 16384,
@@ -99,7 +99,7 @@ def load_llamagen(file: str | Path, allow_pickle: bool = False, dtype: torch.dty
     """A LlamaGen GPT checkpoint into the reference GPT; `config` as for `llamagen_config`."""
     model = GPT(llamagen_config(**config))
     load_strict(model, read_llamagen_state_dict(file, allow_pickle), str(file))
-    return model.to(dtype).eval()
+    return decode_layout(model.to(dtype).eval())
 
 
 def convert_llamagen(file: str | Path, out: str | Path, allow_pickle: bool = False, **config) -> Path:

@@ -37,7 +37,7 @@ import torch.nn.functional as F
 from safetensors.torch import save_file
 from torch import nn
 
-from mmspec.loading import check_folder, load_strict, read_safetensors
+from mmspec.loading import check_folder, decode_layout, load_strict, read_safetensors
 from mmspec.reference.gpt import RMSNorm, rope_angles
 
 ARCHITECTURE = "LlamaForCausalLMEagle3"
@@ -248,4 +248,4 @@ def load_head(path: str | Path, target_layers: int | None = None, dtype: torch.d
     load_strict(head, sd, str(path), optional=frozenset({"d2t", "t2d"}))  # a full draft vocabulary needs no maps
     if embed is not None:
         head.embed_tokens = nn.Embedding.from_pretrained(embed.float(), freeze=True)
-    return head.to(device=device, dtype=dtype).eval()
+    return decode_layout(head.to(device=device, dtype=dtype).eval())

@@ -1,0 +1,66 @@
+"""Loaded models are laid out for decoding: Linear weights input-major in memory, nothing else changed."""
+import pytest
+import torch
+from safetensors.torch import load_file
+from torch import nn
+
+from mmspec import HFCausalLM
+from mmspec.loading import decode_layout
+from mmspec.reference.checkpoint import load_gpt, save_gpt
+from mmspec.reference.eagle import load_head, save_head
+from tiny import tiny_gpt, tiny_head, tiny_llama
+
+
+def _input_major(w: torch.Tensor) -> bool:
+    return w.stride() == (1, w.shape[0])
+
+
+def test_a_loaded_gpt_computes_the_same_logits_and_saves_the_same_file(tmp_path):
+    model = tiny_gpt(dtype=torch.float32)
+    save_gpt(model, tmp_path / "gpt")
+    loaded = load_gpt(tmp_path / "gpt")
+    linears = [m.weight for m in loaded.modules() if isinstance(m, nn.Linear)]
+    assert linears and all(_input_major(w) for w in linears)
+    assert not any(_input_major(m.weight) for m in loaded.modules() if isinstance(m, nn.Embedding))
+    for a, b in zip(linears, (m.weight for m in model.modules() if isinstance(m, nn.Linear))):
+        x = torch.randn(3, 5, a.shape[1])
+        assert torch.equal(a, b)
+        torch.testing.assert_close(nn.functional.linear(x, a), nn.functional.linear(x, b))
+    save_gpt(loaded, tmp_path / "again")  # a decode-laid-out model saves as any other
+    first, again = (load_file(str(tmp_path / d / "model.safetensors")) for d in ("gpt", "again"))
+    assert first.keys() == again.keys() and all(torch.equal(first[k], again[k]) for k in first)
+
+
+def test_a_loaded_head_is_laid_out_and_saves_unchanged(tmp_path):
+    head = tiny_head(40, 32)
+    save_head(head, tmp_path / "head", dtype=None)
+    loaded = load_head(tmp_path / "head", target_layers=2)
+    assert _input_major(loaded.lm_head.weight) and _input_major(loaded.midlayer.self_attn.q_proj.weight)
+    save_head(loaded, tmp_path / "again", dtype=None)
+    first, again = (load_file(str(tmp_path / d / "model.safetensors")) for d in ("head", "again"))
+    assert all(torch.equal(first[k], again[k]) for k in first)
+
+
+def test_a_transformers_model_keeps_tied_output_weights_row_major(tmp_path):
+    model = tiny_llama(dtype=torch.float32)
+    model.config.tie_word_embeddings = True
+    model.tie_weights()
+    model.save_pretrained(tmp_path / "llama", safe_serialization=True)
+    loaded = HFCausalLM.from_pretrained(tmp_path / "llama").model
+    assert loaded.lm_head.weight is loaded.model.embed_tokens.weight
+    assert loaded.lm_head.weight.is_contiguous()  # an embedding looks its rows up
+    assert _input_major(loaded.model.layers[0].self_attn.q_proj.weight)
+    ids = torch.tensor([[1, 5, 7, 9]])
+    torch.testing.assert_close(loaded(ids).logits, model(ids).logits)
+
+
+def test_weights_off_the_cpu_are_left_alone():
+    layer = nn.Linear(4, 6, device="meta")
+    decode_layout(layer)
+    assert layer.weight.is_contiguous()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_a_cuda_model_is_left_alone():
+    layer = decode_layout(nn.Linear(4, 6).cuda())
+    assert layer.weight.is_contiguous()
