@@ -43,7 +43,7 @@ def run_counts(pipeline, case: CountCase, seed: int, max_new_tokens: int, **_) -
 def _calls(pipeline, case: CountCase, seed: int) -> list[dict]:
     """The pipeline calls of every entry: one batch (prompt-major, row r with seed + r), or each row alone with
     the seed it has in the batch. Video: frame 0 is rendered once here and given to every call as image=:
-    the pipeline would render the very same pictures at each call (`exact` on the image model, same seeds)."""
+    the pipeline would render the very same pictures at each call (AR's pictures for the seeds, whatever the method)."""
     prompts = prompts_for(case.kind, case.prompts)
     first = None
     if getattr(pipeline, "image_model", None) is not None:
