@@ -45,12 +45,17 @@ DRAWS = ("sample", "gumbel")
 
 
 class HeadSession:
-    """The head's cache and positions for one generation: rows as the target session's (CFG's null rows after)."""
+    """The head's cache and positions for one generation: rows as the target session's (CFG's null rows after).
+    Rows that are done leave the head's forwards when they leave the target's (mmspec.adapters.rows.ActiveRows):
+    callers keep passing and getting all rows, done ones getting zeros, as from the target."""
 
     def __init__(self, head: EagleHead, target: Session, state: DecodeState, rows: int, tree_nodes: int = 0):
         cfg, device = head.config, state.seq.device
         dtype = head.lm_head.weight.dtype
         self.head, self.target = head, target
+        self.batch, self.copies = state.batch_size, rows // state.batch_size
+        self.running: torch.Tensor | None = None  # [B'] the batch rows the cache holds, as the target's (None: all)
+        self.run: torch.Tensor | None = None  # [c * B'] their rows among the head's (CFG's null rows after)
         max_len = state.length + state.max_window + 1 + tree_nodes  # (trees: their nodes from index n on)
         self.cache = StaticKVCache(1, rows, cfg.num_key_value_heads, max_len, cfg.head_dim, dtype=dtype, device=device)
         positions = state.layout.positions().to(device)  # [N, A]; drafts past the end take the last position
@@ -71,9 +76,16 @@ class HeadSession:
         with `columns` [R, T'] only those columns of each row are carried on: the others are context, never drafts.
         With a `tree` (mmspec.tree), pair w sits in slot start + w at index start + tree.offset[w] (its RoPE
         position) and attends to the slots before the tree's A and to those of them tree.visible[w] names."""
-        head = self.head
+        head, R = self.head, tokens.shape[0]
         if tree is not None:
-            tree = tree.rows(tokens.shape[0])
+            tree = tree.rows(R)
+        run = self._follow()
+        if run is not None:  # only the rows the target still runs
+            hidden, tokens, start = hidden[run], tokens[run], start[run]
+            columns = None if columns is None else columns[run]
+            if tree is not None and tree.visible.dim() == 3:
+                tree = Tree(tree.offset[run] if tree.offset.dim() == 2 else tree.offset, tree.visible[run],
+                            tree.chain, tree.depth)
         slots = start[:, None] + torch.arange(tokens.shape[1], device=start.device)  # [R, T]
         index = slots if tree is None else start[:, None] + tree.offset  # [R, T] generated index of each pair
         view = self.cache.view(slots, None if tree is None else tree.visible)
@@ -91,7 +103,20 @@ class HeadSession:
         out, logits = head.attend(hidden, q, k, v, mask)
         self.cache.advance(slots)
         logits = logits.float()
+        if run is not None:  # [R', ..] -> [R, ..], zeros for the rows that are done
+            out, logits = (x.new_zeros(R, *x.shape[1:]).index_copy_(0, run, x) for x in (out, logits))
         return out, logits if self.to_target is None else self.to_target(logits)
+
+    def _follow(self) -> "torch.Tensor | None":
+        """The rows the target runs now (its `rows`, None: all) -> the head's rows to run ([c * B'], None: all); when
+        they changed, the cache keeps only those, one copy (rows only ever leave)."""
+        rows = getattr(self.target, "rows", None)
+        if rows is not self.running:
+            held = self.batch if self.running is None else len(self.running)
+            kept = rows if self.running is None else torch.searchsorted(self.running, rows)  # places in the cache
+            self.cache.select(torch.cat([kept + i * held for i in range(self.copies)]))
+            self.running, self.run = rows, torch.cat([rows + i * self.batch for i in range(self.copies)])
+        return self.run
 
 
 class EagleDrafter:

@@ -149,3 +149,20 @@ def test_a_draft_models_rows_leave_its_forwards_too(monkeypatch):
     for s in sessions:
         mine = [r for t, r in rows if t == s]
         assert mine[0] == 6 and min(mine) < 6 and mine == sorted(mine, reverse=True)
+
+
+@pytest.mark.parametrize("method", [{"name": "eagle"}, {"name": "eagle", "tree": [6, 3]}], ids=str)
+def test_a_draft_heads_rows_leave_its_forwards_too(method, monkeypatch):
+    from mmspec.drafters.eagle import HeadSession
+
+    rows, forward = [], HeadSession.forward
+
+    def counted(self, hidden, tokens, start, columns=None, tree=None):
+        rows.append(len(self.run) if self.run is not None else tokens.shape[0])
+        return forward(self, hidden, tokens, start, columns, tree)
+
+    monkeypatch.setattr(HeadSession, "forward", counted)
+    got = _run(method, window=4)
+    assert rows[0] == 12 and min(rows) < 12 and rows == sorted(rows, reverse=True)  # 6 rows and their null rows
+    monkeypatch.setattr(ActiveRows, "follow", lambda self, active, running: None)  # the head follows the target
+    _same(got, _run(method, window=4))
