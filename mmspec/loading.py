@@ -76,7 +76,7 @@ def decode_layout(model: torch.nn.Module) -> torch.nn.Module:
     transpose, so that x @ W.T reads W as a plain [in, out] matrix. A decode step multiplies a few rows (rows x
     window) by weights that the other layers have pushed out of the cache since the last step, and on this
     project's CPUs that product is faster from this layout (a [1, 256] x [256, 4096] product from memory: 0.7 ms
-    row-major, 0.3 ms input-major; a bundled model's step at one row: 5-19% less CPU time; benchmarks/README.md,
+    row-major, 0.3 ms input-major; a bundled model's generation: 3-15% less CPU time; benchmarks/README.md,
     "Weights laid out for decoding"). Values, shapes, state_dict keys and saved files are unchanged (savers write
     `.contiguous()` copies). A weight tied to an Embedding keeps its layout: a lookup wants rows contiguous."""
     tied = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Embedding)}
