@@ -55,11 +55,14 @@ def load_pretrained(auto_cls, path: str | Path, what: str, dtype: torch.dtype, t
                     supported: set[str] | None = None, device="cpu"):
     """A transformers model from a local folder, on `device`, laid out for decoding (`decode_layout`)."""
     from transformers import AutoConfig
+    from transformers.utils import logging as hf_logging
 
     path = check_folder(path, what)
     config = AutoConfig.from_pretrained(path, local_files_only=True, trust_remote_code=trust_remote_code)
     if supported is not None and config.model_type not in supported:
         raise ValueError(f"{what}: model type {config.model_type!r} is not supported; expected one of {sorted(supported)}")
+    shown = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # no "Loading weights" bar on every load; the caller's setting comes back
     try:
         model, info = auto_cls.from_pretrained(path, local_files_only=True, use_safetensors=True, dtype=dtype,
                                                trust_remote_code=trust_remote_code, output_loading_info=True)
@@ -67,6 +70,9 @@ def load_pretrained(auto_cls, path: str | Path, what: str, dtype: torch.dtype, t
         if "size mismatch" in str(err) or "mismatch" in str(err).lower():
             raise ValueError(f"the weights in {path} do not match its config: {err}") from None
         raise
+    finally:
+        if shown:
+            hf_logging.enable_progress_bar()
     raise_on_loading_info(info, path)
     return decode_layout(model.to(device))
 

@@ -64,3 +64,14 @@ def test_weights_off_the_cpu_are_left_alone():
 def test_a_cuda_model_is_left_alone():
     layer = decode_layout(nn.Linear(4, 6).cuda())
     assert layer.weight.is_contiguous()
+
+
+def test_loading_a_transformers_model_prints_no_progress_bar_and_keeps_the_callers_setting(tmp_path, capsys):
+    from transformers.utils import logging as hf_logging
+
+    tiny_llama(dtype=torch.float32).save_pretrained(tmp_path / "llama", safe_serialization=True)
+    capsys.readouterr()
+    hf_logging.enable_progress_bar()  # (transformers' default)
+    HFCausalLM.from_pretrained(tmp_path / "llama")
+    assert "Loading weights" not in capsys.readouterr().err
+    assert hf_logging.is_progress_bar_enabled()  # the caller's setting is back
