@@ -95,7 +95,8 @@ def test_drafting_through_the_cache_computes_what_a_causal_pass_does(tiny_models
     embed = torch.nn.Embedding(32, 24)
     target = SimpleNamespace(embed=embed)
     layout = Grid2D(4, 4)
-    state = SimpleNamespace(seq=torch.zeros(2, 20, dtype=torch.long), length=16, max_window=4, layout=layout)
+    state = SimpleNamespace(seq=torch.zeros(2, 20, dtype=torch.long), batch_size=2, length=16, max_window=4,
+                            layout=layout)
     session = HeadSession(head, target, state, rows=2)
     F = head.config.feature_size
     features, tokens = torch.randn(2, 9, F), torch.randint(32, (2, 9))
