@@ -54,10 +54,12 @@ def test_a_transformers_model_keeps_tied_output_weights_row_major(tmp_path):
     torch.testing.assert_close(loaded(ids).logits, model(ids).logits)
 
 
-def test_weights_off_the_cpu_are_left_alone():
-    layer = nn.Linear(4, 6, device="meta")
-    decode_layout(layer)
-    assert layer.weight.is_contiguous()
+def test_weights_off_the_cpu_or_not_fp32_are_left_alone():
+    for layer in (nn.Linear(4, 6, device="meta"), nn.Linear(4, 6, dtype=torch.float16),
+                  nn.Linear(4, 6, dtype=torch.bfloat16), nn.Linear(4, 6, dtype=torch.float64)):
+        decode_layout(layer)
+        assert layer.weight.is_contiguous()
+    assert _input_major(decode_layout(nn.Linear(4, 6)).weight)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
