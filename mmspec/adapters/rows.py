@@ -66,6 +66,15 @@ class ActiveRows:
         if x is None or self.rows is None:
             return x
         c = x.shape[0] // len(self.rows)
-        B = self.batch_size
-        rows = torch.cat([self.rows + i * B for i in range(c)])
-        return x.new_zeros(c * B, *x.shape[1:]).index_copy_(0, rows, x)
+        return scatter_rows(x, with_copies(self.rows, self.batch_size, c), c * self.batch_size)
+
+
+def with_copies(rows: torch.Tensor, batch: int, copies: int) -> torch.Tensor:
+    """[B'] rows of a batch of `batch` -> [c * B'] their rows in a batch held `copies` times over (CFG's null rows
+    after the others)."""
+    return torch.cat([rows + i * batch for i in range(copies)])
+
+
+def scatter_rows(x: torch.Tensor, rows: torch.Tensor, total: int) -> torch.Tensor:
+    """[R', ...] values of `rows` [R'] -> [total, ...], zeros for the other rows."""
+    return x.new_zeros(total, *x.shape[1:]).index_copy_(0, rows, x)

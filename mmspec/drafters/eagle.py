@@ -33,6 +33,7 @@ import dataclasses
 import torch
 
 from mmspec.adapters.base import Session
+from mmspec.adapters.rows import scatter_rows, with_copies
 from mmspec.cache import StaticKVCache
 from mmspec.drafters.base import Drafter
 from mmspec.reference.eagle import EagleHead
@@ -104,7 +105,7 @@ class HeadSession:
         self.cache.advance(slots)
         logits = logits.float()
         if run is not None:  # [R', ..] -> [R, ..], zeros for the rows that are done
-            out, logits = (x.new_zeros(R, *x.shape[1:]).index_copy_(0, run, x) for x in (out, logits))
+            out, logits = scatter_rows(out, run, R), scatter_rows(logits, run, R)
         return out, logits if self.to_target is None else self.to_target(logits)
 
     def _follow(self) -> "torch.Tensor | None":
@@ -114,8 +115,8 @@ class HeadSession:
         if rows is not self.running:
             held = self.batch if self.running is None else len(self.running)
             kept = rows if self.running is None else torch.searchsorted(self.running, rows)  # places in the cache
-            self.cache.select(torch.cat([kept + i * held for i in range(self.copies)]))
-            self.running, self.run = rows, torch.cat([rows + i * self.batch for i in range(self.copies)])
+            self.cache.select(with_copies(kept, held, self.copies))
+            self.running, self.run = rows, with_copies(rows, self.batch, self.copies)
         return self.run
 
 
