@@ -38,7 +38,7 @@ def test_text_cases_time_mmspec_and_transformers_on_the_same_prompts(tiny_suite)
 def test_environment_and_settings_are_recorded(tiny_suite):
     result = tiny_suite[0]
     assert {"torch", "device", "threads", "cpu", "commit"} <= set(result["environment"])
-    assert result["settings"]["default_windows"] == {"image": 16, "video": 64, "text": 6}
+    assert result["settings"]["default_windows"] == {"image": 16, "video": 64, "text": 8}
     assert result["settings"]["draft"].endswith("draft")
 
 
