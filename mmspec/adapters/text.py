@@ -6,6 +6,7 @@ from pathlib import Path
 import torch
 
 from mmspec.adapters.hf import HFSession
+from mmspec.adapters.llama import LeanLlama
 from mmspec.adapters.prompts import prompt_ids
 from mmspec.layouts import Layout, Sequence1D
 
@@ -16,6 +17,7 @@ class HFCausalLM:
     def __init__(self, model, tokenizer=None):
         self.model, self.tokenizer = model.eval(), tokenizer
         self.vocab_size = model.get_output_embeddings().weight.shape[0]
+        self.lean = LeanLlama.of(model)  # a plain Llama runs mmspec's lean forward of it; others, their own
 
     @classmethod
     def from_pretrained(cls, path: str | Path, dtype: torch.dtype = torch.float32, device="cpu",
@@ -57,12 +59,12 @@ class HFCausalLM:
             raise ValueError("text models have no null condition here: CFG (cfg_scale != 1) is not supported")
         if not isinstance(layout, Sequence1D):
             raise ValueError(f"a text model generates a Sequence1D, not {layout!r}")
-        return _TextSession(self.model, self.encode(condition), num_samples, layout, max_window)
+        return _TextSession(self.model, self.encode(condition), num_samples, layout, max_window, self.lean)
 
 
 class _TextSession(HFSession):
-    def __init__(self, model, prompts, num_samples, layout, max_window):
-        self.model = model
+    def __init__(self, model, prompts, num_samples, layout, max_window, lean: "LeanLlama | None" = None):
+        self.model, self.lean = model, lean
         super().__init__(prompts, None, num_samples, embedding=model.get_input_embeddings(),
                          text_config=model.config.get_text_config(), layout=layout, max_window=max_window,
                          vocab_size=model.get_output_embeddings().weight.shape[0], prompt_in_vocab=True)
@@ -71,4 +73,9 @@ class _TextSession(HFSession):
         return self.model.get_input_embeddings()(tokens)
 
     def logits(self, h, positions, view):
-        return self.run(self.model, h, positions, view).logits
+        if self.lean is None:
+            return self.run(self.model, h, positions, view).logits
+        logits, features = self.lean(h, positions, view, self.taps)
+        if self.taps:
+            self.features = features
+        return logits

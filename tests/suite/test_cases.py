@@ -43,7 +43,7 @@ def test_acceptance_runs_every_method_at_every_window_then_one_row_at_a_time():
         methods = ACCEPTANCE_METHODS if c.kind != "text" else TEXT_ACCEPTANCE_METHODS
         windows = {(spec_label(e.method), e.window) for e in c.entries[1:]}
         if c.one_row:
-            default = {"image": 16, "video": 64, "text": 6}[c.kind]
+            default = {"image": 16, "video": 64, "text": 8}[c.kind]
             capped = {"lookup": 8, "jacobi": min(default, 32)} if c.kind != "text" else {}
             assert windows == {(spec_label(m), capped.get(spec_label(m), default)) for m in methods}
         else:
