@@ -193,6 +193,29 @@ def tiny_llama(vocab=40, layers=2, hidden=32, seed=0, dtype=torch.float64):
     return spread_weights(LlamaForCausalLM(cfg).to(dtype).eval())
 
 
+BOS, PAD, BOI = 2, 1, 3  # tiny_janus's special ids
+
+
+def tiny_janus(n=4, codes=12, layers=2, seed=0, dtype=torch.float64):
+    """A random Janus whose image tokens form an n x n grid over `codes` VQ codes (smoke/tiny_janus.py)."""
+    from transformers import JanusConfig, JanusForConditionalGeneration
+
+    torch.manual_seed(seed)
+    text = dict(model_type="llama", vocab_size=99, hidden_size=32, num_hidden_layers=layers, num_attention_heads=4,
+                intermediate_size=37, max_position_embeddings=512, pad_token_id=PAD)
+    vision = dict(image_size=5 * n, patch_size=5, num_image_tokens=n * n, hidden_size=32, projection_dim=32,
+                  num_hidden_layers=1, num_attention_heads=4, mlp_ratio=2)
+    vq = dict(embed_dim=12, num_embeddings=codes, latent_channels=12, base_channels=32, channel_multiplier=[1, 1],
+              projection_dim=32, image_token_embed_dim=32)
+    model = JanusForConditionalGeneration(JanusConfig(text_config=text, vision_config=vision, vq_config=vq,
+                                                      image_token_id=0)).to(dtype).eval()
+    spread_weights(model, skip=("model.vqmodel", "model.vision_model"))
+    model.generation_config.bos_token_id = BOS
+    model.generation_config.pad_token_id = PAD
+    model.generation_config.generation_kwargs = {"boi_token_id": BOI}
+    return model
+
+
 def tiny_head(vocab: int, dim: int, layers=(0, 1, 2), rope_axes: int = 1, seed: int = 0, dtype=torch.float32, **kw):
     """A random EAGLE-3 head over a target of width `dim` reading its layers `layers` (hidden_states[i]), embedding
     tokens with the target's embedding; its weights spread as the targets' are: q neither matches p nor misses it,

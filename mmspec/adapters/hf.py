@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from transformers import AttentionInterface, PretrainedConfig
 
 from mmspec.adapters.base import PrefixSession
+from mmspec.adapters.llama import LeanLlama
 from mmspec.adapters.prompts import left_pad
 from mmspec.cache import CacheView, StaticKVCache
 from mmspec.layouts import Layout
@@ -75,6 +76,8 @@ class HFSession(PrefixSession):
     the ids random drafts should come from.
     """
 
+    lean: "LeanLlama | None" = None  # a lean forward of the session's decoder, where it has one
+
     def __init__(self, prompts: list[torch.Tensor], null_prompts: list[torch.Tensor] | None, num_samples: int, *,
                  embedding: torch.nn.Module, text_config: PretrainedConfig, layout: Layout, max_window: int,
                  vocab_size: int, pad_id: int = 0, prompt_in_vocab: bool = False,
@@ -102,6 +105,14 @@ class HFSession(PrefixSession):
     def positions(self, index: torch.Tensor) -> torch.Tensor:
         # drafts past the end of the layout (never committed) may run past the context: keep their ids in range
         return super().positions(index).clamp(max=(self.max_positions or 1 << 62) - 1)
+
+    def run_lean(self, h, position_ids, view: CacheView) -> torch.Tensor:
+        """The session's `lean` forward (mmspec.adapters.llama: logits, or a decoder's last hidden state) on h [R, T, D],
+        keeping the features a draft head reads, as `run` does."""
+        out, features = self.lean(h, position_ids, view, self.taps)
+        if self.taps:
+            self.features = features
+        return out
 
     def run(self, decoder: torch.nn.Module, h, position_ids, view: CacheView):
         """Run a transformers decoder on embeddings h [R, T, D] over this session's cache `view`."""

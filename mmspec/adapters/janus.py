@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 
 from mmspec.adapters.hf import HFSession
+from mmspec.adapters.llama import LeanLlama
 from mmspec.adapters.prompts import prompt_ids
 from mmspec.layouts import Grid2D, Layout
 
@@ -29,6 +30,7 @@ class JanusImage:
         self.bos_token_id = gen.bos_token_id
         self.pad_token_id = gen.pad_token_id
         self.boi_token_id = (getattr(gen, "generation_kwargs", None) or {}).get("boi_token_id")
+        self.lean = LeanLlama.of(model.model.language_model)  # its Llama decoder, lean (mmspec.adapters.llama)
 
     @classmethod
     def from_pretrained(cls, path: str | Path, dtype: torch.dtype = torch.float32, device="cpu"):
@@ -81,7 +83,8 @@ class JanusImage:
         nulls = [self.null_prompt(p) for p in prompts] if cfg else None
         return _JanusSession(self.model, prompts, nulls, num_samples, embedding=self.model.get_input_embeddings(),
                              text_config=self.model.config.text_config, layout=layout, max_window=max_window,
-                             vocab_size=self.vocab_size, pad_id=self.pad_token_id if self.pad_token_id is not None else 0)
+                             vocab_size=self.vocab_size, pad_id=self.pad_token_id if self.pad_token_id is not None else 0,
+                             lean=self.lean)
 
     @torch.no_grad()
     def decode(self, tokens: torch.Tensor) -> torch.Tensor:
@@ -91,12 +94,14 @@ class JanusImage:
 
 
 class _JanusSession(HFSession):
-    def __init__(self, model, *args, **kwargs):
-        self.model, self.lm = model, model.model.language_model
+    def __init__(self, model, *args, lean: "LeanLlama | None" = None, **kwargs):
+        self.model, self.lm, self.lean = model, model.model.language_model, lean
         super().__init__(*args, **kwargs)
 
     def embed(self, tokens):
         return self.model.prepare_embeddings_for_image_generation(tokens)
 
     def logits(self, h, positions, view):
-        return self.model.model.generation_head(self.run(self.lm, h, positions, view).last_hidden_state)
+        hidden = (self.run(self.lm, h, positions, view).last_hidden_state if self.lean is None
+                  else self.run_lean(h, positions, view))
+        return self.model.model.generation_head(hidden)

@@ -1,5 +1,6 @@
-"""A lean forward for transformers' `LlamaForCausalLM`: its weights and its arithmetic, op for op, without the Python
-transformers runs around every op (module calls, keyword plumbing, output classes, mask builders).
+"""A lean forward for transformers' Llama (`LlamaForCausalLM`, or the `LlamaModel` decoder inside Janus): its weights
+and its arithmetic, op for op, without the Python transformers runs around every op (module calls, keyword plumbing,
+output classes, mask builders).
 
 At one text row a decode step's products are small, and on a CPU that Python is a fifth of the forward (code-text,
 6 layers of width 256: 4.7 ms a one-token forward through transformers, 3.9 ms here, the same logits bit for bit).
@@ -19,37 +20,40 @@ STATIC_ROPE = ("default", "linear", "llama3", "yarn")  # inverse frequencies fix
 
 
 class LeanLlama:
-    def __init__(self, model: nn.Module):
-        cfg = model.config
+    def __init__(self, decoder: nn.Module, lm_head: "nn.Linear | None"):
+        cfg = decoder.config
         self.heads, self.kv_heads = cfg.num_attention_heads, cfg.num_key_value_heads or cfg.num_attention_heads
         self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
         self.eps = cfg.rms_norm_eps
-        self.embed, self.layers, self.norm = model.model.embed_tokens, model.model.layers, model.model.norm
-        self.lm_head, self.rotary = model.lm_head, model.model.rotary_emb
+        self.layers, self.norm, self.rotary, self.lm_head = decoder.layers, decoder.norm, decoder.rotary_emb, lm_head
 
     @classmethod
     def of(cls, model: nn.Module) -> "LeanLlama | None":
-        """The lean forward of `model`, or None where it would not compute what transformers computes."""
-        from transformers import LlamaForCausalLM
+        """The lean forward of a `LlamaForCausalLM` (-> logits) or of a `LlamaModel` (-> its last hidden state), or
+        None where it would not compute what transformers computes."""
+        from transformers import LlamaForCausalLM, LlamaModel
 
-        if type(model) is not LlamaForCausalLM:  # a subclass may change any part
+        if type(model) not in (LlamaForCausalLM, LlamaModel):  # a subclass may change any part
             return None
-        cfg, rotary = model.config, model.model.rotary_emb
+        decoder, lm_head = (model.model, model.lm_head) if type(model) is LlamaForCausalLM else (model, None)
+        cfg, rotary = decoder.config, decoder.rotary_emb
         plain = (not getattr(cfg, "attention_bias", False) and not getattr(cfg, "mlp_bias", False)
                  and cfg.hidden_act == "silu" and getattr(cfg, "pretraining_tp", 1) == 1
                  and getattr(rotary, "rope_type", None) in STATIC_ROPE)
-        linears = [getattr(part, name, None) for layer in model.model.layers
+        linears = [getattr(part, name, None) for layer in decoder.layers
                    for part, names in ((layer.self_attn, ("q_proj", "k_proj", "v_proj", "o_proj")),
                                        (layer.mlp, ("gate_proj", "up_proj", "down_proj"))) for name in names]
-        linears.append(model.lm_head)
+        if lm_head is not None:
+            linears.append(lm_head)
         if not plain or any(type(m) is not nn.Linear or m.bias is not None for m in linears):
             return None  # quantized or otherwise replaced projections run through their own modules
-        return cls(model)
+        return cls(decoder, lm_head)
 
     def __call__(self, h: torch.Tensor, position_ids: torch.Tensor, view: CacheView,
                  taps: tuple[int, ...] = ()) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Embeddings h [R, T, D] at position_ids [R, T] through the cache `view` -> (logits [R, T, V], the inputs of
-        layers `taps` side by side [R, T, len(taps) * D], as transformers' hidden_states[i], or None)."""
+        """Embeddings h [R, T, D] at position_ids [R, T] through the cache `view` -> (logits [R, T, V], or for a
+        decoder its last hidden state after the norm [R, T, D]; the inputs of layers `taps` side by side
+        [R, T, len(taps) * D], as transformers' hidden_states[i], or None)."""
         R, T, D = h.shape
         H, Hkv, hd = self.heads, self.kv_heads, self.head_dim
         if any(not 0 <= i <= len(self.layers) for i in taps):
@@ -81,8 +85,8 @@ class LeanLlama:
                              mlp.down_proj.weight)
         x = rms_norm(x, self.norm.weight, self.eps)
         kept[len(self.layers)] = x
-        logits = F.linear(x, self.lm_head.weight).view(R, T, -1)
-        return logits, torch.cat([kept[i] for i in taps], -1).view(R, T, -1) if taps else None
+        out = (x if self.lm_head is None else F.linear(x, self.lm_head.weight)).view(R, T, -1)
+        return out, torch.cat([kept[i] for i in taps], -1).view(R, T, -1) if taps else None
 
 
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:

@@ -73,9 +73,4 @@ class _TextSession(HFSession):
         return self.model.get_input_embeddings()(tokens)
 
     def logits(self, h, positions, view):
-        if self.lean is None:
-            return self.run(self.model, h, positions, view).logits
-        logits, features = self.lean(h, positions, view, self.taps)
-        if self.taps:
-            self.features = features
-        return logits
+        return self.run(self.model, h, positions, view).logits if self.lean is None else self.run_lean(h, positions, view)

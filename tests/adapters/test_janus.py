@@ -5,32 +5,12 @@ import json
 
 import pytest
 import torch
-from transformers import JanusConfig, JanusForConditionalGeneration
 
 import mmspec
 from mmspec.adapters.janus import JanusImage
-from tiny import tiny_head, chi_square_pvalue, left_pad, reference_p, sequence_id, spread_weights
+from tiny import BOI, BOS, PAD, chi_square_pvalue, left_pad, reference_p, sequence_id, tiny_head, tiny_janus
 
 METHODS = ["ar", "jacobi", "coupled", "gumbel", "exact", "lookup", "draft-model", "pac", "eagle"]
-BOS, PAD, BOI = 2, 1, 3
-
-
-def tiny_janus(n=4, codes=12, layers=2, seed=0, dtype=torch.float64):
-    """A random Janus whose image tokens form an n x n grid over `codes` VQ codes (smoke/tiny_janus.py)."""
-    torch.manual_seed(seed)
-    text = dict(model_type="llama", vocab_size=99, hidden_size=32, num_hidden_layers=layers, num_attention_heads=4,
-                intermediate_size=37, max_position_embeddings=512, pad_token_id=PAD)
-    vision = dict(image_size=5 * n, patch_size=5, num_image_tokens=n * n, hidden_size=32, projection_dim=32,
-                  num_hidden_layers=1, num_attention_heads=4, mlp_ratio=2)
-    vq = dict(embed_dim=12, num_embeddings=codes, latent_channels=12, base_channels=32, channel_multiplier=[1, 1],
-              projection_dim=32, image_token_embed_dim=32)
-    model = JanusForConditionalGeneration(JanusConfig(text_config=text, vision_config=vision, vq_config=vq,
-                                                      image_token_id=0)).to(dtype).eval()
-    spread_weights(model, skip=("model.vqmodel", "model.vision_model"))
-    model.generation_config.bos_token_id = BOS
-    model.generation_config.pad_token_id = PAD
-    model.generation_config.generation_kwargs = {"boi_token_id": BOI}
-    return model
 
 
 @functools.lru_cache(maxsize=None)
