@@ -76,12 +76,11 @@ class HFSession(PrefixSession):
     the ids random drafts should come from.
     """
 
-    lean: "LeanLlama | None" = None  # a lean forward of the session's decoder, where it has one
-
     def __init__(self, prompts: list[torch.Tensor], null_prompts: list[torch.Tensor] | None, num_samples: int, *,
                  embedding: torch.nn.Module, text_config: PretrainedConfig, layout: Layout, max_window: int,
                  vocab_size: int, pad_id: int = 0, prompt_in_vocab: bool = False,
-                 draft_vocab: torch.Tensor | None = None):
+                 draft_vocab: torch.Tensor | None = None, lean: "LeanLlama | None" = None):
+        self.lean = lean  # a lean forward of the session's decoder (mmspec.adapters.llama), where it has one
         rows = [p for p in prompts for _ in range(num_samples)]
         batch_size = len(rows)
         if null_prompts is not None:

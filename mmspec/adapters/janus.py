@@ -94,8 +94,8 @@ class JanusImage:
 
 
 class _JanusSession(HFSession):
-    def __init__(self, model, *args, lean: "LeanLlama | None" = None, **kwargs):
-        self.model, self.lm, self.lean = model, model.model.language_model, lean
+    def __init__(self, model, *args, **kwargs):
+        self.model, self.lm = model, model.model.language_model
         super().__init__(*args, **kwargs)
 
     def embed(self, tokens):

@@ -59,15 +59,15 @@ class HFCausalLM:
             raise ValueError("text models have no null condition here: CFG (cfg_scale != 1) is not supported")
         if not isinstance(layout, Sequence1D):
             raise ValueError(f"a text model generates a Sequence1D, not {layout!r}")
-        return _TextSession(self.model, self.encode(condition), num_samples, layout, max_window, self.lean)
+        return _TextSession(self.model, self.encode(condition), num_samples, layout, max_window, lean=self.lean)
 
 
 class _TextSession(HFSession):
     def __init__(self, model, prompts, num_samples, layout, max_window, lean: "LeanLlama | None" = None):
-        self.model, self.lean = model, lean
+        self.model = model
         super().__init__(prompts, None, num_samples, embedding=model.get_input_embeddings(),
                          text_config=model.config.get_text_config(), layout=layout, max_window=max_window,
-                         vocab_size=model.get_output_embeddings().weight.shape[0], prompt_in_vocab=True)
+                         vocab_size=model.get_output_embeddings().weight.shape[0], prompt_in_vocab=True, lean=lean)
 
     def embed(self, tokens):
         return self.model.get_input_embeddings()(tokens)
