@@ -9,6 +9,10 @@ output gives q for the next index. Drafting further feeds the head its own outpu
 index at a time. No second target forward: the target session keeps the layers the head reads
 (`Session.taps`) of the forward it runs anyway.
 
+While the window is 1 nothing is drafted, so nothing needs q: the committed pairs wait (`_Pending`) and go into
+the head's cache in one forward when a draft or a judge next asks (or when the wait fills), not one head forward per
+target forward. A batch that runs plain AR (`auto` at many rows) then pays next to nothing for its head.
+
 Draws: "sample" draws d_j ~ q_j with the aux stream (rejection verifiers test it under q_j);
 "gumbel" takes argmax(log q_j + g_j) with position j's own noise row, the row AR draws with, so the
 `exact` verifier accepts exactly AR's tokens. Before the first forward there are no features yet:
@@ -120,7 +124,44 @@ class HeadSession:
         return self.run
 
 
+class _Pending:
+    """The pairs of steps of window 1 not yet in the head's cache, by generated index: row r's held indices run
+    from first[r] to n[r] - 1 (a row of a batch kept in step may commit nothing in a step: its pair is written again
+    at the same place). Holds at most `room` indices a row; who holds it writes them in one head forward."""
+
+    def __init__(self, rows: int, room: int):
+        self.rows, self.room = rows, room
+        self.first: torch.Tensor | None = None  # [R] the first index held (None: nothing held)
+        self.features: torch.Tensor | None = None  # [R, room, F] the target's features of index i - 1 at i - first
+        self.steps = 0
+
+    def add(self, features: torch.Tensor, n0: torch.Tensor):
+        """Features [R, 1, F] of the step whose window began at index n0 [R] (its pair: those features, token n0)."""
+        if self.first is None:
+            self.first = n0
+            self.features = features.new_zeros(features.shape[0], self.room, features.shape[-1])
+        at = (n0 - self.first).clamp(max=self.room - 1)  # [R] (rows already done may have moved on: never read)
+        self.features.scatter_(1, at[:, None, None].expand(-1, 1, features.shape[-1]), features)
+        self.steps += 1
+
+    def full(self) -> bool:
+        return self.steps >= self.room
+
+    def take(self) -> tuple[torch.Tensor, torch.Tensor, int]:
+        """-> (features [R, T, F], first index [R], T): T = steps held, each row's indices first .. first + T - 1
+        (a row that committed less holds fewer: its last column is read by its count, the rest is overwritten
+        before anything attends to it)."""
+        T, first, features = self.steps, self.first, self.features[:, :self.steps]
+        self.first = self.features = None
+        self.steps = 0
+        return features, first, T
+
+
 class EagleDrafter:
+    # steps of window 1 whose pairs wait for one head forward (a bound on the memory they hold, and on how much
+    # one catch-up forward does)
+    WAIT = 64
+
     def __init__(self, head: EagleHead, draw: str = "sample", tree_nodes: int = 0, tree_level: int = 0):
         """tree_nodes: nodes proactive branches add to a window at most; tree_level: nodes a token tree's level feeds
         the head (`grow_tree`'s top_k), for as many levels as the widest window has drafts but one (the head's cache
@@ -141,6 +182,7 @@ class EagleDrafter:
         room = self.tree_nodes + max(state.max_window - 2, 0) * self.tree_level
         self.session = HeadSession(self.head, target, state, state.batch_size * self.rows, room)
         self.h = self.z = None  # [R, H] the head's last output, [R, V] its logits for index n (None: no features yet)
+        self.pending = _Pending(state.batch_size * self.rows, self.WAIT)
 
     def _rows(self, x: torch.Tensor) -> torch.Tensor:
         return x.repeat(self.rows, *(1,) * (x.dim() - 1))
@@ -153,12 +195,14 @@ class EagleDrafter:
     def next_logq(self, state: DecodeState) -> "torch.Tensor | None":
         """[B, V] the head's log q for index n, from the committed tokens' features (None before the first forward):
         what a `LookupOrDrafter` judges a lookup's first draft by."""
+        self._catch_up(state)
         return None if self.z is None else self._q(state, self.z)
 
     def propose(self, state, L):
         B = state.batch_size
         if L == 1:
             return Draft.copied(state.seq.new_zeros(B, 0))
+        self._catch_up(state)
         if self.z is None:  # no features yet: only a window the loop widened over given tokens, drafted as they are
             if state.forced_ahead() >= L - 1:  # (one read of the device, at the first step only)
                 return Draft.copied(state.structural(state.index(L - 1)).clamp(min=0))
@@ -193,6 +237,7 @@ class EagleDrafter:
         slot from n that is ever attended again) -> branches [B, S, D], their children's laws [B, S, D-1, V] (None
         if D == 1). A sibling follows the head's output at n-1, as d_0 does; child t is drawn as the chain's draft
         at n+t is, from the branch's own q."""
+        self._catch_up(state)
         B, S = siblings.shape
         R = B * self.rows
         nodes = siblings[..., None]  # [B, S, t]
@@ -235,6 +280,7 @@ class EagleDrafter:
         confidence: the sum of log confidence along the path) through the head at once, each seeing its ancestors
         in the head's cache, and offers top_k children of each; the `nodes` best of all candidates make the tree
         (mmspec.tree.best_nodes). Before the head has features, or with no drafts to make, the chain's draft."""
+        self._catch_up(state)
         if L == 1 or self.z is None:
             return self.propose(state, L)
         B, K, D, n = state.batch_size, top_k, L - 1, state.n
@@ -280,9 +326,31 @@ class EagleDrafter:
             column = torch.cat([column[:, :1], verdict.path, column[:, verdict.path.shape[1] + 1:]], 1)
             features = features.gather(1, self._rows(column)[..., None].expand(-1, -1, features.shape[-1]))
         n0 = state.n - k  # the window's first index: column j holds (features of n0-1+j, token n0+j)
+        if L == 1 and verdict.path is None:  # nothing was drafted: the pair waits for the next draft
+            self.pending.add(features, self._rows(n0))
+            if self.pending.full():
+                self._catch_up(state)
+            return
+        self._catch_up(state)
         last = self._rows((k - 1).clamp(min=0))[:, None]  # [R, 1] the last committed token's column
         out, logits = self.session.forward(features, self._rows(verdict.y), self._rows(n0), last)
         self.h, self.z = out[:, 0], logits[:, 0]
+
+    def _catch_up(self, state: DecodeState):
+        """The waiting pairs -> the head's cache, in one head forward; h and z then follow the last committed token.
+        Tokens come from the committed sequence (a row's held indices first .. n - 1 are committed)."""
+        if self.pending.first is None:
+            return
+        features, first, T = self.pending.take()
+        index = (first[:, None] + torch.arange(T, device=first.device)).clamp(max=state.seq.shape[1] - 1)  # [R, T]
+        last = self._rows(state.n) - 1 - first  # [R] the last committed index's column (-1: none committed)
+        out, logits = self.session.forward(features, self._rows(state.seq).gather(1, index), first,
+                                           last.clamp(0, T - 1)[:, None])
+        if self.z is None:
+            self.h, self.z = out[:, 0], logits[:, 0]
+        else:  # a row (kept in step) that committed nothing since keeps what it had
+            moved = (last >= 0)[:, None]
+            self.h, self.z = torch.where(moved, out[:, 0], self.h), torch.where(moved, logits[:, 0], self.z)
 
 
 class SplicedDrafter:

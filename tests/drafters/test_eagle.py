@@ -320,6 +320,7 @@ class HeadAfterUpdate(EagleDrafter):
 
     def update(self, state, draft, verdict, logp, k):
         super().update(state, draft, verdict, logp, k)
+        self.next_logq(state)  # (the pairs of a window of 1 wait for a draft: this one asks)
         self.z_at[int(state.n[0])] = self.z[0].clone()
 
 
@@ -518,3 +519,75 @@ def test_a_head_runs_in_its_own_dtype_over_a_target_in_another(tmp_path, head_dt
     exact = mmspec.generate(target, [[1, 2], [1, 7, 3]], mmspec.Sequence1D(12), window=4,
                             method={"name": "eagle", "head": head, "exact": True}, **kw)
     assert torch.equal(exact.tokens, ar.tokens) and exact.stats.accepted.sum() > 0
+
+
+class DraftsKept(EagleDrafter):
+    """Keeps the drafts (tokens and q) of the rows still running, and by row and committed length the head's logits
+    for the next index each time the head has them: after an update that ran, and where a draft was made."""
+
+    def start(self, state, context):
+        super().start(state, context)
+        self.drafts, self.z_at = [], {}
+
+    def _keep_z(self, state):
+        for b in state.active.nonzero()[:, 0].tolist():  # (a row that is done keeps whatever its head last saw)
+            self.z_at.setdefault((b, int(state.n[b])), []).append(self.z[b].clone())
+
+    def propose(self, state, L):
+        draft = super().propose(state, L)
+        running = state.active.nonzero()[:, 0]
+        self.drafts.append((draft.tokens[running], None if draft.q is None else draft.q[running]))
+        if draft.width:
+            self._keep_z(state)
+        return draft
+
+    def update(self, state, draft, verdict, logp, k):
+        super().update(state, draft, verdict, logp, k)
+        if self.pending.first is None and self.z is not None:  # the update ran (nothing waits)
+            self._keep_z(state)
+
+
+class CycleInStep(CycleWindow):
+    """Keeps the rows in step in windows of 1 (mmspec.loop.in_step_counts), after wider windows moved them apart:
+    rows ahead wait, committing nothing."""
+
+    def __call__(self, state):
+        self.window = super().__call__(state)
+        return self.window
+
+    @property
+    def in_step(self):
+        return self.window == 1
+
+
+def test_pairs_that_wait_through_windows_of_one_reach_the_head_as_each_steps_update_would():
+    """Steps of window 1 leave their pairs waiting; the head forward that writes them when a draft is next asked
+    gives the drafts (and their q) of a head updated after every step (`WAIT = 1`), also for rows kept in step,
+    which commit nothing in some steps: the head's logits after a committed prefix are those of rows that ran at
+    their own pace (`exact`: the same tokens)."""
+    target = mmspec.ReferenceTarget(tiny_gpt(vocab_size=16, rope_axes=1))
+    head = tiny_head(16, 24, seed=3, dtype=torch.float64)
+    sampling = mmspec.Sampling(temperature=0.9, top_k=12, cfg_scale=2.5)
+    windows = (4, 1, 4, 1, 1, 4, 1, 1, 1, 1, 1, 3, 2, 1)
+    runs = {}
+    for policy in (CycleWindow, CycleInStep):
+        for wait in (EagleDrafter.WAIT, 1):
+            drafter = DraftsKept(head, "gumbel")
+            drafter.WAIT = wait
+            method = mmspec.Method("eagle", lambda layout, d=drafter: d, GumbelMatchVerifier())
+            g = mmspec.generate(target, torch.tensor([0, 1, 2]), mmspec.Sequence1D(30), method=method,
+                                window=policy(windows), sampling=sampling, seed=0)
+            runs[policy, wait] = g.tokens, drafter
+    for policy in (CycleWindow, CycleInStep):
+        (waited, drafter), (each, every) = runs[policy, EagleDrafter.WAIT], runs[policy, 1]
+        assert torch.equal(waited, each)
+        assert len(drafter.drafts) == len(every.drafts) and sum(d.shape[1] > 0 for d, _ in drafter.drafts) >= 6
+        for (d, q), (e, r) in zip(drafter.drafts, every.drafts):
+            assert torch.equal(d, e) and (q is None) == (r is None)
+            assert q is None or torch.allclose(q, r, atol=1e-9)
+    own, kept = runs[CycleWindow, EagleDrafter.WAIT][1].z_at, runs[CycleInStep, EagleDrafter.WAIT][1].z_at
+    shared = own.keys() & kept.keys()
+    assert len(shared) >= 6 and max(float((own[i][0] - kept[i][0]).abs().max()) for i in shared) < 1e-9
+    # a row that waited, committing nothing, drafts from the logits it had
+    again = [z for z in kept.values() if len(z) > 1]
+    assert len(again) >= 3 and max(float((z[0] - x).abs().max()) for z in again for x in z[1:]) < 1e-9

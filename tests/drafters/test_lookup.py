@@ -18,7 +18,7 @@ from tiny import chi_square_pvalue, sequence_id
 
 class Counting(LookupOrDrafter):
     """Records, for every step that drafted, the rows whose first draft was the lookup's and the others, and how many
-    head forwards its propose ran."""
+    head forwards its propose ran to draft (not counting the one that writes the pairs of windows of 1 first)."""
 
     def start(self, state, context):
         super().start(state, context)
@@ -32,13 +32,14 @@ class Counting(LookupOrDrafter):
         self.other.session.forward = counted
 
     def propose(self, state, L):
-        before = self.calls
+        before, waited = self.calls, self.other.pending.first is not None
         draft = self.choose(state, L)
+        caught_up = waited and self.other.pending.first is None
         if draft.width > 0:
             lookup = draft.onehot[:, 0] & state.active
             self.rows["lookup"] += int(lookup.sum())
             self.rows["head"] += int((~lookup & state.active).sum())
-            self.forwards["lookup" if bool(lookup.all()) else "head"].append(self.calls - before)
+            self.forwards["lookup" if bool(lookup.all()) else "head"].append(self.calls - before - caught_up)
         return draft
 
     def choose(self, state, L):
