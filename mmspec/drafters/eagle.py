@@ -158,9 +158,9 @@ class _Pending:
 
 
 class EagleDrafter:
-    # steps of window 1 whose pairs wait for one head forward (a bound on the memory they hold, and on how much
-    # one catch-up forward does)
-    WAIT = 64
+    # steps of window 1 whose pairs wait for one head forward: a bound on the memory they hold and on the work of one
+    # catch-up forward, which the next wide step pays (and a window policy sees in that step's time)
+    WAIT = 16
 
     def __init__(self, head: EagleHead, draw: str = "sample", tree_nodes: int = 0, tree_level: int = 0):
         """tree_nodes: nodes proactive branches add to a window at most; tree_level: nodes a token tree's level feeds
