@@ -101,8 +101,9 @@ def _top_p(z: torch.Tensor, top_p: float, head: int = 256) -> torch.Tensor:
 
     A token stays when the mass ranked above it is < top_p. Sorting the whole vocabulary at every window position
     dominates a verify step on large vocabularies, so each distribution first ranks only its `head` most likely
-    tokens: that is exact when they hold top_p of the mass (the prefix sums are those of a full sort), and only
-    the distributions where they do not are sorted in full.
+    tokens: that is exact when they hold top_p of the mass (the prefix sums are those of a full sort). The
+    distributions where they do not (a small model's text at temperature 0.8: half of them) go through
+    `_top_p_by_bands`, which ranks only the tokens near the nucleus's edge.
     """
     flat = z.reshape(-1, z.shape[-1])  # [M, V]
     lse = flat.logsumexp(-1, keepdim=True)  # [M, 1]
@@ -111,10 +112,34 @@ def _top_p(z: torch.Tensor, top_p: float, head: int = 256) -> torch.Tensor:
     if torch.compiler.is_compiling():  # which rows need the full sort is a read of the device: sort them all
         return _keep_ranked(flat, lse, top_p, *flat.sort(-1, descending=True))[0].view_as(z)
     out, mass = _keep_ranked(flat, lse, top_p, *flat.topk(head, dim=-1))
-    full = mass < top_p  # [M] the head holds too little: rank the whole vocabulary
+    full = mass < top_p  # [M] the head holds too little
     if full.any():
-        out[full] = _keep_ranked(flat[full], lse[full], top_p, *flat[full].sort(-1, descending=True))[0]
+        out[full] = _top_p_by_bands(flat[full], lse[full], top_p)
     return out.view_as(z)
+
+
+def _top_p_by_bands(z: torch.Tensor, lse: torch.Tensor, top_p: float, bands: int = 128,
+                    depth: float = 16.0) -> torch.Tensor:
+    """The top-p rule for logits z [M, V] (log-sum-exp lse [M, 1]) without sorting V: tokens fall into bands of
+    equal width in log p below each row's top (the last band holds everything deeper than `depth` nats); the
+    bands above the one where the mass from the top reaches top_p stay whole, those below go, and only the tokens
+    of that band are ranked (a top-k over it). Each token's mass ranked above is the bands' mass above it plus its
+    band's tokens ranked above it: the rule of a full sort, at a third of its CPU time on code-text's distributions
+    (1.2-1.3 ms against 0.4 ms a call of 4-5 rows of 4096; a sort of 8 rows of random logits 2.2 ms, this 0.6-0.9)."""
+    p = (z - lse).exp()  # [M, V]
+    top = z.amax(-1, keepdim=True)
+    band = ((top - z) * (bands / depth)).clamp(max=bands - 1).long()  # [M, V]; -inf: the last
+    mass = torch.zeros(z.shape[0], bands, dtype=p.dtype, device=z.device).scatter_add_(-1, band, p)  # [M, bands]
+    cum = mass.cumsum(-1)
+    edge = (cum < top_p).sum(-1, keepdim=True).clamp(max=bands - 1)  # [M, 1] the band where the mass reaches top_p
+    above = (cum.gather(-1, edge) - mass.gather(-1, edge))  # [M, 1] the mass of the bands above it
+    at_edge = band == edge  # [M, V]
+    K = int(at_edge.sum(-1).max())  # (a read of the device; the compiled step sorts instead)
+    ranked, order = z.masked_fill(~at_edge, -torch.inf).topk(K, dim=-1)  # [M, K] the edge band, descending
+    q = (ranked - lse).exp()
+    kept = ranked.masked_fill(above + q.cumsum(-1) - q >= top_p, -torch.inf)
+    edge_kept = torch.full_like(z, -torch.inf).scatter_(-1, order, kept)  # (padding lands outside the band)
+    return torch.where(band < edge, z, torch.where(at_edge, edge_kept, -torch.inf))
 
 
 def _keep_ranked(z, lse, top_p, ranked, order) -> tuple[torch.Tensor, torch.Tensor]:

@@ -2,7 +2,7 @@ import pytest
 import torch
 
 import mmspec
-from mmspec.sampling import sample_from
+from mmspec.sampling import _top_p_by_bands, sample_from
 from tiny import reference_p
 
 SETTINGS = [
@@ -64,3 +64,32 @@ def test_top_p_on_a_large_vocabulary_ranks_few_or_all_tokens_with_one_rule(top_p
     # a row's result does not depend on whether another row in the batch forced the full sort
     mixed = mmspec.Sampling(top_p=top_p).logp(torch.cat([peaked, flat]))
     assert torch.equal(mixed[:3], mmspec.Sampling(top_p=top_p).logp(peaked))
+
+
+def _sort_rule(z: torch.Tensor, top_p: float) -> torch.Tensor:
+    """How many tokens per row the top-p rule keeps, by a full sort."""
+    ranked, _ = z.softmax(-1).sort(-1, descending=True)
+    return (ranked.cumsum(-1) - ranked < top_p).sum(-1)
+
+
+@pytest.mark.parametrize("top_p", [0.3, 0.9, 0.999])
+def test_top_p_keeps_the_sorts_count_with_ties_and_tokens_ruled_out(top_p):
+    """The long path ranks only the band of log p where the mass reaches top_p: with logits that tie (rounded) and a
+    third ruled out (-inf, as top-k leaves them), it keeps what a full sort keeps, and the most likely."""
+    g = torch.Generator().manual_seed(5)
+    z = (torch.randn(6, 4096, generator=g) * torch.tensor([0.05, 0.5, 1.0, 2.0, 3.0, 6.0])[:, None]).round(decimals=1)
+    z[:, ::3] = -torch.inf
+    stays = torch.isfinite(mmspec.Sampling(top_p=top_p).logp(z))
+    assert torch.equal(stays.sum(-1), _sort_rule(z, top_p))
+    assert (torch.where(stays, z, torch.inf).amin(-1) >= torch.where(stays, -torch.inf, z).amax(-1)).all()
+
+
+def test_top_p_by_bands_where_the_mass_reaches_top_p_in_the_deepest_band():
+    """The deepest band holds every token below `depth`: where the nucleus ends there, it is ranked like any other."""
+    g = torch.Generator().manual_seed(6)
+    z = torch.randn(8, 4096, generator=g) * torch.linspace(0.5, 3.0, 8)[:, None]
+    lse = z.logsumexp(-1, keepdim=True)
+    deep = _top_p_by_bands(z, lse, 0.9, bands=8, depth=2.0)
+    assert ((z.amax(-1, keepdim=True) - z)[torch.isfinite(deep)].max() > 2.0)
+    assert torch.equal(torch.isfinite(deep).sum(-1), _sort_rule(z, 0.9))
+    assert torch.equal(deep, _top_p_by_bands(z, lse, 0.9))  # the bands change the work, not the result
