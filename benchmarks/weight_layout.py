@@ -1,14 +1,12 @@
-"""Linear weights laid out for decoding (mmspec.loading.decode_layout: input-major in memory where a weight widens
-its input) against the same model with its weights all row-major as stored, or all input-major (`--against
-input-major`, the layout before narrowing weights kept their rows), in the same process and the same rounds.
+"""Linear weights laid out for decoding (mmspec.loading.decode_layout: input-major in memory) against the same
+model with its weights row-major as stored, in the same process and the same rounds.
 
 Two copies of a bundled pipeline are loaded; one gets its target's (and first-frame model's, and draft head's)
-Linear weights laid out the other way. Each method runs on both, alternating, `--rounds` times; the best CPU time of
+Linear weights made row-major again. Each method runs on both, alternating, `--rounds` times; the best CPU time of
 each is kept (1 thread). On a machine whose cache cannot hold a model, a decode step reads every weight from memory
 again; this measures what the layout changes there.
 
-  python benchmarks/weight_layout.py image --rows 1,8 [--rounds 3] [--against input-major]
-      [--out benchmarks/results/weight_layout]
+  python benchmarks/weight_layout.py image --rows 1,8 [--rounds 3] [--out benchmarks/results/weight_layout]
 """
 from __future__ import annotations
 
@@ -32,35 +30,22 @@ def row_major(module: torch.nn.Module) -> None:
             m.weight.data = m.weight.data.contiguous()
 
 
-def input_major(module: torch.nn.Module) -> None:
-    tied = {id(m.weight) for m in module.modules() if isinstance(m, torch.nn.Embedding)}
-    for m in module.modules():
-        if isinstance(m, torch.nn.Linear) and id(m.weight) not in tied:
-            m.weight.data = m.weight.data.t().contiguous().t()
-
-
-LAYOUTS = {"row-major": row_major, "input-major": input_major}
-
-
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("kind", choices=sorted(METHODS))
     ap.add_argument("--rows", default="1")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--against", choices=sorted(LAYOUTS), default="row-major",
-                    help="the other copy's layout (default: row-major, as stored)")
-    ap.add_argument("--out", help="a folder for KIND.json and KIND.md (KIND-input-major.* against input-major)")
+    ap.add_argument("--out", help="a folder for KIND.json and KIND.md")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     laid_out, stored = (load_pipeline(args.kind, window_cache="off") for _ in range(2))
-    relay = LAYOUTS[args.against]  # `stored`: the other layout
     if args.kind == "text":
         for pipe in (laid_out, stored):
             pipe.resolve("eagle")  # loads the draft head
-        relay(next(iter(stored.heads.values())))
-    relay(stored.target.model)
+        row_major(next(iter(stored.heads.values())))
+    row_major(stored.target.model)
     if getattr(stored, "image_model", None) is not None:
-        relay(stored.image_model.target.model)
+        row_major(stored.image_model.target.model)
     extra = {"max_new_tokens": 128} if args.kind == "text" else {}
     results = []
     for rows in map(int, args.rows.split(",")):
@@ -75,22 +60,21 @@ def main(argv=None) -> dict:
                     best[key] = min(best.get(key, float("inf")), time.process_time() - c0)
         for method, window in METHODS[args.kind]:
             a, b = best[(method, window, "stored")], best[(method, window, "laid out")]
-            results.append({"rows": rows, "method": method, "window": window, f"{args.against}_s": round(a, 3),
-                            "as_loaded_s": round(b, 3), "speed_up": round(a / b, 3)})
-            print(f"{args.kind} {rows} row(s) {method} {window}: {args.against} {a:.3f} s, as loaded {b:.3f} s, "
+            results.append({"rows": rows, "method": method, "window": window, "row_major_s": round(a, 3),
+                            "input_major_s": round(b, 3), "speed_up": round(a / b, 3)})
+            print(f"{args.kind} {rows} row(s) {method} {window}: row-major {a:.3f} s, input-major {b:.3f} s, "
                   f"{a / b:.3f}x", flush=True)
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        name = args.kind if args.against == "row-major" else f"{args.kind}-{args.against}"
-        (out / f"{name}.json").write_text(json.dumps({"kind": args.kind, "rounds": args.rounds,
-                                                      "against": args.against, "results": results}, indent=1))
-        lines = [f"# {args.kind}: weights as loaded (input-major where they widen) against all {args.against}", "",
+        (out / f"{args.kind}.json").write_text(json.dumps({"kind": args.kind, "rounds": args.rounds,
+                                                           "results": results}, indent=1))
+        lines = [f"# {args.kind}: weights input-major (as loaded) against row-major (as stored)", "",
                  f"Best CPU time of {args.rounds} alternating rounds, 1 thread, prompt {PROMPTS[args.kind][0]!r}.", "",
-                 f"| rows | method | window | {args.against} s | as loaded s | speed-up |", "|---|---|---|---|---|---|"]
-        lines += [f"| {r['rows']} | {r['method']} | {r['window']} | {r[f'{args.against}_s']} | {r['as_loaded_s']} | "
+                 "| rows | method | window | row-major s | input-major s | speed-up |", "|---|---|---|---|---|---|"]
+        lines += [f"| {r['rows']} | {r['method']} | {r['window']} | {r['row_major_s']} | {r['input_major_s']} | "
                   f"{r['speed_up']}x |" for r in results]
-        (out / f"{name}.md").write_text("\n".join(lines) + "\n")
+        (out / f"{args.kind}.md").write_text("\n".join(lines) + "\n")
     return {"kind": args.kind, "results": results}
 
 

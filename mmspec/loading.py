@@ -78,20 +78,18 @@ def load_pretrained(auto_cls, path: str | Path, what: str, dtype: torch.dtype, t
 
 
 def decode_layout(model: torch.nn.Module) -> torch.nn.Module:
-    """Store each Linear weight of a CPU model that widens its input (out >= in features) input-major: the same
-    [out, in] tensor, its memory that of its transpose, so that x @ W.T reads W as a plain [in, out] matrix. A decode
-    step multiplies a few rows (rows x window) by weights that the other layers have pushed out of the cache since
-    the last step, and on this project's CPUs that product is faster from this layout when the weight widens (a
-    [1, 256] x [256, 4096] product from memory: 0.6-0.7 ms row-major, 0.2-0.3 ms input-major) and slower when it
-    narrows (a [1, 768] x [768, 256] one: 97 us row-major, 139 us input-major), so those keep their rows
-    (benchmarks/README.md, "Weights laid out for decoding"). Values, shapes, state_dict keys and saved files are
-    unchanged (savers write `.contiguous()` copies). A weight tied to an Embedding keeps its layout: a lookup wants
-    rows contiguous. Only fp32 weights: CPU kernels for half precision are slower from this layout (fp16 up to 20x,
-    bf16 mixed)."""
+    """Store each Linear weight of a CPU model input-major: the same [out, in] tensor, its memory that of its
+    transpose, so that x @ W.T reads W as a plain [in, out] matrix. A decode step multiplies a few rows (rows x
+    window) by weights that the other layers have pushed out of the cache since the last step, and on this
+    project's CPUs that product is faster from this layout (a [1, 256] x [256, 4096] product from memory: 0.7 ms
+    row-major, 0.3 ms input-major; a bundled model's generation: 3-15% less CPU time; benchmarks/README.md,
+    "Weights laid out for decoding"). Values, shapes, state_dict keys and saved files are unchanged (savers write
+    `.contiguous()` copies). A weight tied to an Embedding keeps its layout: a lookup wants rows contiguous. Only
+    fp32 weights: CPU kernels for half precision are slower from this layout (fp16 up to 20x, bf16 mixed)."""
     tied = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Embedding)}
     for m in model.modules():
         if (isinstance(m, torch.nn.Linear) and m.weight.device.type == "cpu" and m.weight.dtype == torch.float32
-                and id(m.weight) not in tied and m.out_features >= m.in_features):
+                and id(m.weight) not in tied):
             m.weight.data = m.weight.data.t().contiguous().t()
     return model
 

@@ -1,5 +1,4 @@
-"""Loaded models are laid out for decoding: Linear weights that widen their input input-major in memory, those that
-narrow it row-major, nothing else changed."""
+"""Loaded models are laid out for decoding: Linear weights input-major in memory, nothing else changed."""
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -21,9 +20,7 @@ def test_a_loaded_gpt_computes_the_same_logits_and_saves_the_same_file(tmp_path)
     save_gpt(model, tmp_path / "gpt")
     loaded = load_gpt(tmp_path / "gpt")
     linears = [m.weight for m in loaded.modules() if isinstance(m, nn.Linear)]
-    widening = [w.shape[0] >= w.shape[1] for w in linears]
-    assert any(widening) and not all(widening)  # (the feed-forward's down projection narrows)
-    assert all(_input_major(w) == wide and (wide or w.is_contiguous()) for w, wide in zip(linears, widening))
+    assert linears and all(_input_major(w) for w in linears)
     assert not any(_input_major(m.weight) for m in loaded.modules() if isinstance(m, nn.Embedding))
     for a, b in zip(linears, (m.weight for m in model.modules() if isinstance(m, nn.Linear))):
         x = torch.randn(3, 5, a.shape[1])
@@ -38,8 +35,7 @@ def test_a_loaded_head_is_laid_out_and_saves_unchanged(tmp_path):
     head = tiny_head(40, 32)
     save_head(head, tmp_path / "head", dtype=None)
     loaded = load_head(tmp_path / "head", target_layers=2)
-    assert _input_major(loaded.lm_head.weight) and _input_major(loaded.midlayer.mlp.up_proj.weight)
-    assert loaded.fc.weight.is_contiguous() and loaded.midlayer.self_attn.q_proj.weight.is_contiguous()  # narrowing
+    assert _input_major(loaded.lm_head.weight) and _input_major(loaded.midlayer.self_attn.q_proj.weight)
     save_head(loaded, tmp_path / "again", dtype=None)
     first, again = (load_file(str(tmp_path / d / "model.safetensors")) for d in ("head", "again"))
     assert all(torch.equal(first[k], again[k]) for k in first)
@@ -64,7 +60,6 @@ def test_weights_off_the_cpu_or_not_fp32_are_left_alone():
         decode_layout(layer)
         assert layer.weight.is_contiguous()
     assert _input_major(decode_layout(nn.Linear(4, 6)).weight)
-    assert decode_layout(nn.Linear(6, 4)).weight.is_contiguous()
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
