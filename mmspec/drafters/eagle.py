@@ -54,14 +54,14 @@ class HeadSession:
     Rows that are done leave the head's forwards when they leave the target's (mmspec.adapters.rows.ActiveRows):
     callers keep passing and getting all rows, done ones getting zeros, as from the target."""
 
-    def __init__(self, head: EagleHead, target: Session, state: DecodeState, rows: int, tree_nodes: int = 0):
+    def __init__(self, head: EagleHead, target: Session, state: DecodeState, rows: int, room: int = 0):
         cfg, device = head.config, state.seq.device
         dtype = head.lm_head.weight.dtype
         self.head, self.target = head, target
         self.batch, self.copies = state.batch_size, rows // state.batch_size
         self.running: torch.Tensor | None = None  # [B'] the batch rows the cache holds, as the target's (None: all)
         self.run: torch.Tensor | None = None  # [c * B'] their rows among the head's (CFG's null rows after)
-        max_len = state.length + state.max_window + 1 + tree_nodes  # (trees: their nodes from index n on)
+        max_len = state.length + state.max_window + 1 + room  # room: slots past a window's (a tree's nodes, ...)
         self.cache = StaticKVCache(1, rows, cfg.num_key_value_heads, max_len, cfg.head_dim, dtype=dtype, device=device)
         positions = state.layout.positions().to(device)  # [N, A]; drafts past the end take the last position
         if positions.shape[1] != cfg.rope_axes:
@@ -129,8 +129,8 @@ class _Pending:
     from first[r] to n[r] - 1 (a row of a batch kept in step may commit nothing in a step: its pair is written again
     at the same place). Holds at most `room` indices a row; who holds it writes them in one head forward."""
 
-    def __init__(self, rows: int, room: int):
-        self.rows, self.room = rows, room
+    def __init__(self, room: int):
+        self.room = room
         self.first: torch.Tensor | None = None  # [R] the first index held (None: nothing held)
         self.features: torch.Tensor | None = None  # [R, room, F] the target's features of index i - 1 at i - first
         self.steps = 0
@@ -179,10 +179,12 @@ class EagleDrafter:
             raise ValueError("an EAGLE head reads the target's features: the drafter needs the target session")
         target.taps = self.head.config.target_layers
         self.rows = 2 if state.sampling.cfg else 1  # CFG: the head runs the null rows too, as the target does
-        room = self.tree_nodes + max(state.max_window - 2, 0) * self.tree_level
+        # slots past the end: a tree's nodes, and a catch-up's columns after a row that waited (kept in step) or is
+        # done, up to WAIT past its first waiting index
+        room = self.tree_nodes + max(state.max_window - 2, 0) * self.tree_level + self.WAIT
         self.session = HeadSession(self.head, target, state, state.batch_size * self.rows, room)
         self.h = self.z = None  # [R, H] the head's last output, [R, V] its logits for index n (None: no features yet)
-        self.pending = _Pending(state.batch_size * self.rows, self.WAIT)
+        self.pending = _Pending(self.WAIT)
 
     def _rows(self, x: torch.Tensor) -> torch.Tensor:
         return x.repeat(self.rows, *(1,) * (x.dim() - 1))
