@@ -136,8 +136,8 @@ def _top_p_by_bands(z: torch.Tensor, lse: torch.Tensor, top_p: float, bands: int
     at_edge = band == edge  # [M, V]
     K = int(at_edge.sum(-1).max())  # (a read of the device; the compiled step sorts instead)
     ranked, order = z.masked_fill(~at_edge, -torch.inf).topk(K, dim=-1)  # [M, K] the edge band, descending
-    q = (ranked - lse).exp()
-    kept = ranked.masked_fill(above + q.cumsum(-1) - q >= top_p, -torch.inf)
+    p_edge = (ranked - lse).exp()  # [M, K] (p, not a draft's q)
+    kept = ranked.masked_fill(above + p_edge.cumsum(-1) - p_edge >= top_p, -torch.inf)
     edge_kept = torch.full_like(z, -torch.inf).scatter_(-1, order, kept)  # (padding lands outside the band)
     return torch.where(band < edge, z, torch.where(at_edge, edge_kept, -torch.inf))
 
