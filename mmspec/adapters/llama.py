@@ -14,8 +14,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from mmspec.cache import CacheView
+from mmspec.loading import fused_product
 from mmspec.reference.gpt import rms_norm
 
+QKV, GATE_UP = ("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj")  # one product each (mmspec.loading)
 STATIC_ROPE = ("default", "linear", "llama3", "yarn")  # inverse frequencies fixed at load (not "dynamic", "longrope")
 
 
@@ -71,9 +73,9 @@ class LeanLlama:
                 kept[i] = x
             attn, mlp = layer.self_attn, layer.mlp
             y = rms_norm(x, layer.input_layernorm.weight, self.eps)
-            q = _rotate(F.linear(y, attn.q_proj.weight).view(R, T, H, hd), cos, sin).transpose(1, 2)  # [R, H, T, hd]
-            k = _rotate(F.linear(y, attn.k_proj.weight).view(R, T, Hkv, hd), cos, sin).transpose(1, 2)
-            v = F.linear(y, attn.v_proj.weight).view(R, T, Hkv, hd).transpose(1, 2)
+            qkv = fused_product(attn, QKV, y).view(R, T, H + 2 * Hkv, hd)
+            qk = _rotate(qkv[:, :, :H + Hkv], cos, sin).transpose(1, 2)  # queries and keys in one rotation
+            q, k, v = qk[:, :H], qk[:, H:], qkv[:, :, H + Hkv:].transpose(1, 2)  # [R, H or Hkv, T, hd]
             k, v = view.update(i, k, v)
             if Hkv != H:
                 k, v = (t.repeat_interleave(H // Hkv, dim=1) for t in (k, v))
@@ -81,8 +83,8 @@ class LeanLlama:
                                                scale=getattr(attn, "scaling", hd ** -0.5))
             x = x + F.linear(a.transpose(1, 2).reshape(R * T, H * hd), attn.o_proj.weight)
             y = rms_norm(x, layer.post_attention_layernorm.weight, self.eps)
-            x = x + F.linear(F.silu(F.linear(y, mlp.gate_proj.weight)) * F.linear(y, mlp.up_proj.weight),
-                             mlp.down_proj.weight)
+            gate, up = fused_product(mlp, GATE_UP, y).chunk(2, -1)
+            x = x + F.linear(F.silu(gate) * up, mlp.down_proj.weight)
         x = rms_norm(x, self.norm.weight, self.eps)
         kept[len(self.layers)] = x
         out = (x if self.lm_head is None else F.linear(x, self.lm_head.weight)).view(R, T, -1)

@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from mmspec.cache import CacheView, StaticKVCache
+from mmspec.loading import fused_product
 
 
 @dataclass
@@ -92,7 +93,8 @@ class FeedForward(nn.Module):
         self.w2 = nn.Linear(hidden, cfg.dim, bias=False)
 
     def forward(self, x):
-        return F.linear(F.silu(F.linear(x, self.w1.weight)) * F.linear(x, self.w3.weight), self.w2.weight)
+        gate, up = fused_product(self, ("w1", "w3"), x).chunk(2, -1)  # one product where the weights are fused
+        return F.linear(F.silu(gate) * up, self.w2.weight)
 
 
 def rope_angles(positions: torch.Tensor, head_dim: int, base: float) -> torch.Tensor:
