@@ -50,7 +50,7 @@ def _check_head(spec, args, option: str) -> None:
                 raise FileNotFoundError(f"{option}: {err}") from None
 
 
-METHOD_OPTIONS = ("init", "proactive", "head", "exact", "jacobi", "tree", "lookup")  # what the method takes from the command line
+METHOD_OPTIONS = ("init", "proactive", "head", "exact", "jacobi", "tree", "lookup", "stop")  # what the method takes from the command line
 
 
 def _method(args):
@@ -176,9 +176,12 @@ def _common(p: argparse.ArgumentParser, kind_nargs: str | None = None, window=DE
     p.add_argument("--lookup", action=argparse.BooleanOptionalAction, default=None,
                    help="eagle: the n-gram lookup's drafts in the steps where the head agrees with its first one "
                         "(default: on for text, off for images and video)")
+    p.add_argument("--stop", type=float, metavar="P",
+                   help="eagle: the head's chain ends after a slot whose most likely token has probability below P "
+                        "under the head (default: 0.1 for text, 0 for images and video: the whole window)")
     p.add_argument("--window", type=_window_arg, default=window,
                    help="positions verified per forward (1..256), or 'auto' (picked at every step from measured step "
-                        "costs and acceptance, up to 16 image, 64 video, 6 text"
+                        "costs and acceptance, up to 16 image, 64 video, 8 text"
                         + ("; generate keeps what it measured in $MMSPEC_WINDOW_CACHE, default ~/.cache/mmspec/windows, "
                            "'off' to forget" if window == "auto" else "; measured afresh in every run")
                         + "); default: " + ("auto" if window == "auto" else "16 image, 64 video, 6 text"))

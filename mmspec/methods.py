@@ -117,6 +117,9 @@ def draft_model(model=None, sampling=None, proactive=None) -> Method:
 # a token tree's shape unless told (`eagle(tree=True)`): nodes, and children per expanded node; the fastest on code-text
 # of those measured at window 8 (benchmarks/README.md, "Token trees")
 TREE_NODES, TREE_TOP_K = 32, 4
+# where a head's chain stops on text unless told (`eagle(stop=...)`): the fastest on code-text at 1 row of 0.05-0.12
+# (benchmarks/README.md, "A head's chain that stops where it is unsure")
+STOP = 0.1
 
 
 def _tree_shape(tree) -> "tuple[int, int] | None":
@@ -133,7 +136,7 @@ def _tree_shape(tree) -> "tuple[int, int] | None":
 
 
 def eagle(head=None, exact: bool = False, jacobi: "int | None" = None, init: "str | None" = None,
-          proactive=None, tree=None, lookup: "bool | None" = None) -> Method:
+          proactive=None, tree=None, lookup: "bool | None" = None, stop: "float | None" = None) -> Method:
     """head: an EagleHead or a head folder (mmspec.reference.eagle). exact: drafts are argmax(log q + g) with each
     position's own noise and the verifier accepts AR's token only (the tokens of `ar` with the same seed); else
     drafts are drawn from q and verified by rejection sampling. jacobi: the head drafts the first `jacobi` slots
@@ -144,7 +147,10 @@ def eagle(head=None, exact: bool = False, jacobi: "int | None" = None, init: "st
     are `ar`'s with or without `exact` (not with jacobi or proactive). lookup: in a step where the layout's lookup
     (n-gram on text) drafts a first token the head finds the most likely, the lookup's drafts instead of the head's
     chain or tree (mmspec.drafters.lookup.LookupOrDrafter); None: on 1D layouts (text), where copies of earlier
-    text are common, unless with jacobi or proactive (not with those)."""
+    text are common, unless with jacobi or proactive (not with those). stop: the head's chain ends after a slot
+    whose most likely token has a probability below `stop` under the head, in every row (0: the whole window
+    always); None: `STOP` on 1D layouts, 0 on grids, where it was not measured to pay. A row's draft then depends
+    on its batch (its sampled tokens too, never their law nor `exact`'s)."""
     from mmspec.drafters.eagle import EagleDrafter, SplicedDrafter
     from mmspec.drafters.lookup import LookupOrDrafter
     from mmspec.drafters.tree import TreeDrafter
@@ -166,6 +172,10 @@ def eagle(head=None, exact: bool = False, jacobi: "int | None" = None, init: "st
         raise ValueError(f"lookup must be true, false or None, got {lookup!r}")
     if lookup and (jacobi is not None or proactive is not None):
         raise ValueError("eagle's lookup drafts whole windows: no proactive branches or Jacobi window with it")
+    if stop is not None and (isinstance(stop, bool) or not isinstance(stop, (int, float)) or not 0 <= stop < 1):
+        raise ValueError(f"stop must be a probability in [0, 1) or None, got {stop!r}")
+    if stop and shape is not None:
+        raise ValueError("eagle's token tree picks its nodes by the head's confidence itself: no stop with it")
     if init is not None:
         make_fill(init)
     draw, verifier = ("gumbel", GumbelMatchVerifier()) if exact else ("sample", RejectionVerifier())
@@ -190,7 +200,7 @@ def eagle(head=None, exact: bool = False, jacobi: "int | None" = None, init: "st
         return Method("eagle", make_tree, TreeVerifier(GumbelMatchVerifier()), tree_nodes=nodes)
 
     def make(layout: Layout) -> Drafter:
-        drafter = EagleDrafter(head, draw, nodes)
+        drafter = EagleDrafter(head, draw, nodes, stop=(STOP if layout.axes == 1 else 0.0) if stop is None else stop)
         if jacobi is None:
             return with_lookup(layout, drafter, drafter)
         return SplicedDrafter(drafter, JacobiDrafter(redraw, make_fill(init or layout.default_init)), jacobi)

@@ -10,7 +10,7 @@ PROACTIVE = [{"name": "exact", "proactive": [3, 2]}, {"name": "exact", "proactiv
 EAGLE = [{"name": "eagle"}, {"name": "eagle", "jacobi": 2}, {"name": "eagle", "exact": True, "jacobi": 1},
          {"name": "eagle", "proactive": [3, 2]}, {"name": "eagle", "exact": True, "proactive": [4, 3]},
          {"name": "eagle", "tree": [6, 3]}, {"name": "eagle", "exact": True, "tree": 12},
-         {"name": "eagle", "lookup": True}, {"name": "eagle", "lookup": False}]
+         {"name": "eagle", "lookup": True}, {"name": "eagle", "lookup": False}, {"name": "eagle", "stop": 0.2}]
 ALL = ["ar", "jacobi", "coupled", "gumbel", "exact", "lookup", "draft-model", "pac"] + PROACTIVE + EAGLE
 LAYOUTS = {
     "1d": (mmspec.Sequence1D(14), 1),
@@ -77,7 +77,8 @@ def test_exact_with_proactive_branches_equals_ar(layout, proactive, window):
 @pytest.mark.parametrize("options", [{}, {"jacobi": 1}, {"jacobi": 3}, {"proactive": [3, 2]}, {"proactive": [4, 3]},
                                      {"proactive": [2, 1]}, {"tree": [6, 3]}, {"tree": [2, 2]}, {"tree": [20, 4]},
                                      {"tree": [6, 3], "exact": False}, {"lookup": True}, {"lookup": False},
-                                     {"lookup": True, "tree": [6, 3]}, {"lookup": True, "tree": [6, 3], "exact": False}],
+                                     {"lookup": True, "tree": [6, 3]}, {"lookup": True, "tree": [6, 3], "exact": False},
+                                     {"stop": 0.2}, {"stop": 0.2, "jacobi": 2}],
                          ids=str)
 @pytest.mark.parametrize("window", [2, 4, 9, "auto"])
 def test_exact_with_a_draft_head_equals_ar(layout, options, window):
@@ -126,8 +127,10 @@ def test_exact_is_seed_dependent_and_structural_tokens_are_forced():
 
 
 # a row's draws follow the other rows where a lookup drafts alone in a step (every row took it) and the drafter
-# beside it does not draw (mmspec.drafters.lookup.LookupOrDrafter): its tokens keep their law, not their seed's
-@pytest.mark.parametrize("method", [m for m in ALL if not (isinstance(m, dict) and m.get("lookup"))], ids=str)
+# beside it does not draw (mmspec.drafters.lookup.LookupOrDrafter), or where a head's chain goes on while any row's
+# head is sure (`stop`): its tokens keep their law, not their seed's
+@pytest.mark.parametrize("method", [m for m in ALL if not (isinstance(m, dict) and (m.get("lookup") or m.get("stop")))],
+                         ids=str)
 def test_batch_rows_equal_single_runs(method):
     layout, axes = LAYOUTS["2d"]
     target = _target(axes)

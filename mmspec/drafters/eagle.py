@@ -162,13 +162,18 @@ class EagleDrafter:
     # catch-up forward, which the next wide step pays (and a window policy sees in that step's time)
     WAIT = 16
 
-    def __init__(self, head: EagleHead, draw: str = "sample", tree_nodes: int = 0, tree_level: int = 0):
+    def __init__(self, head: EagleHead, draw: str = "sample", tree_nodes: int = 0, tree_level: int = 0,
+                 stop: float = 0.0):
         """tree_nodes: nodes proactive branches add to a window at most; tree_level: nodes a token tree's level feeds
         the head (`grow_tree`'s top_k), for as many levels as the widest window has drafts but one (the head's cache
-        has room for them)."""
+        has room for them). stop: the chain ends after a slot where, in every row, the head's most likely token has
+        probability below `stop` (its softmax at temperature 1): what follows an unsure slot is mostly refused, and
+        each further slot costs a head forward and a wider target forward."""
         if draw not in DRAWS:
             raise ValueError(f"draw must be one of {DRAWS}, got {draw!r}")
-        self.head, self.draw, self.tree_nodes, self.tree_level = head, draw, tree_nodes, tree_level
+        if not 0.0 <= stop < 1.0:
+            raise ValueError(f"stop must be a probability in [0, 1), got {stop!r}")
+        self.head, self.draw, self.tree_nodes, self.tree_level, self.stop = head, draw, tree_nodes, tree_level, stop
 
     def start(self, state: DecodeState, context: Context):
         if self.head.config.vocab_size != state.vocab_size:
@@ -219,11 +224,21 @@ class EagleDrafter:
             d = self._draw(state, logq[:, None], q[:, None], index, None if u is None else u[:, j:j + 1])[:, 0]
             drafts.append(d)
             qs.append(q)
-            if j < L - 2:
-                out, logits = self.session.forward(h[:, None], self._rows(d[:, None]), self._rows(index[:, 0]))
-                h, z = out[:, 0], logits[:, 0]
+            if j == L - 2 or self._unsure(state, z):
+                break
+            out, logits = self.session.forward(h[:, None], self._rows(d[:, None]), self._rows(index[:, 0]))
+            h, z = out[:, 0], logits[:, 0]
         tokens = torch.stack(drafts, 1)
         return Draft(tokens, torch.stack(qs, 1), torch.zeros_like(tokens, dtype=torch.bool))
+
+    def _unsure(self, state: DecodeState, z: torch.Tensor) -> bool:
+        """Whether every row's head logits z [R, V] give their most likely token less than `stop` (rows that are
+        done have zero logits: unsure). A function of the head's own output only, so a
+        draft's length depends on nothing the verifier draws: each slot drafted is still tested under its q."""
+        if self.stop == 0.0:
+            return False
+        top = z[:state.batch_size].float().softmax(-1).amax(-1)  # [B] (CFG's null rows excluded)
+        return bool((top < self.stop).all())
 
     def _draw(self, state: DecodeState, logq: torch.Tensor, q: torch.Tensor, index: torch.Tensor,
               u: torch.Tensor | None) -> torch.Tensor:

@@ -14,17 +14,22 @@ from mmspec.drafters.proactive import ModelBranches, NoiseModelBranches, Proacti
 from mmspec.drafters.tree import TreeDrafter
 from mmspec.loading import read_safetensors
 from mmspec.reference.eagle import load_head
+from mmspec.steps import Draft
 from mmspec.verify import BranchVerifier, GumbelMatchVerifier, RejectionVerifier, TreeVerifier
 from test_distribution import ALPHA, SAMPLES, IgnoresBranchQ, case
 from tiny import CycleWindow, chi_square_pvalue, gpt_law, llama_law, sequence_id, tiny_gpt, tiny_head, tiny_llama
 
+# where the tiny heads' chains stop: after slot 0 in some steps, slot 1 in others, never in the rest
+STOP = 0.6
 # text takes the lookup's drafts where the head agrees unless told not to (mmspec.drafters.lookup.LookupOrDrafter);
 # "lookup" turns it on for grids too (the row above's copies)
 VARIANTS = {"chain": {}, "exact": {"exact": True}, "coupled-splice": {"jacobi": 1},
             "exact-splice": {"exact": True, "jacobi": 2}, "branches": {"proactive": [2, 2]},
             "exact-branches": {"exact": True, "proactive": [2, 2]}, "tree": {"tree": [4, 2]},
             "exact-tree": {"exact": True, "tree": [5, 2]}, "head-only": {"lookup": False},
-            "lookup": {"lookup": True}, "exact-tree-lookup": {"exact": True, "tree": [5, 2], "lookup": True}}
+            "lookup": {"lookup": True}, "exact-tree-lookup": {"exact": True, "tree": [5, 2], "lookup": True},
+            "stop": {"stop": STOP}, "exact-stop": {"exact": True, "stop": STOP},
+            "splice-stop": {"jacobi": 2, "stop": STOP}}
 CASES = {}
 
 
@@ -77,6 +82,35 @@ def test_eagle_keeps_the_law_with_given_tokens_and_widened_windows(variant):
     law = gpt_law(target.model, 0, layout, sampling, given=places)
     assert chi_square_pvalue(sequence_id(g.tokens, 4), law) > ALPHA
     assert g.stats.accepted.sum() > 0
+
+
+def test_a_chain_that_stops_where_the_head_is_unsure_drafts_less_and_keeps_the_law():
+    """The head's chain ends after a slot where its most likely token is below `stop`: steps with 1, 2 and 3 drafts
+    in one run (a function of the head's output, never of the verifier's draws), the law as without it."""
+    full = _sample("text-1d", {"lookup": False})
+    g = _sample("text-1d", {"lookup": False, "stop": STOP})
+    slots = g.stats.forwards_at.sum(0)  # [3] forwards whose window had slot j
+    assert slots[0] > slots[1] > slots[2] > 0 and full.stats.forwards_at.sum(0).unique().numel() == 1
+    assert chi_square_pvalue(sequence_id(g.tokens, 4), eagle_case("text-1d")[4]) > ALPHA
+
+
+class PadsAStoppedChain(EagleDrafter):
+    """Wrong: a chain that stopped early is padded to the window with copies of its last draft, each reported under
+    the last slot's q, which did not draw them."""
+
+    def propose(self, state, L):
+        draft = super().propose(state, L)
+        short = L - 1 - draft.width
+        if draft.q is None or draft.width == 0 or short == 0:
+            return draft
+        pad = lambda x: torch.cat([x, x[:, -1:].expand(-1, short, *x.shape[2:])], 1)  # noqa: E731
+        return Draft(pad(draft.tokens), pad(draft.q), pad(draft.onehot))
+
+
+def test_the_law_test_has_power_against_a_stopped_chain_padded_with_copies():
+    head = eagle_case("text-1d")[1]
+    method = mmspec.Method("eagle-wrong", lambda layout: PadsAStoppedChain(head, stop=STOP), RejectionVerifier())
+    assert chi_square_pvalue(sequence_id(_sample("text-1d", method).tokens, 4), eagle_case("text-1d")[4]) < ALPHA
 
 
 class NotRenormalised(EagleDrafter):
@@ -361,6 +395,11 @@ def test_eagle_refuses_levers_that_do_not_combine_and_bad_tree_shapes():
     for bad in (0, [8], [8, 0], "8", 2.5):
         with pytest.raises(ValueError, match="tree must be NODES or"):
             mmspec.methods.resolve_method({"name": "eagle", "head": eagle_case("text-1d")[1], "tree": bad})
+    for bad in (1.0, -0.1, "0.1", True):
+        with pytest.raises(ValueError, match=r"stop must be a probability in \[0, 1\)"):
+            mmspec.methods.resolve_method({"name": "eagle", "head": eagle_case("text-1d")[1], "stop": bad})
+    with pytest.raises(ValueError, match="no stop with it"):
+        mmspec.methods.resolve_method({"name": "eagle", "head": eagle_case("text-1d")[1], "tree": 8, "stop": 0.1})
 
 
 # A head in the published EAGLE-3 layout for a 4-layer tiny llama: vLLM's default layers are (2, 4 // 2, 4 - 3)
