@@ -139,8 +139,9 @@ def _own_copies(module: torch.nn.Module, state_dict: dict, prefix: str, local_me
 def fused_product(module: torch.nn.Module, group: tuple[str, ...], x: torch.Tensor) -> torch.Tensor:
     """x [.., in] through the group's layers of `module` -> their outputs side by side [.., sum out_i]: one product
     where `decode_layout` fused them and they still share its storage (a later `.to()` or a weight set anew
-    breaks that: then one product each)."""
-    fused = module.__dict__.get("_fused", {}).get(group)
+    breaks that: then one product each; a compiled step, which cannot compare storages, makes one product each as
+    well)."""
+    fused = None if torch.compiler.is_compiling() else module.__dict__.get("_fused", {}).get(group)
     if fused is not None and all(getattr(module, name).weight.data_ptr() == at for name, at in zip(group, fused[1])):
         return x @ fused[0]
     return torch.cat([F.linear(x, getattr(module, name).weight) for name in group], -1)
