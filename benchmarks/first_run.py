@@ -29,7 +29,8 @@ def compare(pipe, kind: str, rows: int, repeats: int) -> dict:
     for _ in range(repeats):
         for name in ("ar", "auto"):
             if name == "auto":  # a cold start: the model's prior, nothing measured
-                pipe.window_memory = WindowMemories(None, pipe.window_memory.device, pipe.window_memory.prior)
+                pipe.window_memory = WindowMemories(None, pipe.window_memory.device, pipe.window_memory.prior,
+                                                 pipe.window_memory.greedy_prior)
             t0, c0 = time.perf_counter(), time.process_time()
             out = pipe(prompts, method="ar" if name == "ar" else "exact", window="auto", **call)
             best[name] = [min(best[name][0], time.perf_counter() - t0), min(best[name][1], time.process_time() - c0)]

@@ -94,7 +94,8 @@ class ClockedFixed(FixedWindow):
 def policy(variant: str, pipe, clock: Clock) -> "ClockedAuto | ClockedFixed":
     if variant.startswith("fixed"):
         return ClockedFixed(int(variant[len("fixed"):]), clock)
-    memory = WindowMemories(None, pipe.window_memory.device, pipe.window_memory.prior)["exact"]  # a first call
+    memory = WindowMemories(None, pipe.window_memory.device, pipe.window_memory.prior,
+                            pipe.window_memory.greedy_prior)["exact"]  # a first call
     auto = ClockedAuto(clock, max_window=pipe.default_window, memory=memory)
     for setting in [] if variant == "base" else variant.split("+"):
         name, value = setting.split("=")

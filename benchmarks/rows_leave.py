@@ -47,7 +47,8 @@ def main(argv=None) -> dict:
         for run in runs:
             name, window, leave = run
             ActiveRows.follow = follow if leave else (lambda self, active, running: None)
-            pipe.window_memory = WindowMemories(None, pipe.window_memory.device, pipe.window_memory.prior)
+            pipe.window_memory = WindowMemories(None, pipe.window_memory.device, pipe.window_memory.prior,
+                                                 pipe.window_memory.greedy_prior)
             c0 = time.process_time()
             out = pipe(prompts, method="ar" if name == "ar" else "exact", window=window, **call)
             best[run] = min(best[run], time.process_time() - c0)

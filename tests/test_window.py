@@ -1,4 +1,6 @@
 """Window policies: `auto` picks the window that pays, and any window sequence stays lossless."""
+import json
+
 import pytest
 import torch
 
@@ -329,9 +331,31 @@ def test_every_bundled_model_ships_a_prior_for_the_methods_that_use_auto(kind):
     pipeline = {"image": ImagePipeline, "video": VideoPipeline, "text": TextPipeline}[kind]
     prior = load_prior(models_dir() / pipeline.default_model)
     methods = ["exact", "coupled", "gumbel", "jacobi", "lookup", "pac"] + (["draft-model", "eagle"] if kind == "text" else [])
+    greedy = load_prior(models_dir() / pipeline.default_model, greedy=True)  # text: measured at temperature 0 too
     for method in methods:
-        assert 1 in prior[method], method
-        assert set(prior[method][1]) == set(AutoWindow(max_window=pipeline.default_window).candidates), method
+        for measured in (prior, greedy) if kind == "text" else (prior,):
+            assert 1 in measured[method], method
+            assert set(measured[method][1]) == set(AutoWindow(max_window=pipeline.default_window).candidates), method
+
+
+def test_a_greedy_call_starts_from_the_greedy_prior_and_keeps_its_measurements_apart(tmp_path):
+    """Greedy text commits longer runs than sampled text: a greedy call judges widths by the prior measured at
+    temperature 0 (the default one where the model has none), and its steps do not count for sampled calls."""
+    (tmp_path / mmspec.window.PRIOR_FILE).write_text(json.dumps({
+        "tokens_per_step": {"exact": {"1": {"1": 1.0, "4": 1.1}}, "lookup": {"1": {"1": 1.0, "4": 1.2}}},
+        "greedy_tokens_per_step": {"lookup": {"1": {"1": 1.0, "4": 3.5}}}}))
+    sampled, greedy = load_prior(tmp_path), load_prior(tmp_path, greedy=True)
+    assert greedy == {"lookup": {1: {1: 1.0, 4: 3.5}}} and sampled["lookup"] == {1: {1: 1.0, 4: 1.2}}
+    memory = WindowMemory(prior=sampled["lookup"], greedy_prior=greedy["lookup"])
+    cold, hot = FakeState(rows=1), FakeState(rows=1)
+    cold.sampling, hot.sampling = mmspec.Sampling(temperature=0.0), mmspec.Sampling(temperature=0.8)
+    assert memory.prior_for(cold) == {1: {1: 1.0, 4: 3.5}} and memory.prior_for(hot) == {1: {1: 1.0, 4: 1.2}}
+    assert WindowMemory(prior=sampled["exact"]).prior_for(cold) == {1: {1: 1.0, 4: 1.1}}
+    costs = dict(seconds_of=lambda L: 0.001 * (1 + L / 4), k_of=lambda L: 1)  # 4 costs 2x AR
+    # by the greedy prior 4 pays (3.5 tokens for 2x AR's time): once timed, it runs; by the sampled one it never does
+    assert _run(AutoWindow(max_window=4, widths=[1, 4], memory=memory), 12, **costs, state=cold)[-4:] == [4] * 4
+    assert 4 not in _run(AutoWindow(max_window=4, widths=[1, 4], memory=memory), 12, **costs, state=hot)[8:]
+    assert len(memory.shapes) == 2  # (1 row, no CFG, greedy) and (1 row, no CFG, sampled)
 
 
 @pytest.mark.parametrize("layout", [mmspec.Grid2D(4, 4), mmspec.Sequence1D(14)], ids=repr)

@@ -53,16 +53,18 @@ class WindowMemories(dict):
     """method -> WindowMemory: what window="auto" learned across a pipeline's calls. With a folder, each method's
     memory is kept in a file there, per device and CPU thread count (both change every timing), so a new process
     starts from it. `prior`: the model's acceptance prior by method (mmspec.window.load_prior), so that a first
-    call need not explore."""
+    call need not explore; `greedy_prior` at temperature 0."""
 
-    def __init__(self, folder: "Path | None" = None, device="cpu", prior: "dict | None" = None):
+    def __init__(self, folder: "Path | None" = None, device="cpu", prior: "dict | None" = None,
+                 greedy_prior: "dict | None" = None):
         super().__init__()
-        self.folder, self.device, self.prior = folder, str(device).replace(":", ""), prior or {}
+        self.folder, self.device = folder, str(device).replace(":", "")
+        self.prior, self.greedy_prior = prior or {}, greedy_prior or {}
 
     def __missing__(self, method: str) -> WindowMemory:
         name = f"{method}-{self.device}-{torch.get_num_threads()}threads-v{WindowMemory.version}.json"
         path = None if self.folder is None else self.folder / name
-        memory = self[method] = WindowMemory(path, self.prior.get(method))
+        memory = self[method] = WindowMemory(path, self.prior.get(method), self.greedy_prior.get(method))
         return memory
 
 
@@ -94,7 +96,7 @@ class WindowCache:
 
     def memories(self, model: Path, device) -> WindowMemories:
         """A pipeline's memories for a model folder, starting from the acceptance prior it ships (if any)."""
-        return WindowMemories(self.folder(model), device, load_prior(model))
+        return WindowMemories(self.folder(model), device, load_prior(model), load_prior(model, greedy=True))
 
 
 @contextmanager

@@ -52,12 +52,15 @@ class CountingWindow(FixedWindow):
             self.steps[band] += 1
 
 
-def measure(pipe, kind: str, method: str, rows: int, windows: list[int], seeds: list[int]) -> dict[int, tuple]:
+def measure(pipe, kind: str, method: str, rows: int, windows: list[int], seeds: list[int],
+            greedy: bool = False) -> dict[int, tuple]:
     """window -> (tokens, steps) by band, over every prompt at 1 row, or batches of `rows` rows cycling through the
-    prompts."""
+    prompts; at the model's default sampling, or at temperature 0 (`greedy`)."""
     prompts = PROMPTS[kind]
     batches = [[p] for p in prompts] if rows == 1 else [[prompts[i % len(prompts)] for i in range(rows)]]
     call = {"max_new_tokens": 64} if kind == "text" else {}
+    if greedy:
+        call["sampling"] = {**pipe.default_sampling, "temperature": 0.0}
     counts = {}
     for L in windows:
         tokens = steps = 0
@@ -77,6 +80,8 @@ def main() -> None:
     ap.add_argument("--rows", default=None, help="comma-separated batch sizes (default: 1,4,8,16 image; 1,8 video; "
                                                  "1,4 text)")
     ap.add_argument("--seeds", type=int, default=2, help="seeds per prompt (row seeds: seed + row)")
+    ap.add_argument("--greedy", action="store_true", help="at temperature 0, into the file's greedy_ fields (what "
+                                                          "`auto` starts from in a greedy call)")
     args = ap.parse_args()
     torch.set_num_threads(1)  # the counts do not depend on it; other work on the machine does not wait for us
     pipe = load_pipeline(args.kind)
@@ -86,7 +91,8 @@ def main() -> None:
     tokens, by_band, steps = {}, {}, {}
     for method in methods:
         for rows in rows_list:
-            counts = measure(pipe, args.kind, method, rows, candidates[1:], list(range(args.seeds)))
+            seeds = list(range(1 if args.greedy else args.seeds))  # (greedy: every seed draws the same text)
+            counts = measure(pipe, args.kind, method, rows, candidates[1:], seeds, args.greedy)
             # at window 1 no row has drafts: every running row commits one token per step
             overall = {1: 1.0, **{L: round(float(t.sum() / max(n.sum(), 1)), 3) for L, (t, n) in counts.items()}}
             # a band's own steps, shrunk toward the overall figure: a batch of 8 rows takes 10 steps at 16 in a band,
@@ -99,16 +105,19 @@ def main() -> None:
     folder = Path(__file__).resolve().parents[1] / {"image": "emoji-image", "video": "emoji-video",
                                                     "text": "code-text"}[args.kind]
     path = folder / PRIOR_FILE
-    if path.is_file():  # the methods and batch sizes not measured now keep what the file holds
-        before = json.loads(path.read_text())
-        tokens, by_band, steps = (_merged(before.get(field, {}), new) for field, new in (
-            ("tokens_per_step", tokens), ("tokens_per_step_by_band", by_band), ("steps_counted", steps)))
+    first = "greedy_" if args.greedy else ""
+    fields = {f"{first}tokens_per_step": tokens, f"{first}tokens_per_step_by_band": by_band,
+              f"{first}steps_counted": steps}
+    before = json.loads(path.read_text()) if path.is_file() else {}
+    # the methods, batch sizes and sampling not measured now keep what the file holds
+    fields = {field: _merged(before.get(field, {}), new) for field, new in fields.items()}
     out = {"about": "tokens per step by which the batch's rearmost row moved (mmspec.window.batch_progress), by "
                     "method, batch size and window, "
-                    "under the model's default sampling, overall and by band of the output (equal shares of its "
-                    "indices, by where the step starts); written by models/recipes/window_prior.py",
+                    "under the model's default sampling (greedy_ fields: at temperature 0), overall and by band of "
+                    "the output (equal shares of its indices, by where the step starts); written by "
+                    "models/recipes/window_prior.py",
            "sampling": pipe.default_sampling, "prompts": PROMPTS[args.kind], "seeds": args.seeds,
-           "tokens_per_step": tokens, "tokens_per_step_by_band": by_band, "steps_counted": steps}
+           **{k: v for k, v in before.items() if k not in ("about", "sampling", "prompts", "seeds")}, **fields}
     path.write_text(json.dumps(out, indent=1) + "\n")
     print("wrote", path)
 
