@@ -55,10 +55,7 @@ def test_top_p_on_a_large_vocabulary_ranks_few_or_all_tokens_with_one_rule(top_p
     flat = torch.randn(3, 4096, generator=g) * 0.1      # they do not: every row sorts in full
     for z in (peaked, flat, torch.cat([peaked, flat])):
         logp = mmspec.Sampling(top_p=top_p).logp(z)
-        p = z.softmax(-1)
-        ranked, _ = p.sort(-1, descending=True)
-        kept = (ranked.cumsum(-1) - ranked < top_p).sum(-1)  # how many the rule keeps per row
-        assert torch.equal(torch.isfinite(logp).sum(-1), kept)
+        assert _as_the_sort_keeps(torch.isfinite(logp).sum(-1), z, top_p)
         assert torch.equal(logp.argmax(-1), z.argmax(-1))
         torch.testing.assert_close(logp.exp().sum(-1), torch.ones(len(z)))
     # a row's result does not depend on whether another row in the batch forced the full sort
@@ -66,10 +63,14 @@ def test_top_p_on_a_large_vocabulary_ranks_few_or_all_tokens_with_one_rule(top_p
     assert torch.equal(mixed[:3], mmspec.Sampling(top_p=top_p).logp(peaked))
 
 
-def _sort_rule(z: torch.Tensor, top_p: float) -> torch.Tensor:
-    """How many tokens per row the top-p rule keeps, by a full sort."""
+def _as_the_sort_keeps(count: torch.Tensor, z: torch.Tensor, top_p: float, rounding: float = 1e-5) -> bool:
+    """Whether each row keeps as many tokens as the top-p rule by a full sort. Its mass is summed in another order,
+    so where the mass before a token is within float rounding of top_p (a 4096-token sum, on this CPU or another)
+    either count is the rule's: the token there may go either way, no other."""
     ranked, _ = z.softmax(-1).sort(-1, descending=True)
-    return (ranked.cumsum(-1) - ranked < top_p).sum(-1)
+    before = ranked.cumsum(-1) - ranked
+    least, most = ((before < t).sum(-1) for t in (top_p - rounding, top_p + rounding))
+    return bool(((least <= count) & (count <= most)).all())
 
 
 @pytest.mark.parametrize("top_p", [0.3, 0.9, 0.999])
@@ -80,7 +81,7 @@ def test_top_p_keeps_the_sorts_count_with_ties_and_tokens_ruled_out(top_p):
     z = (torch.randn(6, 4096, generator=g) * torch.tensor([0.05, 0.5, 1.0, 2.0, 3.0, 6.0])[:, None]).round(decimals=1)
     z[:, ::3] = -torch.inf
     stays = torch.isfinite(mmspec.Sampling(top_p=top_p).logp(z))
-    assert torch.equal(stays.sum(-1), _sort_rule(z, top_p))
+    assert _as_the_sort_keeps(stays.sum(-1), z, top_p)
     assert (torch.where(stays, z, torch.inf).amin(-1) >= torch.where(stays, -torch.inf, z).amax(-1)).all()
 
 
@@ -91,5 +92,5 @@ def test_top_p_by_bands_where_the_mass_reaches_top_p_in_the_deepest_band():
     lse = z.logsumexp(-1, keepdim=True)
     deep = _top_p_by_bands(z, lse, 0.9, bands=8, depth=2.0)
     assert ((z.amax(-1, keepdim=True) - z)[torch.isfinite(deep)].max() > 2.0)
-    assert torch.equal(torch.isfinite(deep).sum(-1), _sort_rule(z, 0.9))
+    assert _as_the_sort_keeps(torch.isfinite(deep).sum(-1), z, 0.9)
     assert torch.equal(deep, _top_p_by_bands(z, lse, 0.9))  # the bands change the work, not the result
