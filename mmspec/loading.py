@@ -90,18 +90,21 @@ def decode_layout(model: torch.nn.Module) -> torch.nn.Module:
     that read the same input become one matrix (`FUSED_GROUPS`, `fused_product`)."""
     tied = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Embedding)}
     for m in model.modules():
-        if _decodable(m) and id(m.weight) not in tied:
-            m.weight.data = m.weight.data.t().contiguous().t()
-    for m in model.modules():
         for group in FUSED_GROUPS:
             _fuse(m, group, tied)
+    fused = {id(getattr(m, name).weight) for m in model.modules() for group in m.__dict__.get("_fused", ())
+             for name in group}  # already input-major views of their group's matrix
+    for m in model.modules():
+        if _decodable(m) and id(m.weight) not in tied | fused:
+            m.weight.data = m.weight.data.t().contiguous().t()
     return model
 
 
 # Linear layers that read the same input, by the names models give them (Llama's attention and MLP, the reference
 # GPT's MLP): `decode_layout` stores each group as one input-major matrix, so a decode step makes one product of the
 # group instead of several (code-text, a one-token forward: 14% less time; small products cost their calls).
-FUSED_GROUPS = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"), ("w1", "w3"))
+QKV, GATE_UP, W1_W3 = ("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"), ("w1", "w3")
+FUSED_GROUPS = (QKV, GATE_UP, W1_W3)
 
 
 def _decodable(m: torch.nn.Module) -> bool:
@@ -115,7 +118,7 @@ def _fuse(module: torch.nn.Module, group: tuple[str, ...], tied: set[int]) -> No
     if not all(_decodable(m) and m.bias is None and id(m.weight) not in tied for m in linears) \
             or len({m.in_features for m in linears}) != 1:
         return
-    W = torch.cat([m.weight.detach() for m in linears]).t().contiguous()  # [in, sum out]
+    W = torch.cat([m.weight.detach().t() for m in linears], 1)  # [in, sum out], one copy of the row-major weights
     start = 0
     for m in linears:
         m.weight.data = W[:, start:start + m.out_features].t()
@@ -140,8 +143,9 @@ def fused_product(module: torch.nn.Module, group: tuple[str, ...], x: torch.Tens
     """x [.., in] through the group's layers of `module` -> their outputs side by side [.., sum out_i]: one product
     where `decode_layout` fused them and they still share its storage (a later `.to()` or a weight set anew
     breaks that: then one product each; a compiled step, which cannot compare storages, makes one product each as
-    well)."""
-    fused = None if torch.compiler.is_compiling() else module.__dict__.get("_fused", {}).get(group)
+    well, and so does a step that records gradients: the fused matrix is not a parameter)."""
+    fused = None if torch.compiler.is_compiling() or torch.is_grad_enabled() else \
+        module.__dict__.get("_fused", {}).get(group)
     if fused is not None and all(getattr(module, name).weight.data_ptr() == at for name, at in zip(group, fused[1])):
         return x @ fused[0]
     return torch.cat([F.linear(x, getattr(module, name).weight) for name in group], -1)

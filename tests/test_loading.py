@@ -6,7 +6,7 @@ from safetensors.torch import load_file
 from torch import nn
 
 from mmspec import HFCausalLM
-from mmspec.loading import decode_layout, fused_product
+from mmspec.loading import GATE_UP, QKV, decode_layout, fused_product
 from mmspec.reference.checkpoint import load_gpt, save_gpt
 from mmspec.reference.eagle import load_head, save_head
 from tiny import tiny_gpt, tiny_head, tiny_llama
@@ -68,10 +68,11 @@ def test_layers_that_read_one_input_become_one_matrix_and_save_as_before(tmp_pat
     loaded = HFCausalLM.from_pretrained(tmp_path / "llama").model
     x = torch.randn(3, 32)
     for layer in loaded.model.layers:
-        for module, group in ((layer.self_attn, ("q_proj", "k_proj", "v_proj")), (layer.mlp, ("gate_proj", "up_proj"))):
+        for module, group in ((layer.self_attn, QKV), (layer.mlp, GATE_UP)):
             weights = [getattr(module, name).weight for name in group]
             assert len({w.untyped_storage().data_ptr() for w in weights}) == 1
-            torch.testing.assert_close(fused_product(module, group, x), _group_product(module, group, x))
+            with torch.no_grad():  # (a step that records gradients multiplies each weight)
+                torch.testing.assert_close(fused_product(module, group, x), _group_product(module, group, x))
     assert all(w.untyped_storage().data_ptr() != loaded.model.layers[0].self_attn.q_proj.weight.untyped_storage().data_ptr()
                for name, w in loaded.state_dict().items() if not name.startswith("model.layers.0.self_attn.q_proj"))
     loaded.save_pretrained(tmp_path / "again", safe_serialization=True)  # no tensors sharing storage to refuse
@@ -94,12 +95,24 @@ def test_a_fused_group_whose_weights_moved_or_changed_multiplies_each_weight():
     decode_layout(mlp)
     x = torch.randn(2, 32)
     mlp.up_proj.weight = nn.Parameter(torch.randn_like(mlp.up_proj.weight))
-    torch.testing.assert_close(fused_product(mlp, ("gate_proj", "up_proj"), x), _group_product(mlp, ("gate_proj", "up_proj"), x))
     attn = decode_layout(tiny_llama(dtype=torch.float32).model.layers[0].self_attn).to(torch.float64)
     y = torch.randn(2, 32, dtype=torch.float64)
-    out = fused_product(attn, ("q_proj", "k_proj", "v_proj"), y)
+    with torch.no_grad():
+        torch.testing.assert_close(fused_product(mlp, GATE_UP, x), _group_product(mlp, GATE_UP, x))
+        out = fused_product(attn, QKV, y)
     assert out.dtype == torch.float64
-    torch.testing.assert_close(out, _group_product(attn, ("q_proj", "k_proj", "v_proj"), y))
+    torch.testing.assert_close(out, _group_product(attn, QKV, y))
+
+
+def test_a_product_that_records_gradients_reaches_each_fused_weight():
+    """Training a loaded model: the fused matrix is not a parameter, so the product must go through the weights."""
+    mlp = decode_layout(tiny_llama(dtype=torch.float32).model.layers[0].mlp)
+    x = torch.randn(2, 32)
+    fused_product(mlp, GATE_UP, x).square().sum().backward()
+    expected = [torch.autograd.grad(_group_product(mlp, GATE_UP, x).square().sum(), w)[0]
+                for w in (mlp.gate_proj.weight, mlp.up_proj.weight)]
+    for w, grad in zip((mlp.gate_proj.weight, mlp.up_proj.weight), expected):
+        torch.testing.assert_close(w.grad, grad)
 
 
 def test_weights_off_the_cpu_or_not_fp32_are_left_alone():

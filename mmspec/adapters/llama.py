@@ -14,10 +14,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from mmspec.cache import CacheView
-from mmspec.loading import fused_product
+from mmspec.loading import GATE_UP, QKV, fused_product
 from mmspec.reference.gpt import rms_norm
 
-QKV, GATE_UP = ("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj")  # one product each (mmspec.loading)
 STATIC_ROPE = ("default", "linear", "llama3", "yarn")  # inverse frequencies fixed at load (not "dynamic", "longrope")
 
 

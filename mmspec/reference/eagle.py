@@ -37,7 +37,7 @@ import torch.nn.functional as F
 from safetensors.torch import save_file
 from torch import nn
 
-from mmspec.loading import check_folder, decode_layout, fused_product, load_strict, read_safetensors
+from mmspec.loading import QKV, check_folder, decode_layout, fused_product, load_strict, read_safetensors
 from mmspec.reference.gpt import RMSNorm, rope_angles
 
 ARCHITECTURE = "LlamaForCausalLMEagle3"
@@ -190,7 +190,7 @@ class EagleHead(nn.Module):
         R, T, _ = embeds.shape
         x = torch.cat([layer.input_layernorm(embeds), layer.hidden_norm(hidden)], -1)  # [R, T, 2H]
         H, Hkv = attn.heads, attn.kv_heads
-        qkv = fused_product(attn, ("q_proj", "k_proj", "v_proj"), x).view(R, T, H + 2 * Hkv, -1)
+        qkv = fused_product(attn, QKV, x).view(R, T, H + 2 * Hkv, -1)
         qk = rotate(qkv[:, :, :H + Hkv], *rope).transpose(1, 2)  # queries and keys in one rotation
         return qk[:, :H], qk[:, H:], qkv[:, :, H + Hkv:].transpose(1, 2)
 

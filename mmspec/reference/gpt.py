@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from mmspec.cache import CacheView, StaticKVCache
-from mmspec.loading import fused_product
+from mmspec.loading import W1_W3, fused_product
 
 
 @dataclass
@@ -93,7 +93,7 @@ class FeedForward(nn.Module):
         self.w2 = nn.Linear(hidden, cfg.dim, bias=False)
 
     def forward(self, x):
-        gate, up = fused_product(self, ("w1", "w3"), x).chunk(2, -1)  # one product where the weights are fused
+        gate, up = fused_product(self, W1_W3, x).chunk(2, -1)  # one product where the weights are fused
         return F.linear(F.silu(gate) * up, self.w2.weight)
 
 
