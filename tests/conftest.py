@@ -1,5 +1,6 @@
 """Shared fixtures; tests import their tiny components from tiny.py beside this file."""
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -14,8 +15,20 @@ import mmspec.threads  # noqa: E402
 from mmspec.reference.checkpoint import save_gpt  # noqa: E402
 
 # no more CPU threads than the cores free: where other work holds a core, torch's threads wait on each other at every
-# op (the suite ran 6x slower beside one busy process); on a quiet machine the law tests' large batches use them all
-mmspec.threads.use_cpu_threads()
+# op (the suite ran 6x slower beside one busy process); on a quiet machine the law tests' large batches use them all.
+# Under pytest-xdist (`-n`), the workers share the cores: each takes its share, decided here, not by who started first
+WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if WORKERS > 1:
+    torch.set_num_threads(max(1, mmspec.threads.cores() // WORKERS))
+else:
+    mmspec.threads.use_cpu_threads()
+
+
+@pytest.fixture(autouse=True)
+def suite_threads(monkeypatch):
+    """The CLI in a test keeps the threads chosen above (as OMP_NUM_THREADS makes it): it would otherwise count the
+    other worker as a busy core and print its notice, which the tests of one-line errors would count as a line."""
+    monkeypatch.setenv("OMP_NUM_THREADS", str(torch.get_num_threads()))
 
 
 @pytest.fixture(autouse=True)
