@@ -68,7 +68,7 @@ class HeadSession:
             raise ValueError(f"the head's RoPE has {cfg.rope_axes} axes, the layout {positions.shape[1]}")
         positions = torch.cat([positions, positions[-1:].expand(max_len - len(positions), -1)])
         # computed in fp32, used in the head's dtype, as Llama's RoPE (a bf16 head's projections take bf16 inputs)
-        self.cos, self.sin = (t.to(dtype) for t in head.rope(positions))  # [S, 1, hd]
+        self.rope = torch.stack(head.rope(positions)).to(dtype)  # [2, S, 1, hd]: cos, sin (one gather a forward)
         self.embed = target.embed if head.embed_tokens is None else head.embed_tokens
         self.dtype = dtype
         self.to_target = head.scatter_vocabulary if head.maps_vocabulary() else None  # (asked once: a device read)
@@ -96,7 +96,7 @@ class HeadSession:
         view = self.cache.view(slots, None if tree is None else tree.visible)
         embeds = self.embed(tokens.clamp(min=0)).to(self.dtype)  # the target's dtype may differ from the head's
         hidden = head.fuse(hidden.to(self.dtype))  # [R, T, H]
-        q, k, v = head.qkv(embeds, hidden, (self.cos[index], self.sin[index]))
+        q, k, v = head.qkv(embeds, hidden, self.rope[:, index].unbind(0))
         k, v = view.update(0, k, v)
         mask = view.mask  # [R, 1, T, S] or None
         if columns is not None:  # queries, residual and mask rows of those columns only

@@ -37,8 +37,8 @@ import torch.nn.functional as F
 from safetensors.torch import save_file
 from torch import nn
 
-from mmspec.loading import QKV, check_folder, decode_layout, fused_product, load_strict, read_safetensors
-from mmspec.reference.gpt import RMSNorm, rope_angles
+from mmspec.loading import GATE_UP, QKV, check_folder, decode_layout, fused_product, load_strict, read_safetensors
+from mmspec.reference.gpt import RMSNorm, rms_norm, rope_angles
 
 ARCHITECTURE = "LlamaForCausalLMEagle3"
 
@@ -130,7 +130,8 @@ class _MLP(nn.Module):
         self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
 
     def forward(self, x):
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        gate, up = fused_product(self, GATE_UP, x).chunk(2, -1)  # one product where the weights are fused
+        return F.linear(F.silu(gate) * up, self.down_proj.weight)
 
 
 class _MidLayer(nn.Module):
@@ -181,14 +182,17 @@ class EagleHead(nn.Module):
     def fuse(self, hidden: torch.Tensor) -> torch.Tensor:
         """The target's features [.., F] -> [.., H] through `fc`; the head's own outputs pass as they are."""
         cfg = self.config
-        return self.fc(hidden) if hidden.shape[-1] == cfg.feature_size and cfg.feature_size != cfg.hidden_size else hidden
+        fused = hidden.shape[-1] == cfg.feature_size and cfg.feature_size != cfg.hidden_size
+        return F.linear(hidden, self.fc.weight) if fused else hidden
 
     def qkv(self, embeds: torch.Tensor, hidden: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor]):
         """Pairs of embeddings and (fused) features [R, T, H] -> queries [R, heads, T, hd], keys and values
         [R, kv_heads, T, hd], RoPE applied (cos/sin broadcastable to [R, T, 1, hd])."""
         attn, layer = self.midlayer.self_attn, self.midlayer
         R, T, _ = embeds.shape
-        x = torch.cat([layer.input_layernorm(embeds), layer.hidden_norm(hidden)], -1)  # [R, T, 2H]
+        eps = self.config.rms_norm_eps
+        x = torch.cat([rms_norm(embeds, layer.input_layernorm.weight, eps),
+                       rms_norm(hidden, layer.hidden_norm.weight, eps)], -1)  # [R, T, 2H]
         H, Hkv = attn.heads, attn.kv_heads
         qkv = fused_product(attn, QKV, x).view(R, T, H + 2 * Hkv, -1)
         qk = rotate(qkv[:, :, :H + Hkv], *rope).transpose(1, 2)  # queries and keys in one rotation
@@ -196,15 +200,17 @@ class EagleHead(nn.Module):
 
     def attend(self, hidden: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Attention of q over keys k, v (mask [.., T, S] True = seen), then the residual, MLP, norm and lm_head."""
-        attn, layer = self.midlayer.self_attn, self.midlayer
+        """Attention of q over keys k, v (mask [.., T, S] True = seen), then the residual, MLP, norm and lm_head.
+        (Functions of the modules' weights, not module calls: as in the reference GPT, a call's Python costs more than
+        a one-token step's small products.)"""
+        attn, layer, eps = self.midlayer.self_attn, self.midlayer, self.config.rms_norm_eps
         if attn.kv_heads != attn.heads:
             k, v = (t.repeat_interleave(attn.heads // attn.kv_heads, 1) for t in (k, v))
         y = F.scaled_dot_product_attention(q, k.type_as(q), v.type_as(q), attn_mask=mask)
         R, _, T, _ = q.shape
-        h = hidden + attn.o_proj(y.transpose(1, 2).reshape(R, T, -1))
-        out = h + layer.mlp(layer.post_attention_layernorm(h))
-        return out, self.lm_head(self.norm(out))
+        h = hidden + F.linear(y.transpose(1, 2).reshape(R, T, -1), attn.o_proj.weight)
+        out = h + layer.mlp.forward(rms_norm(h, layer.post_attention_layernorm.weight, eps))
+        return out, F.linear(rms_norm(out, self.norm.weight, eps), self.lm_head.weight)
 
     def maps_vocabulary(self) -> bool:
         """Whether the draft vocabulary differs from the target's (a smaller one, or ids moved by `d2t`)."""
