@@ -28,7 +28,7 @@ step() {  # step NAME LIMIT_SECONDS COMMAND...: run with a time limit, log to $o
   [ "$rc" -eq 0 ] || status=1
 }
 
-if ! python -c "import mmspec, pytest, matplotlib" 2>/dev/null; then
+if ! python -c "import mmspec, pytest, xdist, matplotlib" 2>/dev/null; then
   pip install -e ".[dev]" > "$out/pip.log" 2>&1 || { echo "pip install -e .[dev] failed: $out/pip.log"; exit 1; }
 fi
 if ! python -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
@@ -40,7 +40,8 @@ fi
 
 # limits: 90 + 90 + 100 + 90 + 45 + 60 = 475 s at most, within 8 minutes with start-up; best of 1 timed run after the
 # warm-up (GPU timings vary little), to fit
-step cuda-tests 90 python -m pytest tests/test_cuda.py -q -rs -p no:cacheprovider --junitxml="$out/cuda-tests.xml"
+# -n 0: one process (pyproject's -n auto would start a worker per core, each with its own CUDA context, in 90 s)
+step cuda-tests 90 python -m pytest tests/test_cuda.py -n 0 -q -rs -p no:cacheprovider --junitxml="$out/cuda-tests.xml"
 for kind_limit in image:90 video:100 text:90; do
   kind=${kind_limit%:*}
   step "suite-$kind" "${kind_limit#*:}" python -m mmspec.cli bench "$kind" --suite quick --device cuda \
