@@ -89,13 +89,10 @@ def decode_layout(model: torch.nn.Module) -> torch.nn.Module:
     fp32 weights: CPU kernels for half precision are slower from this layout (fp16 up to 20x, bf16 mixed). Layers
     that read the same input become one matrix (`FUSED_GROUPS`, `fused_product`)."""
     tied = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Embedding)}
+    # fused weights are already input-major: views of their group's matrix
+    kept = tied | {id(w) for m in model.modules() for group in FUSED_GROUPS for w in _fuse(m, group, tied)}
     for m in model.modules():
-        for group in FUSED_GROUPS:
-            _fuse(m, group, tied)
-    fused = {id(getattr(m, name).weight) for m in model.modules() for group in m.__dict__.get("_fused", ())
-             for name in group}  # already input-major views of their group's matrix
-    for m in model.modules():
-        if _decodable(m) and id(m.weight) not in tied | fused:
+        if _decodable(m) and id(m.weight) not in kept:
             m.weight.data = m.weight.data.t().contiguous().t()
     return model
 
@@ -111,13 +108,13 @@ def _decodable(m: torch.nn.Module) -> bool:
     return isinstance(m, torch.nn.Linear) and m.weight.device.type == "cpu" and m.weight.dtype == torch.float32
 
 
-def _fuse(module: torch.nn.Module, group: tuple[str, ...], tied: set[int]) -> None:
+def _fuse(module: torch.nn.Module, group: tuple[str, ...], tied: set[int]) -> list[torch.nn.Parameter]:
     """The group's weights [out_i, in] -> one tensor W [in, sum out_i] of which each layer's weight is a view (its
-    columns, transposed): values, state_dict and saved files stay as they were."""
+    columns, transposed): values, state_dict and saved files stay as they were. -> the weights fused ([] if none)."""
     linears = [getattr(module, name, None) for name in group]
     if not all(_decodable(m) and m.bias is None and id(m.weight) not in tied for m in linears) \
             or len({m.in_features for m in linears}) != 1:
-        return
+        return []
     W = torch.cat([m.weight.detach().t() for m in linears], 1)  # [in, sum out], one copy of the row-major weights
     start = 0
     for m in linears:
@@ -127,6 +124,7 @@ def _fuse(module: torch.nn.Module, group: tuple[str, ...], tied: set[int]) -> No
         module.__dict__["_fused"] = {}
         module.register_state_dict_post_hook(_own_copies)
     module.__dict__["_fused"][group] = (W, tuple(m.weight.data_ptr() for m in linears))
+    return [m.weight for m in linears]
 
 
 def _own_copies(module: torch.nn.Module, state_dict: dict, prefix: str, local_metadata) -> None:
