@@ -15,6 +15,16 @@ from __future__ import annotations
 import torch
 
 
+SLOT_MULTIPLE = 64
+
+
+def session_slots(needed: int) -> int:
+    """The slots a generation's cache is given for `needed`: a multiple of SLOT_MULTIPLE, so that prompts of different
+    lengths share a compiled step's graphs (its shapes include the cache's: a text prompt one token longer compiled
+    every window width afresh)."""
+    return -(-needed // SLOT_MULTIPLE) * SLOT_MULTIPLE
+
+
 class StaticKVCache:
     def __init__(self, layers: int, batch: int, heads: int, max_len: int, head_dim: int,
                  dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu", static: bool | None = None):

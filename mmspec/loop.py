@@ -59,9 +59,9 @@ def decode(session: Session, drafter: Drafter, verifier: Verifier, policy: Windo
         if widened:
             L = min(ahead + 1, state.max_window)
         draft = drafter.propose(state, L)
-        L = draft.width + 1  # a drafter may draft fewer than asked (a lookup with nothing to look up)
+        asked, L = L, draft.width + 1  # a drafter may draft fewer than asked (a lookup with nothing to look up)
         in_step = keep_in_step and getattr(policy, "in_step", False) and draft.tree is None
-        verdict, logp, k = step(state, draft, L, in_step)
+        verdict, logp, k = step(state, draft, L, in_step, asked)
         t_hook = time.perf_counter()
         if on_commit is not None:
             on_commit(state, k)
@@ -103,13 +103,19 @@ class VerifyStep:
     graphs). A dict is passed to torch.compile as keyword arguments (e.g. {"backend": "eager"} to check the
     trace only). The target session's cache attends over all its slots inside a compiled step (see
     mmspec.cache: a static view), which is what an accelerator does anyway.
+
+    Compiled, a chain shorter than the window asked for (a lookup's match, a head's chain that stopped where it was
+    unsure) is padded to the next power of two within it (`_padded`), and the step commits no further than the
+    drafts it was given: drafters whose chains vary in length then meet a few widths, not every one (eagle on text
+    at window 8 met 14 kinds of step in three prompts, each compiled afresh, ten minutes of inductor on a CPU).
     """
 
     def __init__(self, session: Session, verifier: Verifier, sampling: Sampling, stats: Stats,
                  commit_step: torch.Tensor, stop_tokens: torch.Tensor | None, compile: "bool | dict" = False):
         self.session, self.verifier, self.sampling, self.stats = session, verifier, sampling, stats
         self.commit_step, self.stop_tokens = commit_step, stop_tokens  # [B, N + max_window] forward of each commit
-        self.run = self._run
+        self.run, self.compiled = self._run, bool(compile)
+        self.widths: dict[int, torch.Tensor] = {}  # L -> L as a tensor (a compiled step's drafts end there)
         if compile:
             options = dict(compile) if isinstance(compile, dict) else {}
             if session.device.type == "cuda":
@@ -121,20 +127,43 @@ class VerifyStep:
                 torch._dynamo.config.accumulated_recompile_limit, RECOMPILE_LIMIT)
             self.run = torch.compile(self._run, fullgraph=True, dynamic=False, **options)
 
-    def __call__(self, state: DecodeState, draft: "Draft | TreeDraft | TokenTree", L: int, in_step: bool = False):
-        return self.run(state, draft, L, in_step)
+    def __call__(self, state: DecodeState, draft: "Draft | TreeDraft | TokenTree", L: int, in_step: bool = False,
+                 asked: int | None = None):
+        """The step over the drafts of a window of L, where the policy asked for `asked` >= L positions."""
+        if not self.compiled:
+            return self.run(state, draft, L, in_step)
+        width = self.widths.get(L)
+        if width is None:
+            width = self.widths[L] = torch.tensor(L, device=state.seq.device)
+        bucket = L if asked is None or not isinstance(draft, Draft) else min(1 << (L - 1).bit_length(), asked)
+        if bucket > L:
+            draft = _padded(draft, bucket - 1)
+        return self.run(state, draft, bucket, in_step, width)
 
     @torch.no_grad()
-    def _run(self, state: DecodeState, draft: "Draft | TreeDraft | TokenTree", L: int, in_step: bool = False):
+    def _run(self, state: DecodeState, draft: "Draft | TreeDraft | TokenTree", L: int, in_step: bool = False,
+             width: torch.Tensor | None = None):
         draft = _force_draft(state, draft, L)
         inputs = torch.cat([state.pending[:, None], draft.nodes()], 1)  # [B, W]: last committed, then drafts
         logits = self.session.forward(inputs, state.n - 1, draft.tree)
         logp = _force_p(state, self.sampling.logp(*logits), L, draft.tree)  # [B, W, V]
         verdict = self.verifier(state, draft, logp, L)
-        k = _commit(state, verdict, L, self.stats, self.commit_step, self.stop_tokens, in_step)
+        k = _commit(state, verdict, L, self.stats, self.commit_step, self.stop_tokens, in_step, width)
         if verdict.path is not None:  # the tree's path taken now stands for the indices after n
             self.session.adopt(verdict.path)
         return verdict, logp, k
+
+
+def _padded(draft: Draft, W: int) -> Draft:
+    """A chain of drafts -> W >= its width: its last token repeated, copied (one-hot q), for the step to verify and
+    commit no further than the drafts it was given (`_commit`'s `width`). Lossless whatever the filler: the commit
+    then ends at or before the given drafts' last slot, a point fixed before anything is drawn, and that slot's output
+    is p's whether its filler draft passed or not."""
+    pad = W - draft.width
+    tokens = torch.cat([draft.tokens, draft.tokens[:, -1:].expand(-1, pad)], 1)
+    onehot = torch.cat([draft.onehot, draft.onehot.new_ones(draft.onehot.shape[0], pad)], 1)
+    q = None if draft.q is None else torch.nn.functional.pad(draft.q, (0, 0, 0, pad))  # (unread: one-hot slots)
+    return Draft(tokens, q, onehot)
 
 
 def _force_draft(state: DecodeState, draft: "Draft | TreeDraft | TokenTree",
@@ -183,13 +212,16 @@ def in_step_counts(state: DecodeState, verdict: Verdict, k: torch.Tensor) -> tor
 
 
 def _commit(state: DecodeState, verdict: Verdict, L: int, stats: Stats, commit_step: torch.Tensor,
-            stop_tokens: torch.Tensor | None, in_step: bool = False) -> torch.Tensor:
+            stop_tokens: torch.Tensor | None, in_step: bool = False, width: torch.Tensor | None = None) -> torch.Tensor:
     """Write the committed prefix of every active row; return k [B] (0 for rows already done). `in_step`: every
-    row stops where the row that gets least far does (`in_step_counts`)."""
+    row stops where the row that gets least far does (`in_step_counts`). `width` [] (a padded chain, `_padded`):
+    the window the drafts were given for; nothing past it is committed or counted as drafted."""
     N = state.length
     index = verdict.index  # [B, L]
     slots = torch.arange(L, device=index.device)
     lead = verdict.accepted.long().cumprod(1).sum(1)  # drafts accepted before the first rejection
+    if width is not None:
+        lead = torch.minimum(lead, width - 1)
     k = torch.minimum(lead + 1, N - state.n) * state.active
     if in_step:
         k = in_step_counts(state, verdict, k)
@@ -207,13 +239,16 @@ def _commit(state: DecodeState, verdict: Verdict, L: int, stats: Stats, commit_s
     stats.nfe += state.active
     if L > 1:  # a window of one has no drafts to count
         free = state.structural(index[:, :-1]) < 0  # [B, L-1]
+        if width is not None:
+            free = free & (slots[:-1] < width - 1)
         drafted = free & (index[:, :-1] < N) & state.active[:, None]
         accepted = (slots[:-1] < torch.minimum(lead, k)[:, None]) & free
         stats.drafted += drafted.sum(1)
         stats.accepted += accepted.sum(1)
         W = min(L, stats.window) - 1  # slots past the policy's widest (a widened step's) hold forced tokens only
         stats.accepted_at[:, :W] += accepted[:, :W]
-        stats.forwards_at[:, :W] += state.active[:, None]
+        stats.forwards_at[:, :W] += state.active[:, None] if width is None else \
+            state.active[:, None] & (slots[:W] < width - 1)
 
     last = verdict.y.gather(1, (k - 1).clamp(min=0)[:, None]).squeeze(1)
     state.pending = torch.where(k > 0, last, state.pending)

@@ -17,6 +17,7 @@ from test_distribution import ALPHA, case
 from tiny import chi_square_pvalue, sequence_id, tiny_gpt, tiny_head
 
 SAMPLING = mmspec.Sampling(temperature=0.9, top_k=12, cfg_scale=2.5)
+SAMPLING_TEXT = mmspec.Sampling(temperature=0.9, top_k=12)  # (text models here have no null condition)
 LAYOUT = mmspec.Grid2D(3, 4, row_end_token=15)  # structural tokens: forced drafts and p, widened windows
 METHODS = ["ar", "jacobi", "coupled", "gumbel", "exact", "lookup", "draft-model", "pac",
            {"name": "exact", "proactive": [3, 2]}, {"name": "draft-model", "proactive": [3, 2]},
@@ -102,3 +103,87 @@ def test_the_compiled_law_test_has_power_against_a_stream_that_repeats_its_draws
     g = mmspec.generate(target, torch.tensor([0]), layout, method="coupled", window=4, sampling=sampling, seed=0,
                         num_samples=20_000, compile={"backend": "aot_eager"})
     assert chi_square_pvalue(sequence_id(g.tokens, target.vocab_size), law) < ALPHA
+
+
+class ShortChains:
+    """A drafter whose chains are shorter than the window asked for, by a length fixed before anything is drawn
+    (`lengths` by step, at most the window's drafts): what a compiled step pads to a few widths. Its drafts come from
+    a fixed law q, stored with them, so the rejection verifier keeps p's law."""
+
+    def __init__(self, vocab_size: int, lengths=(2,)):
+        self.q = torch.linspace(1.0, 2.0, vocab_size) / torch.linspace(1.0, 2.0, vocab_size).sum()  # [V]
+        self.lengths = lengths
+
+    def start(self, state, context):
+        pass
+
+    def propose(self, state, L):
+        W = min(self.lengths[state.step % len(self.lengths)], L - 1)
+        q = self.q.expand(state.batch_size, W, -1).contiguous()  # [B, W, V]
+        tokens = mmspec.sampling.sample_from(q, state.streams.uniform(W).to(q.device))
+        return mmspec.steps.Draft(tokens, q, torch.zeros_like(tokens, dtype=torch.bool))
+
+    def update(self, state, draft, verdict, logp, k):
+        pass
+
+
+def _short_chains(vocab_size, lengths=(2,)):
+    return mmspec.methods.Method("short-chains", lambda layout: ShortChains(vocab_size, lengths), RejectionVerifier())
+
+
+def test_a_compiled_step_meets_a_few_widths_when_chains_are_short():
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    target, layout = _target(), mmspec.Grid2D(5, 8)
+    g = mmspec.generate(target, torch.tensor([0, 3]), layout, method=_short_chains(16, lengths=range(8)), window=8,
+                        sampling=SAMPLING, seed=0, compile={"backend": "eager"})
+    assert (g.tokens >= 0).all()
+    # chains of 0 .. 7 drafts: windows of 1 .. 8, verified at 1, 2, 4 and 8 (unpadded: eight graphs)
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 4
+
+
+@pytest.mark.parametrize("wrong", [False, True], ids=["padded", "a filler that claims a law"])
+def test_a_padded_chain_keeps_the_law(monkeypatch, wrong):
+    """Padded to the window asked for, a chain of 2 drafts in a window of 4 commits no more than 3 tokens, the last
+    p's whether its filler passed or not. A filler that claims to be drawn from a law it was not drawn from (uniform
+    here; it is its own token) biases that last token: the test must see it."""
+    import mmspec.loop as loop
+    padded = []
+    pad = loop._padded
+
+    def counted(draft, W):
+        out = pad(draft, W)
+        padded.append(W - draft.width)
+        if wrong:
+            V = draft.q.shape[-1]
+            q = torch.cat([draft.q, torch.full((draft.q.shape[0], W - draft.width, V), 1.0 / V)], 1)
+            out = mmspec.steps.Draft(out.tokens, q, torch.zeros_like(out.onehot))
+        return out
+
+    monkeypatch.setattr(loop, "_padded", counted)
+    target, _, layout, sampling, law = case("gpt-grid")
+    g = mmspec.generate(target, torch.tensor([0]), layout, method=_short_chains(target.vocab_size), window=4,
+                        sampling=sampling, seed=0, num_samples=20_000, compile={"backend": "aot_eager"})
+    assert sum(padded) > 0
+    assert (g.stats.nfe >= 2).all()  # no step commits past its 2 drafts and the token after them: 3 of the 4
+    pvalue = chi_square_pvalue(sequence_id(g.tokens, target.vocab_size), law)
+    assert (pvalue < ALPHA) if wrong else (pvalue > ALPHA), f"chi-square p = {pvalue:.2e}"
+
+
+def test_prompts_of_other_lengths_reuse_the_compiled_steps():
+    """A compiled step's shapes are the cache's, not the prompt's: a text prompt a token longer compiles nothing
+    afresh (it did every width, ten minutes of inductor for eagle on code-text)."""
+    from mmspec.adapters.text import HFCausalLM
+    from tiny import tiny_llama
+
+    target = HFCausalLM(tiny_llama(dtype=torch.float32))
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    graphs = []
+    for prompt in ([1, 5, 7], [1, 3, 9, 9, 2], [4] * 11):
+        g = mmspec.generate(target, [prompt], mmspec.Sequence1D(12), method="exact", window=4, sampling=SAMPLING_TEXT,
+                            seed=0, compile={"backend": "eager"})
+        assert (g.tokens >= 0).all()
+        graphs.append(torch._dynamo.utils.counters["stats"]["unique_graphs"])
+    assert graphs[0] > 0 and graphs[1] == graphs[2] == graphs[0], graphs
+

@@ -83,9 +83,13 @@ class PrefixSession:
         R, P, _ = prefix.shape  # [R, P, D], R = batch_size * (2 if cfg else 1)
         self.batch_size, self.cfg, self.vocab_size, self.device = batch_size, cfg, vocab_size, prefix.device
         self.prefix_len, self.cache = P, cache
+        self.prefix_slots = torch.tensor(P, device=prefix.device)  # as a tensor: a compiled step is not specialised
+        # on the prompt's length (each text prompt's would compile every width afresh)
         self.lengths = torch.full((R,), P, device=prefix.device) if lengths is None else lengths.to(prefix.device)
         self.cache.first = P - self.lengths  # pad slots are never attended to
-        self.start_embedding = prefix[:, -1]  # index -1 is fed with the first window
+        # index -1 is fed with the first window (a dense copy: a view's strides would be the prompt length's, and a
+        # compiled step would specialise on them)
+        self.start_embedding = prefix[:, -1].clone(memory_format=torch.contiguous_format)
         if P > 1:  # the prefix but its last element, at slots 0 .. P-2 (indices -P .. -2)
             slots = torch.arange(P - 1, device=self.device).expand(R, -1)
             with torch.no_grad():
@@ -103,7 +107,7 @@ class PrefixSession:
             tree = tree.rows(tokens.shape[0])  # a per-row tree, for CFG's null rows too
         chain = window_index(start, tokens.shape[1])  # [R, W]
         index = chain if tree is None else start[:, None] + tree.offset  # [R, W] generated index of each node
-        self._slots = slots = chain + self.prefix_len  # [R, W] contiguous: everything from start on is rewritten
+        self._slots = slots = chain + self.prefix_slots  # [R, W] contiguous: everything from start on is rewritten
         view = self.cache.view(slots, None if tree is None else tree.visible)
         h = self.embed(tokens.clamp(min=0))
         if view.lowest is None or view.lowest < self.prefix_len:  # index -1 is in the window: the condition's last

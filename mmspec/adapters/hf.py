@@ -17,7 +17,7 @@ from transformers import AttentionInterface, PretrainedConfig
 from mmspec.adapters.base import PrefixSession
 from mmspec.adapters.llama import LeanLlama
 from mmspec.adapters.prompts import left_pad
-from mmspec.cache import CacheView, StaticKVCache
+from mmspec.cache import CacheView, StaticKVCache, session_slots
 from mmspec.layouts import Layout
 
 ATTENTION = "mmspec"
@@ -95,7 +95,7 @@ class HFSession(PrefixSession):
         with torch.no_grad():
             prefix = embedding(ids.to(device))  # [R, P, D]
             R, P, _ = prefix.shape
-            cache = new_cache(text_config, R, P + N + max_window, prefix.dtype, prefix.device)
+            cache = new_cache(text_config, R, session_slots(P + N + max_window), prefix.dtype, prefix.device)
             super().__init__(prefix, lengths, batch_size, null_prompts is not None, cache, vocab_size)
         self.draft_vocab = draft_vocab
         if prompt_in_vocab:

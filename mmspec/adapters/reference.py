@@ -4,6 +4,7 @@ from __future__ import annotations
 import torch
 
 from mmspec.adapters.base import PrefixSession, repeat_condition
+from mmspec.cache import session_slots
 from mmspec.layouts import Layout
 from mmspec.reference.gpt import GPT
 
@@ -37,7 +38,7 @@ class ReferenceTarget:
         rows = torch.cat([cond, model.null_condition(cond.shape[0])]) if cfg else cond
         with torch.no_grad():
             prefix = model.embed_condition(rows)  # [R, P, D]
-        cache = model.new_cache(rows.shape[0], P + layout.length + max_window)
+        cache = model.new_cache(rows.shape[0], session_slots(P + layout.length + max_window))
         return ReferenceSession(model, layout, prefix, lengths, cond.shape[0], cfg, cache)
 
 
