@@ -135,7 +135,7 @@ class VerifyStep:
         width = self.widths.get(L)
         if width is None:
             width = self.widths[L] = torch.tensor(L, device=state.seq.device)
-        bucket = L if asked is None or not isinstance(draft, Draft) else min(1 << (L - 1).bit_length(), asked)
+        bucket = min(1 << (L - 1).bit_length(), asked or L) if isinstance(draft, Draft) else L
         if bucket > L:
             draft = _padded(draft, bucket - 1)
         return self.run(state, draft, bucket, in_step, width)

@@ -111,7 +111,8 @@ class ShortChains:
     a fixed law q, stored with them, so the rejection verifier keeps p's law."""
 
     def __init__(self, vocab_size: int, lengths=(2,)):
-        self.q = torch.linspace(1.0, 2.0, vocab_size) / torch.linspace(1.0, 2.0, vocab_size).sum()  # [V]
+        weights = torch.linspace(1.0, 2.0, vocab_size)
+        self.q = weights / weights.sum()  # [V]
         self.lengths = lengths
 
     def start(self, state, context):
