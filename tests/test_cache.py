@@ -36,6 +36,25 @@ def test_a_static_view_attends_over_every_slot_and_masks_what_is_not_yet_valid()
     assert a.mask[0, 0].tolist() == [[False, True, True, False, False, False], [False, True, True, True, False, False]]
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_bias_is_the_mask_added_and_attention_through_it_is_the_same(dtype):
+    """`bias` (what the forwards pass to SDPA, made once per forward) is 0 where the mask sees, -inf where not, in
+    the queries' dtype; attention through it equals attention through the boolean mask, padding included."""
+    cache = StaticKVCache(1, 2, 2, 8, 4, dtype=dtype)
+    cache.lengths, cache.first = torch.tensor([2, 4]), torch.tensor([1, 0])
+    view = cache.view(cache.slots(3))
+    bias = view.bias(dtype)
+    assert bias.dtype == dtype and view.bias(dtype) is bias  # made once
+    assert torch.equal(bias == 0, view.mask) and torch.equal(bias == float("-inf"), ~view.mask)
+    q, k, v = (torch.randn(2, 2, n, 4, generator=torch.Generator().manual_seed(n)).to(dtype) for n in (3, 7, 7))
+    F = torch.nn.functional
+    assert torch.equal(F.scaled_dot_product_attention(q, k, v, attn_mask=bias),
+                       F.scaled_dot_product_attention(q, k, v, attn_mask=view.mask))
+    cache.first = torch.zeros(2, dtype=torch.long)
+    cache.lengths = torch.tensor([3, 3])
+    assert cache.view(cache.slots(1)).bias(dtype) is None  # one query per row, no padding: no mask at all
+
+
 @pytest.mark.parametrize("axes,layout", [(2, mmspec.Grid2D(5, 5)), (1, mmspec.Sequence1D(20))])
 def test_any_sequence_of_commits_and_rejections_equals_a_fresh_prefill(axes, layout):
     """Feed windows of random drafts, commit a random number of them, repeat; the logits of committed

@@ -31,7 +31,7 @@ def mmspec_attention(module, query, key, value, attention_mask, scaling=None, dr
         k = k.repeat_interleave(query.shape[1] // k.shape[1], dim=1)
         v = v.repeat_interleave(query.shape[1] // v.shape[1], dim=1)
     out = F.scaled_dot_product_attention(query, k.to(query.dtype), v.to(query.dtype),
-                                         attn_mask=mmspec_view.mask, scale=scaling)
+                                         attn_mask=mmspec_view.bias(query.dtype), scale=scaling)
     return out.transpose(1, 2).contiguous(), None
 
 

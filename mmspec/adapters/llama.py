@@ -78,7 +78,7 @@ class LeanLlama:
             k, v = view.update(i, k, v)
             if Hkv != H:
                 k, v = (t.repeat_interleave(H // Hkv, dim=1) for t in (k, v))
-            a = F.scaled_dot_product_attention(q, k.to(q.dtype), v.to(q.dtype), attn_mask=view.mask,
+            a = F.scaled_dot_product_attention(q, k.to(q.dtype), v.to(q.dtype), attn_mask=view.bias(q.dtype),
                                                scale=getattr(attn, "scaling", hd ** -0.5))
             x = x + F.linear(a.transpose(1, 2).reshape(R * T, H * hd), attn.o_proj.weight)
             y = rms_norm(x, layer.post_attention_layernorm.weight, self.eps)

@@ -271,7 +271,7 @@ class GPT(nn.Module):
         if any(not 0 <= i <= len(self.layers) for i in taps):
             raise ValueError(f"features of layers {tuple(taps)} asked for; the model has {len(self.layers)} layers "
                              f"(0 .. {len(self.layers)}: each layer's input, then the normed output)")
-        mask = torch.ones(T, T, dtype=torch.bool, device=h.device).tril() if view is None else view.mask
+        mask = torch.ones(T, T, dtype=torch.bool, device=h.device).tril() if view is None else view.bias(h.dtype)
         x = h.reshape(B * T, D)  # rows of tokens: each projection is one matmul, with no reshapes around it
         kept = {}  # layer -> its input [B * T, D]
         for i, layer in enumerate(self.layers):
