@@ -3,6 +3,8 @@
 A leaf module: reference GPT folders and transformers models (through their Auto class) both load here."""
 from __future__ import annotations
 
+import statistics
+import time
 from pathlib import Path
 
 import torch
@@ -79,22 +81,115 @@ def load_pretrained(auto_cls, path: str | Path, what: str, dtype: torch.dtype, t
 
 
 def decode_layout(model: torch.nn.Module) -> torch.nn.Module:
-    """Store each Linear weight of a CPU model input-major: the same [out, in] tensor, its memory that of its
-    transpose, so that x @ W.T reads W as a plain [in, out] matrix. A decode step multiplies a few rows (rows x
-    window) by weights that the other layers have pushed out of the cache since the last step, and on this
-    project's CPUs that product is faster from this layout (a [1, 256] x [256, 4096] product from memory: 0.7 ms
-    row-major, 0.3 ms input-major; a bundled model's generation: 3-15% less CPU time; benchmarks/README.md,
-    "Weights laid out for decoding"). Values, shapes, state_dict keys and saved files are unchanged (savers write
-    `.contiguous()` copies). A weight tied to an Embedding keeps its layout: a lookup wants rows contiguous. Only
-    fp32 weights: CPU kernels for half precision are slower from this layout (fp16 up to 20x, bf16 mixed). Layers
-    that read the same input become one matrix (`FUSED_GROUPS`, `fused_product`)."""
+    """Lay out each Linear weight of a CPU fp32 model for decoding: the [out, in] tensor stored input-major (its memory
+    that of its transpose, so x @ W.T reads W as a plain [in, out] matrix), and, where this machine multiplies a few
+    rows faster from the stored layout (`row_major_pays`), a row-major copy beside it for products of FEW_ROWS rows.
+
+    A decode step multiplies a few rows (rows x window) by weights that the other layers have pushed out of the cache
+    since the last step. One row (an AR step) is fastest input-major on every CPU measured (a [1, 256] x [256, 4096]
+    product from memory: 0.7 ms row-major, 0.3 ms input-major; emoji-image `ar`: 1.29x slower row-major); for 2-8
+    rows CPUs differ (on one host row-major took 0.5-0.7x the time of input-major, on an earlier one 2.3x), and from
+    16 rows on the input-major layout was as fast or faster. `product` and `fused_product` pick the copy by the rows
+    they multiply (benchmarks/README.md, "Weights laid out for decoding"). The copies take at most ROW_COPY_BYTES.
+
+    Values, shapes, state_dict keys and saved files are unchanged (savers write `.contiguous()` copies). A weight
+    tied to an Embedding keeps its layout: a lookup wants rows contiguous. Only fp32 weights: CPU kernels for half
+    precision are slower from the input-major layout (fp16 up to 20x, bf16 mixed). Layers that read the same input
+    become one matrix (`FUSED_GROUPS`, `fused_product`). A weight set anew, moved (`.to()`) or changed in place
+    (`load_state_dict`, `copy_`) is seen and its copy made again; one changed through `.data` is not: call
+    `decode_layout` again after such a change."""
     tied = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Embedding)}
     # fused weights are already input-major: views of their group's matrix
-    kept = tied | {id(w) for m in model.modules() for group in FUSED_GROUPS for w in _fuse(m, group, tied)}
+    fused = {id(w) for m in model.modules() for group in FUSED_GROUPS for w in _fuse(m, group, tied)}
+    budget = [ROW_COPY_BYTES]
+
+    def row_copy(weights: tuple[torch.Tensor, ...]) -> "_RowCopy | None":
+        size = 4 * sum(w.numel() for w in weights)
+        if size > budget[0] or not row_major_pays():
+            return None
+        budget[0] -= size
+        return _RowCopy(weights)
+
     for m in model.modules():
-        if _decodable(m) and id(m.weight) not in kept:
+        if _decodable(m) and id(m.weight) not in tied | fused:
             m.weight.data = m.weight.data.t().contiguous().t()
+            m.__dict__["_rows"] = row_copy((m.weight,))
+        groups = m.__dict__.get("_fused", {})
+        for group, (W, ptrs, _) in groups.items():
+            groups[group] = (W, ptrs, row_copy(tuple(getattr(m, name).weight for name in group)))
     return model
+
+
+# products of this many rows read the row-major copies (one row and 16 or more: the input-major weights)
+FEW_ROWS = (2, 8)
+# the most bytes of row-major copies `decode_layout` keeps for one model: 1 GiB, the Linear weights of a CPU model of
+# up to 256M parameters in fp32, LlamaGen-B's size (past it, products of several rows read the input-major layout)
+ROW_COPY_BYTES = 1 << 30
+
+
+_row_major_pays: dict[int, bool] = {}  # threads -> whether row-major copies pay (see row_major_pays)
+
+
+def row_major_pays() -> bool:
+    """Whether, on this machine at torch's present thread count, products of a few rows run clearly faster (10%) from a
+    row-major weight than from an input-major one when the weight comes from memory, as in a decode step. Timed once
+    per process and thread count on a [768, 256] weight at 2, 4 and 8 rows, each product after a 16 MB pass that
+    pushes it out of the caches (median of 5; 0.03-0.1 s): CPUs differ here, and so do thread counts. One of this
+    project's hosts took 308 us input-major and 207 us row-major at 2 rows and 1 thread (263 and 199 us at 2
+    threads); an earlier one 419 and 969 us ([4096, 256]; benchmarks/README.md, "Weights laid out for decoding")."""
+    threads = torch.get_num_threads()
+    if threads not in _row_major_pays:
+        weight = torch.randn(768, 256)  # [out, in] row-major, and the same input-major
+        layouts = (weight, weight.t().contiguous().t())
+        flush = torch.zeros(16 << 20, dtype=torch.uint8)
+        seconds = [0.0, 0.0]
+        with torch.no_grad():
+            for w in layouts:  # (a process's first products pay one-off costs)
+                F.linear(torch.randn(2, 256), w)
+            for rows in (2, 4, 8):
+                x = torch.randn(rows, 256)
+                times: list[list[float]] = [[], []]
+                for _ in range(5):
+                    for t, w in zip(times, layouts):
+                        flush.add_(1)
+                        start = time.perf_counter()
+                        F.linear(x, w)
+                        t.append(time.perf_counter() - start)
+                seconds = [s + statistics.median(t) for s, t in zip(seconds, times)]
+        _row_major_pays[threads] = seconds[0] < 0.9 * seconds[1]
+    return _row_major_pays[threads]
+
+
+class _RowCopy:
+    """A row-major copy of weights [out_i, in] laid out input-major, side by side [sum out_i, in], made again when one
+    of them has been set anew, moved or changed in place since (its object, storage or version counter differs)."""
+
+    def __init__(self, weights: tuple[torch.Tensor, ...]):
+        self.sources, self.stamps = weights, [(w.data_ptr(), w._version) for w in weights]
+        self.weight = torch.cat([w.detach() for w in weights]).contiguous()  # [sum out_i, in]
+
+    def of(self, weights: tuple[torch.Tensor, ...]) -> torch.Tensor | None:
+        """The copy of `weights` as they are now (None where they are no CPU fp32 matrices any more)."""
+        if any(w is not s or (w.data_ptr(), w._version) != stamp for w, s, stamp in zip(weights, self.sources, self.stamps)):
+            if not all(w.device.type == "cpu" and w.dtype == torch.float32 for w in weights):
+                return None
+            self.__init__(weights)
+        return self.weight
+
+
+def _few_rows(x: torch.Tensor) -> bool:
+    """Whether x [.., in] holds FEW_ROWS rows, in an eager product that records no gradients (the copies are no
+    parameters, and a compiled step multiplies the weights themselves), at a thread count where row-major pays."""
+    return FEW_ROWS[0] <= x.numel() // max(x.shape[-1], 1) <= FEW_ROWS[1] and not torch.is_grad_enabled() \
+        and not torch.compiler.is_compiling() and _row_major_pays.get(torch.get_num_threads(), False)
+
+
+def product(module: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """x [.., in] through the bias-free Linear `module` -> [.., out]: several rows from its row-major copy where
+    `decode_layout` made one, one row (an AR step) from its input-major weight."""
+    rows, weight = module.__dict__.get("_rows"), module.weight
+    copy = rows.of((weight,)) if rows is not None and _few_rows(x) else None
+    return F.linear(x, weight if copy is None else copy)
 
 
 # Linear layers that read the same input, by the names models give them (Llama's attention and MLP, the reference
@@ -123,7 +218,7 @@ def _fuse(module: torch.nn.Module, group: tuple[str, ...], tied: set[int]) -> li
     if "_fused" not in module.__dict__:
         module.__dict__["_fused"] = {}
         module.register_state_dict_post_hook(_own_copies)
-    module.__dict__["_fused"][group] = (W, tuple(m.weight.data_ptr() for m in linears))
+    module.__dict__["_fused"][group] = (W, tuple(m.weight.data_ptr() for m in linears), None)  # (row copy: later)
     return [m.weight for m in linears]
 
 
@@ -139,14 +234,17 @@ def _own_copies(module: torch.nn.Module, state_dict: dict, prefix: str, local_me
 
 def fused_product(module: torch.nn.Module, group: tuple[str, ...], x: torch.Tensor) -> torch.Tensor:
     """x [.., in] through the group's layers of `module` -> their outputs side by side [.., sum out_i]: one product
-    where `decode_layout` fused them and they still share its storage (a later `.to()` or a weight set anew
-    breaks that: then one product each; a compiled step, which cannot compare storages, makes one product each as
-    well, and so does a step that records gradients: the fused matrix is not a parameter)."""
+    where `decode_layout` fused them and they still share its storage, several rows from its row-major copy (a later
+    `.to()` or a weight set anew breaks that: then one product each; a compiled step, which cannot compare storages,
+    makes one product each as well, and so does a step that records gradients: the fused matrix is not a parameter)."""
     fused = None if torch.compiler.is_compiling() or torch.is_grad_enabled() else \
         module.__dict__.get("_fused", {}).get(group)
-    if fused is not None and all(getattr(module, name).weight.data_ptr() == at for name, at in zip(group, fused[1])):
-        return x @ fused[0]
-    return torch.cat([F.linear(x, getattr(module, name).weight) for name in group], -1)
+    weights = tuple(getattr(module, name).weight for name in group)
+    if fused is not None and all(w.data_ptr() == at for w, at in zip(weights, fused[1])):
+        W, _, rows = fused  # [in, sum out], and the row-major copy of the weights
+        copy = rows.of(weights) if rows is not None and _few_rows(x) else None
+        return x @ W if copy is None else F.linear(x, copy)
+    return torch.cat([F.linear(x, w) for w in weights], -1)
 
 
 def load_strict(model: torch.nn.Module, state_dict: dict[str, torch.Tensor], source: str,

@@ -1,12 +1,13 @@
-"""Loaded models are laid out for decoding: Linear weights input-major in memory, layers that read one input fused
-into one matrix, nothing else changed."""
+"""Loaded models are laid out for decoding: Linear weights input-major in memory with a row-major copy for products
+of a few rows, layers that read one input fused into one matrix, nothing else changed."""
 import pytest
 import torch
 from safetensors.torch import load_file
 from torch import nn
 
 from mmspec import HFCausalLM
-from mmspec.loading import GATE_UP, QKV, decode_layout, fused_product
+import mmspec.loading
+from mmspec.loading import FEW_ROWS, GATE_UP, QKV, decode_layout, fused_product, product
 from mmspec.reference.checkpoint import load_gpt, save_gpt
 from mmspec.reference.eagle import load_head, save_head
 from tiny import tiny_gpt, tiny_head, tiny_llama
@@ -121,6 +122,91 @@ def test_weights_off_the_cpu_or_not_fp32_are_left_alone():
         decode_layout(layer)
         assert layer.weight.is_contiguous()
     assert _input_major(decode_layout(nn.Linear(4, 6)).weight)
+
+
+def _rows_read_the_copy(multiply, copy: torch.Tensor, inputs: int) -> list[int]:
+    """The row counts whose product changes when the row-major copy is spoilt: those that read it."""
+    xs = {rows: torch.randn(rows, inputs) for rows in (1, 2, 5, 8, 9, 16)}
+    with torch.no_grad():
+        before = {rows: multiply(x) for rows, x in xs.items()}
+        saved = copy.clone()
+        copy.mul_(2)
+        after = {rows: multiply(x) for rows, x in xs.items()}
+        copy.copy_(saved)
+    return [rows for rows in xs if not torch.equal(before[rows], after[rows])]
+
+
+@pytest.fixture
+def row_major_pays(monkeypatch):
+    """A machine where products of a few rows are faster row-major (the test's own may be either)."""
+    monkeypatch.setattr(mmspec.loading, "_row_major_pays", {torch.get_num_threads(): True})
+
+
+def test_products_of_a_few_rows_read_the_row_major_copy_and_equal_the_weights_product(row_major_pays):
+    """One row (an AR step) reads the input-major weight, 2-8 rows (a window, a batch) the row-major copy, more rows the
+    weight again; every one of them is the weight's product."""
+    mlp = decode_layout(tiny_llama(dtype=torch.float32).model.layers[0].mlp)
+    down, (_, _, fused) = mlp.down_proj.__dict__["_rows"], mlp.__dict__["_fused"][GATE_UP]
+    assert down.weight.is_contiguous() and fused.weight.is_contiguous()
+    assert FEW_ROWS == (2, 8)
+    assert _rows_read_the_copy(lambda x: product(mlp.down_proj, x), down.weight, mlp.down_proj.in_features) == [2, 5, 8]
+    assert _rows_read_the_copy(lambda x: fused_product(mlp, GATE_UP, x), fused.weight, 32) == [2, 5, 8]
+    with torch.no_grad():
+        for rows in (1, 2, 5, 16):
+            x, y = torch.randn(rows, 32), torch.randn(rows, mlp.down_proj.in_features)
+            torch.testing.assert_close(fused_product(mlp, GATE_UP, x), _group_product(mlp, GATE_UP, x))
+            torch.testing.assert_close(product(mlp.down_proj, y), nn.functional.linear(y, mlp.down_proj.weight))
+    assert not any("_rows" in name for name in mlp.state_dict())
+
+
+def test_a_weight_changed_in_place_set_anew_or_moved_is_multiplied_as_it_is_now(row_major_pays):
+    """load_state_dict and copy_ change weights in place (same storage), an assignment sets a new one, .to() moves it:
+    the row-major copy follows each of them."""
+    mlp = decode_layout(tiny_llama(dtype=torch.float32).model.layers[0].mlp)
+    x, y = torch.randn(4, 32), torch.randn(4, mlp.down_proj.in_features)
+
+    def check():
+        with torch.no_grad():
+            torch.testing.assert_close(fused_product(mlp, GATE_UP, x), _group_product(mlp, GATE_UP, x))
+            torch.testing.assert_close(product(mlp.down_proj, y), nn.functional.linear(y, mlp.down_proj.weight))
+
+    check()  # (the copies are made and read once before each change)
+    mlp.load_state_dict({k: torch.randn_like(v) for k, v in mlp.state_dict().items()})
+    check()
+    with torch.no_grad():
+        mlp.gate_proj.weight.copy_(torch.randn_like(mlp.gate_proj.weight))
+        mlp.down_proj.weight.mul_(3)
+    check()
+    mlp.down_proj.weight = nn.Parameter(torch.randn_like(mlp.down_proj.weight))
+    check()
+    mlp.to(torch.float64)
+    x, y = x.double(), y.double()
+    check()
+
+
+def test_no_row_major_copies_where_they_do_not_pay_or_past_the_budget(monkeypatch, row_major_pays):
+    monkeypatch.setattr(mmspec.loading, "ROW_COPY_BYTES", 4 * 32 * 64)  # down_proj [32, 64] fits, gate and up do not
+    mlp = decode_layout(tiny_llama(dtype=torch.float32).model.layers[0].mlp)
+    assert mlp.down_proj.__dict__["_rows"] is not None and mlp.__dict__["_fused"][GATE_UP][2] is None
+    x = torch.randn(4, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(fused_product(mlp, GATE_UP, x), _group_product(mlp, GATE_UP, x))
+    monkeypatch.setattr(mmspec.loading, "ROW_COPY_BYTES", 1 << 30)
+    monkeypatch.setattr(mmspec.loading, "_row_major_pays", {torch.get_num_threads(): False})
+    mlp = decode_layout(tiny_llama(dtype=torch.float32).model.layers[0].mlp)
+    assert mlp.down_proj.__dict__["_rows"] is None and mlp.__dict__["_fused"][GATE_UP][2] is None
+    with torch.no_grad():
+        torch.testing.assert_close(fused_product(mlp, GATE_UP, x), _group_product(mlp, GATE_UP, x))
+
+
+def test_whether_row_major_pays_is_timed_once_per_thread_count(monkeypatch):
+    monkeypatch.setattr(mmspec.loading, "_row_major_pays", {})
+    timed = []
+    monkeypatch.setattr(mmspec.loading.time, "perf_counter", lambda: timed.append(1) or float(len(timed)))
+    first = mmspec.loading.row_major_pays()
+    assert isinstance(first, bool) and len(timed) == 2 * 2 * 3 * 5  # two layouts, 3 row counts, 5 times
+    assert mmspec.loading.row_major_pays() is first and len(timed) == 60
+    assert mmspec.loading._row_major_pays == {torch.get_num_threads(): first}
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from mmspec.cache import CacheView
-from mmspec.loading import GATE_UP, QKV, fused_product
+from mmspec.loading import GATE_UP, QKV, fused_product, product
 from mmspec.reference.gpt import rms_norm
 
 STATIC_ROPE = ("default", "linear", "llama3", "yarn")  # inverse frequencies fixed at load (not "dynamic", "longrope")
@@ -80,13 +80,13 @@ class LeanLlama:
                 k, v = (t.repeat_interleave(H // Hkv, dim=1) for t in (k, v))
             a = F.scaled_dot_product_attention(q, k.to(q.dtype), v.to(q.dtype), attn_mask=view.bias(q.dtype),
                                                scale=getattr(attn, "scaling", hd ** -0.5))
-            x = x + F.linear(a.transpose(1, 2).reshape(R * T, H * hd), attn.o_proj.weight)
+            x = x + product(attn.o_proj, a.transpose(1, 2).reshape(R * T, H * hd))
             y = rms_norm(x, layer.post_attention_layernorm.weight, self.eps)
             gate, up = fused_product(mlp, GATE_UP, y).chunk(2, -1)
-            x = x + F.linear(F.silu(gate) * up, mlp.down_proj.weight)
+            x = x + product(mlp.down_proj, F.silu(gate) * up)
         x = rms_norm(x, self.norm.weight, self.eps)
         kept[len(self.layers)] = x
-        out = (x if self.lm_head is None else F.linear(x, self.lm_head.weight)).view(R, T, -1)
+        out = (x if self.lm_head is None else product(self.lm_head, x)).view(R, T, -1)
         return out, torch.cat([kept[i] for i in taps], -1).view(R, T, -1) if taps else None
 
 

@@ -37,7 +37,8 @@ import torch.nn.functional as F
 from safetensors.torch import save_file
 from torch import nn
 
-from mmspec.loading import GATE_UP, QKV, check_folder, decode_layout, fused_product, load_strict, read_safetensors
+from mmspec.loading import (GATE_UP, QKV, check_folder, decode_layout, fused_product, load_strict, product,
+                             read_safetensors)
 from mmspec.reference.gpt import RMSNorm, rms_norm, rope_angles
 
 ARCHITECTURE = "LlamaForCausalLMEagle3"
@@ -131,7 +132,7 @@ class _MLP(nn.Module):
 
     def forward(self, x):
         gate, up = fused_product(self, GATE_UP, x).chunk(2, -1)  # one product where the weights are fused
-        return F.linear(F.silu(gate) * up, self.down_proj.weight)
+        return product(self.down_proj, F.silu(gate) * up)
 
 
 class _MidLayer(nn.Module):
@@ -183,7 +184,7 @@ class EagleHead(nn.Module):
         """The target's features [.., F] -> [.., H] through `fc`; the head's own outputs pass as they are."""
         cfg = self.config
         fused = hidden.shape[-1] == cfg.feature_size and cfg.feature_size != cfg.hidden_size
-        return F.linear(hidden, self.fc.weight) if fused else hidden
+        return product(self.fc, hidden) if fused else hidden
 
     def qkv(self, embeds: torch.Tensor, hidden: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor]):
         """Pairs of embeddings and (fused) features [R, T, H] -> queries [R, heads, T, hd], keys and values
@@ -208,9 +209,9 @@ class EagleHead(nn.Module):
             k, v = (t.repeat_interleave(attn.heads // attn.kv_heads, 1) for t in (k, v))
         y = F.scaled_dot_product_attention(q, k.type_as(q), v.type_as(q), attn_mask=mask)
         R, _, T, _ = q.shape
-        h = hidden + F.linear(y.transpose(1, 2).reshape(R, T, -1), attn.o_proj.weight)
+        h = hidden + product(attn.o_proj, y.transpose(1, 2).reshape(R, T, -1))
         out = h + layer.mlp.forward(rms_norm(h, layer.post_attention_layernorm.weight, eps))
-        return out, F.linear(rms_norm(out, self.norm.weight, eps), self.lm_head.weight)
+        return out, product(self.lm_head, rms_norm(out, self.norm.weight, eps))
 
     def maps_vocabulary(self) -> bool:
         """Whether the draft vocabulary differs from the target's (a smaller one, or ids moved by `d2t`)."""

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from mmspec.cache import CacheView, StaticKVCache
-from mmspec.loading import W1_W3, fused_product
+from mmspec.loading import W1_W3, fused_product, product
 
 
 @dataclass
@@ -73,8 +73,8 @@ class RMSNorm(nn.Module):
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """RMSNorm in fp32 (LlamaGen). Inside the GPT's forward, layers call this and F.linear on their modules'
-    weights, and their submodules' forward, rather than calling the modules: a module call's Python (hooks, which
+    """RMSNorm in fp32 (LlamaGen). Inside the GPT's forward, layers call this, `product` (mmspec.loading) on their
+    Linear modules and their submodules' forward, rather than calling the modules: a module call's Python (hooks, which
     nothing here sets) costs more than a decode step's small products (6% of a one-token forward on a CPU)."""
     if x.dtype == torch.float32:  # one op: the same products as the line below (weight applied last)
         return F.rms_norm(x, weight.shape, weight, eps)
@@ -94,7 +94,7 @@ class FeedForward(nn.Module):
 
     def forward(self, x):
         gate, up = fused_product(self, W1_W3, x).chunk(2, -1)  # one product where the weights are fused
-        return F.linear(F.silu(gate) * up, self.w2.weight)
+        return product(self.w2, F.silu(gate) * up)
 
 
 def rope_angles(positions: torch.Tensor, head_dim: int, base: float) -> torch.Tensor:
@@ -129,7 +129,7 @@ class Attention(nn.Module):
     def forward(self, x, rot, view: CacheView | None, mask: torch.Tensor | None, B: int, T: int):
         """x [B * T, D] (2D: every projection is one plain matmul) -> [B * T, D]."""
         H, Hkv = self.n_head, self.n_kv_head
-        qkv = F.linear(x, self.wqkv.weight).view(B, T, H + 2 * Hkv, self.head_dim)  # [B, T, H + 2 Hkv, D]
+        qkv = product(self.wqkv, x).view(B, T, H + 2 * Hkv, self.head_dim)  # [B, T, H + 2 Hkv, D]
         qk = apply_rope(qkv[:, :, : H + Hkv], rot).transpose(1, 2)  # queries and keys in one rotation [B, H+Hkv, T, D]
         q, k = qk[:, :H], qk[:, H:]
         v = qkv[:, :, H + Hkv:].transpose(1, 2)  # [B, Hkv, T, D]
@@ -141,7 +141,7 @@ class Attention(nn.Module):
         if k.dtype != q.dtype:  # a cache kept in another dtype than the model's
             k, v = k.type_as(q), v.type_as(q)
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-        return F.linear(y.transpose(1, 2).reshape(B * T, -1), self.wo.weight)
+        return product(self.wo, y.transpose(1, 2).reshape(B * T, -1))
 
 
 class Block(nn.Module):
@@ -280,7 +280,7 @@ class GPT(nn.Module):
             x = layer.forward(x, rot, view, mask, B, T)
         x = rms_norm(x, self.norm.weight, self.norm.eps)
         kept[len(self.layers)] = x  # the last layer's output after the norm, as transformers' last hidden_states
-        logits = F.linear(x, self.output.weight).view(B, T, -1)
+        logits = product(self.output, x).view(B, T, -1)
         # in the taps' order, a layer named twice given twice (vLLM's default layers for a 6-layer target: 2, 3, 3)
         return logits, torch.cat([kept[i] for i in taps], -1).view(B, T, -1) if taps else None
 
