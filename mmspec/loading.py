@@ -90,7 +90,8 @@ def decode_layout(model: torch.nn.Module) -> torch.nn.Module:
     product from memory: 0.7 ms row-major, 0.3 ms input-major; emoji-image `ar`: 1.29x slower row-major); for 2-8
     rows CPUs differ (on one host row-major took 0.5-0.7x the time of input-major, on an earlier one 2.3x), and from
     16 rows on the input-major layout was as fast or faster. `product` and `fused_product` pick the copy by the rows
-    they multiply (benchmarks/README.md, "Weights laid out for decoding"). The copies take at most ROW_COPY_BYTES.
+    they multiply (benchmarks/README.md, "Weights laid out for decoding" and "Row-major copies for a few rows"). The
+    copies take at most ROW_COPY_BYTES.
 
     Values, shapes, state_dict keys and saved files are unchanged (savers write `.contiguous()` copies). A weight
     tied to an Embedding keeps its layout: a lookup wants rows contiguous. Only fp32 weights: CPU kernels for half
@@ -170,7 +171,8 @@ class _RowCopy:
 
     def of(self, weights: tuple[torch.Tensor, ...]) -> torch.Tensor | None:
         """The copy of `weights` as they are now (None where they are no CPU fp32 matrices any more)."""
-        if any(w is not s or (w.data_ptr(), w._version) != stamp for w, s, stamp in zip(weights, self.sources, self.stamps)):
+        if any(w is not s or (w.data_ptr(), w._version) != stamp
+               for w, s, stamp in zip(weights, self.sources, self.stamps)):
             if not all(w.device.type == "cpu" and w.dtype == torch.float32 for w in weights):
                 return None
             self.__init__(weights)
@@ -185,8 +187,8 @@ def _few_rows(x: torch.Tensor) -> bool:
 
 
 def product(module: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
-    """x [.., in] through the bias-free Linear `module` -> [.., out]: several rows from its row-major copy where
-    `decode_layout` made one, one row (an AR step) from its input-major weight."""
+    """x [.., in] through the bias-free Linear `module` -> [.., out]: FEW_ROWS rows from its row-major copy where
+    `decode_layout` made one, other row counts (one row: an AR step) from its input-major weight."""
     rows, weight = module.__dict__.get("_rows"), module.weight
     copy = rows.of((weight,)) if rows is not None and _few_rows(x) else None
     return F.linear(x, weight if copy is None else copy)
@@ -234,7 +236,7 @@ def _own_copies(module: torch.nn.Module, state_dict: dict, prefix: str, local_me
 
 def fused_product(module: torch.nn.Module, group: tuple[str, ...], x: torch.Tensor) -> torch.Tensor:
     """x [.., in] through the group's layers of `module` -> their outputs side by side [.., sum out_i]: one product
-    where `decode_layout` fused them and they still share its storage, several rows from its row-major copy (a later
+    where `decode_layout` fused them and they still share its storage, FEW_ROWS rows from its row-major copy (a later
     `.to()` or a weight set anew breaks that: then one product each; a compiled step, which cannot compare storages,
     makes one product each as well, and so does a step that records gradients: the fused matrix is not a parameter)."""
     fused = None if torch.compiler.is_compiling() or torch.is_grad_enabled() else \
