@@ -179,18 +179,23 @@ class _RowCopy:
         return self.weight
 
 
+def _eager_inference() -> bool:
+    """Whether products may read fused matrices and row-major copies: not when recording gradients (they are no
+    parameters), nor in a compiled step (it cannot compare storages: it multiplies the weights themselves)."""
+    return not torch.is_grad_enabled() and not torch.compiler.is_compiling()
+
+
 def _few_rows(x: torch.Tensor) -> bool:
-    """Whether x [.., in] holds FEW_ROWS rows, in an eager product that records no gradients (the copies are no
-    parameters, and a compiled step multiplies the weights themselves), at a thread count where row-major pays."""
-    return FEW_ROWS[0] <= x.numel() // max(x.shape[-1], 1) <= FEW_ROWS[1] and not torch.is_grad_enabled() \
-        and not torch.compiler.is_compiling() and _row_major_pays.get(torch.get_num_threads(), False)
+    """Whether x [.., in] holds FEW_ROWS rows, at a thread count where row-major pays."""
+    return FEW_ROWS[0] <= x.numel() // max(x.shape[-1], 1) <= FEW_ROWS[1] \
+        and _row_major_pays.get(torch.get_num_threads(), False)
 
 
 def product(module: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
     """x [.., in] through the bias-free Linear `module` -> [.., out]: FEW_ROWS rows from its row-major copy where
     `decode_layout` made one, other row counts (one row: an AR step) from its input-major weight."""
     rows, weight = module.__dict__.get("_rows"), module.weight
-    copy = rows.of((weight,)) if rows is not None and _few_rows(x) else None
+    copy = rows.of((weight,)) if rows is not None and _few_rows(x) and _eager_inference() else None
     return F.linear(x, weight if copy is None else copy)
 
 
@@ -239,8 +244,7 @@ def fused_product(module: torch.nn.Module, group: tuple[str, ...], x: torch.Tens
     where `decode_layout` fused them and they still share its storage, FEW_ROWS rows from its row-major copy (a later
     `.to()` or a weight set anew breaks that: then one product each; a compiled step, which cannot compare storages,
     makes one product each as well, and so does a step that records gradients: the fused matrix is not a parameter)."""
-    fused = None if torch.compiler.is_compiling() or torch.is_grad_enabled() else \
-        module.__dict__.get("_fused", {}).get(group)
+    fused = module.__dict__.get("_fused", {}).get(group) if _eager_inference() else None
     weights = tuple(getattr(module, name).weight for name in group)
     if fused is not None and all(w.data_ptr() == at for w, at in zip(weights, fused[1])):
         W, _, rows = fused  # [in, sum out], and the row-major copy of the weights
