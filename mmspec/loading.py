@@ -195,7 +195,8 @@ def product(module: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
     """x [.., in] through the bias-free Linear `module` -> [.., out]: FEW_ROWS rows from its row-major copy where
     `decode_layout` made one, other row counts (one row: an AR step) from its input-major weight."""
     rows, weight = module.__dict__.get("_rows"), module.weight
-    copy = rows.of((weight,)) if rows is not None and _few_rows(x) and _eager_inference() else None
+    # eager first: a compiled step must not reach the thread count or the copy's stamps (dynamo cannot trace them)
+    copy = rows.of((weight,)) if rows is not None and _eager_inference() and _few_rows(x) else None
     return F.linear(x, weight if copy is None else copy)
 
 

@@ -184,6 +184,23 @@ def test_a_weight_changed_in_place_set_anew_or_moved_is_multiplied_as_it_is_now(
     check()
 
 
+def test_a_compiled_step_multiplies_the_weights_with_no_graph_break(row_major_pays):
+    """Where copies exist, a compiled product (fullgraph) must not reach the thread count or the copies' stamps: the
+    same products at 1, 4 and 16 rows compile and equal eager ones (CI's host made copies; this host may not)."""
+    mlp = decode_layout(tiny_llama(dtype=torch.float32).model.layers[0].mlp)
+    assert mlp.down_proj.__dict__["_rows"] is not None
+
+    def step(x):  # [R, 32] -> [R, 32]
+        gate, up = fused_product(mlp, GATE_UP, x).split(mlp.gate_proj.out_features, -1)
+        return product(mlp.down_proj, nn.functional.silu(gate) * up)
+
+    compiled = torch.compile(step, fullgraph=True, backend="eager", dynamic=False)
+    with torch.no_grad():
+        for rows in (1, 4, 16):
+            x = torch.randn(rows, 32)
+            torch.testing.assert_close(compiled(x), step(x))
+
+
 def test_no_row_major_copies_where_they_do_not_pay_or_past_the_budget(monkeypatch, row_major_pays):
     monkeypatch.setattr(mmspec.loading, "ROW_COPY_BYTES", 4 * 32 * 64)  # down_proj [32, 64] fits, gate and up do not
     mlp = decode_layout(tiny_llama(dtype=torch.float32).model.layers[0].mlp)
