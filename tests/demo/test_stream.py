@@ -25,7 +25,19 @@ def fake_run(steps: int, errors: list, delay: float = 0.0):
 
 
 def test_snapshots_show_committed_tokens_then_the_output():
-    items = list(stream(fake_run(5, []), interval=0.0))
+    seen = threading.Event()  # the run waits after its first commit until the consumer has the first snapshot (a
+    run = fake_run(5, [])  # run that is done before the consumer reads skips its snapshots to the output, as it should)
+
+    def call(on_commit):
+        def hook(state, k):
+            on_commit(state, k)
+            assert seen.wait(timeout=60)
+        return run(hook)
+
+    items = []
+    for item in stream(call, interval=0.0):
+        items.append(item)
+        seen.set()
     assert items[-1] == "out" and all(isinstance(i, Snapshot) for i in items[:-1])
     first = items[0]
     assert first.committed >= 1 and first.tokens[0, :first.committed].tolist() == list(range(first.committed))
