@@ -113,12 +113,17 @@ def main(argv=None) -> dict:
     ap.add_argument("--seeds", type=int, default=4)
     ap.add_argument("--first-seed", type=int, default=0, help="seeds first-seed .. first-seed + seeds - 1")
     ap.add_argument("--variants", default="base", help="comma-separated (see the module's docstring)")
+    ap.add_argument("--costs", help="ms per step by width at the start of the output, e.g. 1:3.3,4:4.4,8:5.0,16:5.6 "
+                    "(this host's, in place of the table's for this kind and rows)")
     ap.add_argument("--done-rows", choices=["leave", "stay"], default="leave", help="at 8 rows: whether the rows "
                     "that are done leave the forwards (mmspec.adapters.rows) or ride along to the end")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     if (args.kind, args.rows) not in COSTS:
         raise SystemExit(f"no step costs for {args.kind} at {args.rows} rows: {sorted(COSTS)}")
+    if args.costs:
+        COSTS[args.kind, args.rows] = ({int(L): float(ms) for L, ms in (c.split(":") for c in args.costs.split(","))},
+                                       COSTS[args.kind, args.rows][1])
     variants = args.variants.split(",")
     pipe = load_pipeline(args.kind, window_cache="off")
     prompts = PROMPTS[args.kind]

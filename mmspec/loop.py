@@ -223,7 +223,7 @@ def _commit(state: DecodeState, verdict: Verdict, L: int, stats: Stats, commit_s
     if width is not None:
         lead = torch.minimum(lead, width - 1)
     k = torch.minimum(lead + 1, N - state.n) * state.active
-    if in_step:
+    if in_step and L > 1:  # (a window of one commits one token in every active row: they stay in step as they are)
         k = in_step_counts(state, verdict, k)
     stopped = torch.zeros_like(state.active)
     if stop_tokens is not None:
