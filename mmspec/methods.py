@@ -71,8 +71,10 @@ def _jacobi(name: str, redraw, verifier, init: "str | None", proactive=None,
     """init None: the layout's default_init (random, or the previous frame on video)."""
     if init is not None:
         make_fill(init)  # reject unknown policies now, not mid-generation
-    return _with_branches(name, lambda layout: JacobiDrafter(redraw, make_fill(init or layout.default_init)),
-                          verifier, _branches(proactive, kind))
+    branches = _branches(proactive, kind)  # (branches draw siblings from slot 0's law: the drafter keeps it)
+    laws = verifier.reads_q or branches is not None
+    return _with_branches(name, lambda layout: JacobiDrafter(redraw, make_fill(init or layout.default_init), laws),
+                          verifier, branches)
 
 
 def jacobi(init: "str | None" = None, proactive=None) -> Method:

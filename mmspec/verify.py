@@ -31,6 +31,8 @@ class Verifier(Protocol):
 
 
 class ChainVerifier(Protocol):
+    reads_q: bool  # whether its test reads the drafts' laws q (a drafter need not keep them otherwise)
+
     def __call__(self, state: DecodeState, draft: Draft, logp: torch.Tensor, L: int) -> Verdict:
         ...
 
@@ -134,6 +136,8 @@ class RejectionVerifier:
     """Lossless for any drafter that stores the true law q of its drafts. The bonus slot is drawn by
     Gumbel-max on the noise row of its position, so with no drafts this is plain AR sampling."""
 
+    reads_q = True
+
     def __call__(self, state: DecodeState, draft: Draft, logp: torch.Tensor, L: int) -> Verdict:
         return self.chain(state, draft, logp[:, :L], state.index(L))
 
@@ -160,6 +164,8 @@ class RejectionVerifier:
 class GumbelMatchVerifier:
     """Seed-exact: each slot's output is argmax(log p + g) with the same noise plain AR sampling uses;
     a draft is accepted when it equals that output, so the result is AR's, token for token."""
+
+    reads_q = False
 
     def __call__(self, state: DecodeState, draft: Draft, logp: torch.Tensor, L: int) -> Verdict:
         return self.chain(state, draft, logp[:, :L], state.index(L))
