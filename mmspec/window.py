@@ -104,13 +104,17 @@ class AutoWindow:
 
     stretch = 4  # measured steps per stretch of a candidate
     warmup = 2  # at least this many steps after a change of width have their tokens not counted (see _warmup)
-    recheck = 24  # steps at the best window between stretches of a neighbour
-    max_wait = 8 * recheck  # the longest a losing neighbour waits for its next stretch
+    # steps at the best window between stretches of a neighbour. (24 before: a stretch costs wide steps at a batch,
+    # and at one row AR's stretches in the hard top rows of an emoji kept rechecking widths that lose there;
+    # benchmarks/policy_sim.py, emoji-image at 1 row on this CPU's costs: 1.103x -> 1.166x of `ar`, 8 rows 0.970x ->
+    # 0.985x, video the same)
+    recheck = 48
+    max_wait = 4 * recheck  # the longest a losing neighbour waits for its next stretch
     margin = 1.05  # a wider window is preferred only when its throughput is this much higher (at one row)
     batch_margin = 1.15  # the same at a batch (see _recall)
     growth = 2.5  # the most a 4x wider window is assumed to raise the tokens per step
     kept = 9  # a width's step cost is the least of its last `kept` timed steps (see observe)
-    fresh = 2 * recheck  # a width is picked only if it ran this many steps ago at most (or runs now)
+    fresh = recheck  # a width is picked only if it ran this many steps ago at most (or runs now)
     slack = 0.85  # the share of a step's extrapolated extra cost a wider width is sure to pay (see _could_win)
     bend = 0.25  # at one row, the least a step's cost per extra position falls from one width to the next
     memory_of_tokens = 0.98  # decay of the token sums per counted step: tokens are bursty, only a long average tells
@@ -281,7 +285,8 @@ class AutoWindow:
         # scale down until no wider width could win, and plain AR, measuring nothing, never lifted it again: one
         # cold run of the README's image in three stayed at AR. Its stretch costs little there: its steps commit.)
         near = c if self.expected else c[max(b - 1, 0): b + 2]
-        due = [L for L in near if L != best and self.step - self.measured[L] >= self.wait[L]
+        # (a width that never ran has lost nothing: it is due at once, not after a recheck's wait)
+        due = [L for L in near if L != best and (self.measured[L] < 0 or self.step - self.measured[L] >= self.wait[L])
                and (L < best or b == 0 or self._plausible(L, c[b - 1], best))
                and (not self.expected or (self.hope * self.rate(L) >= self.rate(best) if self.seconds[L]
                                           else self.rows == 1 or self._could_win(L)))]
