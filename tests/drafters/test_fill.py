@@ -1,6 +1,8 @@
 import torch
 
-from mmspec.drafters.fill import CopyFill, NGramFill, PoolFill, _continuation
+import random
+
+from mmspec.drafters.fill import CopyFill, NGramFill, PoolFill, _History
 from mmspec.layouts import Grid2D, Sequence1D
 from mmspec.rng import Streams
 from mmspec.sampling import Sampling
@@ -22,6 +24,62 @@ def _state(layout, window, seq, n):
 def _started(fill, state, prompt=None):
     fill.start(state, Context(prompt=prompt))
     return fill
+
+
+def _continuation(history, max_ngram, count):
+    return _History(max_ngram, history.tolist()).continuation([], count)
+
+
+def _lookup_by_rule(history: list[int], max_ngram: int, count: int) -> list[int]:
+    """Prompt lookup as its rule reads, by brute force: the last n tokens (n = max_ngram .. 1) matched anywhere earlier
+    with a next token; of the matches, the one with the most to copy (up to count), the latest of those."""
+    for n in range(min(max_ngram, len(history) - 1), 0, -1):
+        hits = [i for i in range(len(history) - n) if history[i: i + n] == history[-n:]]
+        if hits:
+            room = [min(len(history) - i - n, count) for i in hits]
+            i = [h for h, r in zip(hits, room) if r == max(room)][-1]
+            return history[i + n: i + n + count]
+    return []
+
+
+def test_ngram_lookup_fills_as_its_rule_reads_along_a_generation_with_drafts_and_rows_cut_short():
+    # a generation's calls, as lookup and a Jacobi window make them: the history grows by the commits, a call may start
+    # its fresh slots after carried drafts, and a row may be cut short (a stop): the index must follow all of it
+    rng = random.Random(0)
+    for trial in range(40):
+        B, window, N = 3, 6, 40
+        prompts = [torch.tensor([rng.randrange(3) for _ in range(rng.randrange(0, 5))]) for _ in range(B)]
+        state = _state(Sequence1D(N), window, torch.zeros(B, 0, dtype=torch.long), [0] * B)
+        fill = NGramFill()
+        fill.start(state, Context(prompt=prompts))
+        for _ in range(30):
+            L = rng.randrange(1, window + 1)
+            carried = [rng.randrange(0, L) for _ in range(B)]
+            first = state.n + torch.tensor(carried)
+            for b in range(B):  # the carried drafts, as a Jacobi window leaves them
+                for m in range(int(state.n[b]), int(first[b])):
+                    state.seq[b, m] = rng.randrange(3)
+            before = state.seq.clone()
+            fill(state, first, L)
+            for b in range(B):
+                n, f = int(state.n[b]), int(first[b])
+                history = prompts[b].tolist() + before[b, :f].tolist()
+                cont = _lookup_by_rule(history, 3, max(n + L - 1 - f, 0))
+                written = state.seq[b, f: n + L - 1].tolist()
+                # unmatched slots copy the token on their left (from index 0 on, none: random tokens)
+                left = (cont or before[b, :f].tolist())[-1:]
+                assert written[: len(cont)] == cont
+                assert written[len(cont):] == left * (len(written) - len(cont)) or not left
+                assert state.seq[b, :f].tolist() == before[b, :f].tolist()  # nothing before the fresh slots moves
+                assert int(fill.evidence[b]) == len(cont)
+            k = torch.tensor([min(rng.randrange(0, 4), N - window - int(state.n[b])) for b in range(B)])
+            for b in range(B):  # commit k tokens (any: the fill reads what is committed, not how it was drawn)
+                for m in range(int(state.n[b]), int(state.n[b] + k[b])):
+                    state.seq[b, m] = rng.randrange(3)
+            state.n = state.n + k
+            if rng.random() < 0.05:  # a row cut short
+                b = rng.randrange(B)
+                state.n[b] = rng.randrange(0, int(state.n[b]) + 1)
 
 
 def test_copy_above_follows_chains_through_fresh_slots():
@@ -48,7 +106,7 @@ def test_copy_left_follows_a_chain_as_long_as_the_window():
 
 def test_ngram_lookup_proposes_the_continuation_of_the_latest_match():
     history = torch.tensor([1, 2, 3, 9, 1, 2, 3, 8, 5, 1, 2])
-    assert _continuation(history, 3, 3).tolist() == [3, 8, 5]  # both matches of "1 2" are followed by 3 tokens
+    assert _continuation(history, 3, 3) == [3, 8, 5]  # both matches of "1 2" are followed by 3 tokens
     state = _state(Sequence1D(12), 4, history[None, 4:], [7])
     _started(NGramFill(), state, prompt=[history[:4]])(state, state.n, 4)
     assert state.seq[0, 7:10].tolist() == [3, 8, 5]  # the prompt plus the tokens so far form the history
@@ -57,8 +115,8 @@ def test_ngram_lookup_proposes_the_continuation_of_the_latest_match():
 def test_ngram_lookup_prefers_a_match_with_more_to_copy_over_the_latest_one():
     # the latest "1 2" is followed by "1 2" and the end of the history; the earlier one by "3 4 1 2 1 2"
     history = torch.tensor([1, 2, 3, 4, 1, 2, 1, 2])
-    assert _continuation(history, 3, 3).tolist() == [3, 4, 1]
-    assert _continuation(history, 3, 2).tolist() == [1, 2]  # both have 2 to copy: the latest
+    assert _continuation(history, 3, 3) == [3, 4, 1]
+    assert _continuation(history, 3, 2) == [1, 2]  # both have 2 to copy: the latest
 
 
 def test_the_pool_proposes_what_followed_a_token_in_earlier_windows():
