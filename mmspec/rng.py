@@ -23,6 +23,7 @@ _GOLDEN = 0x9E3779B97F4A7C15  # SplitMix64's increment: spreads consecutive coun
 _MEMO_BYTES = 64 << 20  # noise rows a generation keeps on a CPU (per Streams)
 _MEMO_CHUNK = 64  # positions hashed at once
 _UNIFORM_BITS = 23  # (k + 0.5) / 2^23 needs 24 significant bits: exact in fp32, and never 0 or 1
+_FEW_DRAWS = 64  # aux draws of a call up to which a CPU hashes them in Python (see Streams.uniform)
 
 
 def _signed(x: int) -> int:
@@ -50,6 +51,13 @@ def mix(x: torch.Tensor) -> torch.Tensor:
     return x
 
 
+def _mix_int(x: int) -> int:
+    """`mix` of one unsigned 64-bit int, in Python."""
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return x ^ (x >> 31)
+
+
 def _uniform(bits: torch.Tensor) -> torch.Tensor:
     """Hashed int64 -> fp32 uniform in (0, 1), from its top 23 bits."""
     return _shr(bits, 64 - _UNIFORM_BITS).float().add_(0.5).mul_(1.0 / (1 << _UNIFORM_BITS))
@@ -67,6 +75,7 @@ class Streams:
         self._noise = row_keys(seeds, _NOISE_SALT).to(self.device)  # [B]
         self._aux = row_keys(seeds, _AUX_SALT).to(self.device)  # [B]
         self._drawn = torch.zeros(len(seeds), dtype=torch.long, device=self.device)  # [B] aux draws so far
+        self._aux_keys = [key & _MASK64 for key in self._aux.tolist()]  # the same, as unsigned Python ints
         self._vocab = torch.arange(vocab_size, device=self.device) * _GOLDEN_S  # [V]
         self._memo = torch.empty(len(seeds), 0, vocab_size, device=self.device)  # [B, M, V] noise rows of 0..M-1
         self._remembered = 0  # how many of them are filled
@@ -121,6 +130,15 @@ class Streams:
     def uniform(self, *shape: int) -> torch.Tensor:
         """[B, *shape] uniforms in (0, 1) from each row's aux stream; every row moves on by prod(shape) draws."""
         count = math.prod(shape)
+        if self.device.type == "cpu" and self.batch_size * count <= _FEW_DRAWS and not torch.compiler.is_compiling():
+            # a few draws (a step's acceptance tests at one row): the same hash in Python, about 1 us a draw, where
+            # the ~20 torch ops of the general path take 130 us on a CPU whatever their size
+            drawn = self._drawn.tolist()
+            self._drawn = self._drawn + count
+            scale, shift = 1.0 / (1 << _UNIFORM_BITS), 64 - _UNIFORM_BITS
+            return torch.tensor([[((_mix_int((key + (start + j) * _GOLDEN) & _MASK64) >> shift) + 0.5) * scale
+                                  for j in range(count)] for key, start in zip(self._aux_keys, drawn)],
+                                dtype=torch.float32).view(self.batch_size, *shape)
         counter = self._drawn[:, None] + torch.arange(count, device=self.device)  # [B, count]
         self._drawn = self._drawn + count
         return _uniform(mix(self._aux[:, None] + counter * _GOLDEN_S)).view(self.batch_size, *shape)

@@ -47,6 +47,18 @@ def test_aux_draws_are_a_function_of_the_draw_count():
     assert not torch.equal(Streams([1], V).uniform(10), Streams([1], V).gumbel(torch.arange(1)[None])[0, :, :10])
 
 
+def test_a_few_draws_hashed_in_python_are_the_tensor_hash(monkeypatch):
+    import mmspec.rng
+
+    seeds = [5, -3, 2**62, 12345]  # keys of either sign as int64
+    few, many = Streams(seeds, V), Streams(seeds, V)
+    for shape in [(1,), (7,), (2, 6), (16,), (5, 3)]:
+        x = few.uniform(*shape)  # 4 rows x at most 16 draws: the Python path
+        monkeypatch.setattr(mmspec.rng, "_FEW_DRAWS", 0)
+        assert torch.equal(x, many.uniform(*shape)), shape
+        monkeypatch.undo()
+
+
 def test_draws_have_the_right_laws():
     s = Streams([0, 1, 2, 3], 1000)
     g = s.gumbel(torch.arange(250).expand(4, -1)).flatten().double()  # 1M Gumbel(0, 1) draws
