@@ -145,7 +145,7 @@ class NGramFill:
             fresh = max(n + L - 1 - f, 0)
             cont = history.continuation(ahead, fresh)
             matched.append(len(cont))
-            out = row[n - lo: f - lo] + cont
+            out = ahead + cont
             u = f + len(cont)  # the first unmatched slot
             ends = {}  # slot m >= u -> where its chain of left neighbours leaves the unmatched slots
             for m in range(u, n + L - 1):  # copies of the left neighbour, followed back to a known token or a guess
@@ -180,9 +180,8 @@ class _History:
     def commit(self, tokens: list[int], n: int) -> None:
         """The row's committed tokens now number n, ending with `tokens`; a row cut short (a stop) is indexed anew."""
         if n < self.committed:
-            kept = self.tokens[: self.prompt + n]
-            self.__init__(self.max_ngram, self.tokens[: self.prompt])
-            self._extend(kept[self.prompt:])
+            kept, self.tokens, self.starts = self.tokens[: self.prompt + n], [], {}
+            self._extend(kept)
         else:
             self._extend(tokens)
 
