@@ -65,6 +65,8 @@ class JacobiDrafter:
 
     def propose(self, state, L):
         W, have = L - 1, self.onehot.shape[1]
+        if W == 0:  # plain AR (`auto` at a batch runs it most steps): nothing to draft, as `NoDraft`
+            return Draft.copied(state.seq.new_zeros(state.batch_size, 0))
         if W > have:  # a wider window than the last: fill the new slots
             self.fill(state, state.n + have, L)
             self.onehot = torch.cat([self.onehot, self.onehot.new_ones(state.batch_size, W - have)], 1)
@@ -74,15 +76,17 @@ class JacobiDrafter:
         return Draft(state.draft_tokens(L), self.q, self.onehot)
 
     def update(self, state, draft, verdict, logp, k):
-        z = self.redraw(state, draft, verdict, logp)  # [B, L]
         L, V = logp.shape[1], logp.shape[2]
+        if L == 1:  # a window of one carries no slot: the next window's are all fresh
+            self.q, self.onehot = None, self.onehot[:, :0]
+            return
+        z = self.redraw(state, draft, verdict, logp)  # [B, L]
         src = torch.arange(L - 1, device=k.device) + k[:, None]  # new slot i <- old slot i + k
         carried = src < L
         src = src.clamp(max=L - 1)
         index = state.index(L - 1)
         state.seq.scatter_(1, index, torch.where(carried, z.gather(1, src), state.seq.gather(1, index)))
-        if L > 1:
-            self.fill(state, state.n + L - k, L)
+        self.fill(state, state.n + L - k, L)
         if self.laws:
             self.q = logp.gather(1, src[..., None].expand(-1, -1, V)).exp()  # [B, L-1, V]: each carried slot's new p
         self.onehot = ~carried
