@@ -19,7 +19,8 @@ Beside it, `plain`: a forward of the same GPT at the same batch (CFG doubles it)
 the layout (the mean attention length of a generation), through a KV cache in the engine's mode for the device,
 without the engine around it; and with --yardstick PATH (../shared/yardstick/lean_step.py), the lean
 gpt-fast-style step of the same shapes at the same rows (`lean`, as the yardstick counts rows) and at the batch
-the model runs (`lean@batch`, 2x rows with CFG). Each shape runs once untimed, then `--repeats` times; the run with
+the model runs (`lean@batch`, 2x rows with CFG); `ratio` is the step over `lean`, `ratio@batch` over `lean@batch` (the
+same number of sequences: the like-for-like figure for a model that runs CFG). Each shape runs once untimed, then `--repeats` times; the run with
 the fewest decode seconds is reported. Times are CPU time of this process (see `now`), one thread unless --threads.
 
 `main(argv)` returns the result dict; with --out DIR it writes overhead.json and overhead.md there.
@@ -209,12 +210,13 @@ def measure(model_dir: Path, rows_list: list[int], methods: list[tuple[str, int 
                 row["lean@batch"] = (row["lean"] if cfg_batch == 1
                                      else yardstick.time_step(model_dir, rows * cfg_batch, window, reps=30))
                 row["ratio"] = row["step"] / row["lean"]
+                row["ratio@batch"] = row["step"] / row["lean@batch"]  # like for like: as many sequences as the engine runs
             results.append(row)
             print(_line(row), flush=True)
     return results
 
 
-COLUMNS = ("step", *PARTS, "rest", "noise", "plain", "lean", "lean@batch", "ratio")
+COLUMNS = ("step", *PARTS, "rest", "noise", "plain", "lean", "lean@batch", "ratio", "ratio@batch")
 
 
 def _line(row: dict) -> str:
