@@ -207,7 +207,7 @@ class AutoWindow:
         if not self.attached:
             self._recall(state)
 
-    def _could_win(self, L: int, hopeful: bool = False) -> bool:
+    def _could_win(self, L: int) -> bool:
         """With a prior: whether width L, not timed, could beat the widths timed narrower at the least its step can
         cost: that of the widest of them plus the slope between the last two, bent as much again as it bent from the
         two before (with only two: at one row as much as it ever bends, `bend`; at a batch not at all), times
@@ -215,8 +215,7 @@ class AutoWindow:
         1, 4 and 16: the slope falls to a quarter) and nearly linear at many rows (emoji-video at 8 rows: 8, 14 and
         34 ms, then 106 at 64, where the bent line says 86; emoji-image at 16 rows: 9.4 and 14 ms at 1 and 4, and 28
         at 16, where it says 17; at 8 rows 5, 7.5, 13 and 21 ms at 1, 4, 8 and 16: a bend of 0.25 had the prior's
-        later rows probe 8 and 16 there, 14 steps at 2.5-4x an AR step). `hopeful`: by the prior's own tokens where this
-        generation's scale has fallen below them (see _next_plan)."""
+        later rows probe 8 and 16 there, 14 steps at 2.5-4x an AR step)."""
         ran = [W for W in self.candidates if W < L and self.seconds[W]]
         if not ran:
             return True
@@ -237,10 +236,7 @@ class AutoWindow:
                 before = (cost[b] - cost[a]) / (b - a)
                 bend = min(slope / before, 1.0) if before > 0 else self.bend
             least += self.slack * max(slope, 0.0) * bend * (L - c)
-        tokens = self.per_step(L)[0]
-        if hopeful:
-            tokens = max(tokens, min(float(L), self._prior(L)))
-        return tokens / least > max(map(self.rate, ran))
+        return self.per_step(L)[0] / least > max(map(self.rate, ran))
 
     def __call__(self, state: "DecodeState") -> int:
         if not self.attached:
@@ -285,18 +281,15 @@ class AutoWindow:
         # stretch of 64 (and its warm-up of 16 steps) costs more than a generation's worth of what it could win
         # (with a prior, any width that is close enough: at plain AR, which measures no acceptance, the width that
         # would win by the prior is rechecked directly, not only through a neighbour's win; and at one row every
-        # width not timed yet that could win by the prior's own tokens, whatever the scale says: a few steps of 4 in an
-        # emoji's hard top rows could pull the scale down until no wider width could win, and plain AR, measuring
-        # nothing, never lifted it again: one cold run of the README's image in three stayed at AR. But not one that
-        # could not win even so: on code-text `exact` at one row, 4 timed at 1.5x an AR step for the prior's 1.18
-        # tokens, a stretch of 8 followed at 1.8x for as little, 6% of a 64-token call. benchmarks/policy_sim.py at 1 row
-        # is unchanged by it: emoji-image 1.166x of `ar` on this CPU's costs, 6 seeds; emoji-video 3.468x, 4 seeds)
+        # width not timed yet, whatever the scale says: a few steps of 4 in an emoji's hard top rows could pull the
+        # scale down until no wider width could win, and plain AR, measuring nothing, never lifted it again: one
+        # cold run of the README's image in three stayed at AR. Its stretch costs little there: its steps commit.)
         near = c if self.expected else c[max(b - 1, 0): b + 2]
         # (a width that never ran has lost nothing: it is due at once, not after a recheck's wait)
         due = [L for L in near if L != best and (self.measured[L] < 0 or self.step - self.measured[L] >= self.wait[L])
                and (L < best or b == 0 or self._plausible(L, c[b - 1], best))
                and (not self.expected or (self.hope * self.rate(L) >= self.rate(best) if self.seconds[L]
-                                          else self._could_win(L, hopeful=self.rows == 1)))]
+                                          else self.rows == 1 or self._could_win(L)))]
         self.wait[best] = self.recheck
         if not due:
             return [best] * self.recheck

@@ -289,16 +289,6 @@ def test_at_one_row_auto_tries_every_width_even_when_the_scale_says_it_cannot_wi
     assert 16 not in chosen[:12] and chosen[-100:].count(16) > 80
 
 
-def test_at_one_row_auto_skips_a_width_that_could_not_win_even_at_the_priors_own_tokens():
-    # code-text `exact` at 1 row: by the prior, 4 and 8 commit 1.18 tokens a step; 4 is timed at 1.5x an AR step, and
-    # the line through 1 and 4 (bent at one row) puts 8 at 1.6x at least: 8 could not win even at the prior's tokens,
-    # so no stretch of it follows (one did: 5 steps at 1.8x an AR step, 6% of a 64-token call), and AR runs on
-    policy = AutoWindow(max_window=8, memory=WindowMemory(prior={1: {1: 1.0, 4: 1.178, 8: 1.178}}))
-    seconds = {1: 0.009, 4: 0.0135, 8: 0.0165}
-    chosen = _run(policy, 200, seconds_of=seconds.get, k_of={1: 1, 4: 1, 8: 1}.get, state=FakeState(rows=1))
-    assert 4 in chosen[:12] and 8 not in chosen and chosen[-100:].count(1) > 90
-
-
 def test_with_a_prior_auto_probes_no_width_that_cannot_win_at_the_least_it_can_cost():
     # 16 rows on emoji-image: steps of 8.7, 13.6 and 28 ms at 1, 4 and 16. By the prior, 16 gives 1.41 tokens per
     # step: even at the cost of 4 it would give 104 tokens/s against AR's 115, so it never runs; and 4, 26% behind
