@@ -39,7 +39,7 @@ from torch import nn
 
 from mmspec.loading import (GATE_UP, QKV, check_folder, decode_layout, fused_product, load_strict, product,
                              read_safetensors)
-from mmspec.reference.gpt import RMSNorm, rms_norm, rope_angles
+from mmspec.reference.gpt import RMSNorm, decode_norm, rope_angles
 
 ARCHITECTURE = "LlamaForCausalLMEagle3"
 
@@ -192,8 +192,8 @@ class EagleHead(nn.Module):
         attn, layer = self.midlayer.self_attn, self.midlayer
         R, T, _ = embeds.shape
         eps = self.config.rms_norm_eps
-        x = torch.cat([rms_norm(embeds, layer.input_layernorm.weight, eps),
-                       rms_norm(hidden, layer.hidden_norm.weight, eps)], -1)  # [R, T, 2H]
+        x = torch.cat([decode_norm(embeds, layer.input_layernorm.weight, eps),
+                       decode_norm(hidden, layer.hidden_norm.weight, eps)], -1)  # [R, T, 2H]
         H, Hkv = attn.heads, attn.kv_heads
         qkv = fused_product(attn, QKV, x).view(R, T, H + 2 * Hkv, -1)
         qk = rotate(qkv[:, :, :H + Hkv], *rope).transpose(1, 2)  # queries and keys in one rotation
@@ -210,8 +210,8 @@ class EagleHead(nn.Module):
         y = F.scaled_dot_product_attention(q, k.type_as(q), v.type_as(q), attn_mask=mask)
         R, _, T, _ = q.shape
         h = hidden + product(attn.o_proj, y.transpose(1, 2).reshape(R, T, -1))
-        out = h + layer.mlp.forward(rms_norm(h, layer.post_attention_layernorm.weight, eps))
-        return out, product(self.lm_head, rms_norm(out, self.norm.weight, eps))
+        out = h + layer.mlp.forward(decode_norm(h, layer.post_attention_layernorm.weight, eps))
+        return out, product(self.lm_head, decode_norm(out, self.norm.weight, eps))
 
     def maps_vocabulary(self) -> bool:
         """Whether the draft vocabulary differs from the target's (a smaller one, or ids moved by `d2t`)."""
