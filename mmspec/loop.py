@@ -225,7 +225,7 @@ def _commit(state: DecodeState, verdict: Verdict, L: int, stats: Stats, commit_s
     k = torch.minimum(lead + 1, N - state.n) * state.active
     if in_step and L > 1:  # (a window of one commits one token in every active row: they stay in step as they are)
         k = in_step_counts(state, verdict, k)
-    stopped = torch.zeros_like(state.active)
+    stopped = None
     if stop_tokens is not None:
         hit = torch.isin(verdict.y, stop_tokens) & (slots < k[:, None])
         stopped = hit.any(1)
@@ -238,11 +238,14 @@ def _commit(state: DecodeState, verdict: Verdict, L: int, stats: Stats, commit_s
 
     stats.nfe += state.active
     if L > 1:  # a window of one has no drafts to count
-        free = state.structural(index[:, :-1]) < 0  # [B, L-1]
+        # a draft counts where it is inside the layout, not structural, and among the drafts given (a padded chain);
+        # an accepted one is committed too (k counts no more than the layout, the drafts given and the active rows)
+        drafted = (index[:, :-1] < N) & state.active[:, None]  # [B, L-1]
+        if state.any_forced:
+            drafted &= state.structural(index[:, :-1]) < 0
         if width is not None:
-            free = free & (slots[:-1] < width - 1)
-        drafted = free & (index[:, :-1] < N) & state.active[:, None]
-        accepted = (slots[:-1] < torch.minimum(lead, k)[:, None]) & free
+            drafted &= slots[:-1] < width - 1
+        accepted = drafted & (slots[:-1] < torch.minimum(lead, k)[:, None])
         stats.drafted += drafted.sum(1)
         stats.accepted += accepted.sum(1)
         W = min(L, stats.window) - 1  # slots past the policy's widest (a widened step's) hold forced tokens only
@@ -253,5 +256,5 @@ def _commit(state: DecodeState, verdict: Verdict, L: int, stats: Stats, commit_s
     last = verdict.y.gather(1, (k - 1).clamp(min=0)[:, None]).squeeze(1)
     state.pending = torch.where(k > 0, last, state.pending)
     state.n = state.n + k
-    state.active = state.active & (state.n < N) & ~stopped
+    state.active = state.active & (state.n < N) if stopped is None else state.active & (state.n < N) & ~stopped
     return k
