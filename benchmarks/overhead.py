@@ -20,8 +20,10 @@ the layout (the mean attention length of a generation), through a KV cache in th
 without the engine around it; and with --yardstick PATH (../shared/yardstick/lean_step.py), the lean
 gpt-fast-style step of the same shapes at the same rows (`lean`, as the yardstick counts rows) and at the batch
 the model runs (`lean@batch`, 2x rows with CFG); `ratio` is the step over `lean`, `ratio@batch` over `lean@batch` (the
-same number of sequences: the like-for-like figure for a model that runs CFG). Each shape runs once untimed, then `--repeats` times; the run with
-the fewest decode seconds is reported. Times are CPU time of this process (see `now`), one thread unless --threads.
+same number of sequences: the like-for-like figure for a model that runs CFG). Each shape runs once untimed, then
+`--repeats` rounds, each timing the engine's generation, then the plain forward and the lean step over a third of
+as many steps, three times; each figure is the least of its rounds (the generation with the fewest decode seconds),
+so a host whose speed drifts moves them together. Times are CPU time of this process (see `now`), one thread unless --threads.
 
 `main(argv)` returns the result dict; with --out DIR it writes overhead.json and overhead.md there.
 """
@@ -146,8 +148,8 @@ def engine_step(pipe, kind: str, rows: int, method: str, window: int, image) -> 
     return {"steps": clock.steps, "step": total, **ms, "rest": total - sum(ms[p] for p in PARTS)}
 
 
-def plain_forward(pipe, batch: int, window: int, reps: int = 30) -> float:
-    """ms of one forward of the GPT alone at [batch, window] from the middle of the layout (best of 3 rounds)."""
+def plain_forward(pipe, batch: int, window: int, reps: int = 30, rounds: int = 3) -> float:
+    """ms of one forward of the GPT alone at [batch, window] from the middle of the layout (best of `rounds`)."""
     from mmspec.cache import StaticKVCache
 
     model = pipe.target.model
@@ -169,7 +171,7 @@ def plain_forward(pipe, batch: int, window: int, reps: int = 30) -> float:
     for _ in range(5):
         forward()
     best = math.inf
-    for _ in range(3):
+    for _ in range(rounds):
         t = now()
         for _ in range(reps):
             forward()
@@ -201,14 +203,25 @@ def measure(model_dir: Path, rows_list: list[int], methods: list[tuple[str, int 
         for method, window in methods:
             window = window or pipe.default_window
             engine_step(pipe, kind, rows, method, window, image)  # untimed: one-off allocations
-            best = min((engine_step(pipe, kind, rows, method, window, image) for _ in range(repeats)),
-                       key=lambda r: r["step"])
+            # in rounds, each timing the engine's step, the plain forward and the lean step one after the other, and
+            # each figure the least of its rounds: a shared host's speed drifts by a third within minutes, and a ratio
+            # of two figures timed minutes apart measured the drift
+            # (the others timed over about as many steps as a generation makes, in three parts: a least taken over
+            # shorter spans flatters them)
+            runs, plain, lean, lean_batch = [], [], [], []
+            for _ in range(repeats):
+                runs.append(engine_step(pipe, kind, rows, method, window, image))
+                reps = max(runs[-1]["steps"] // 3, 10)
+                plain.append(plain_forward(pipe, rows * cfg_batch, window, reps=reps))
+                if yardstick is not None:
+                    lean.append(yardstick.time_step(model_dir, rows, window, reps=reps))
+                    lean_batch.append(lean[-1] if cfg_batch == 1 else
+                                      yardstick.time_step(model_dir, rows * cfg_batch, window, reps=reps))
+            best = min(runs, key=lambda r: r["step"])
             row = {"model": model_dir.name, "rows": rows, "batch": rows * cfg_batch, "method": method,
-                   "window": window, **best, "plain": plain_forward(pipe, rows * cfg_batch, window)}
+                   "window": window, **best, "plain": min(plain)}
             if yardstick is not None:
-                row["lean"] = yardstick.time_step(model_dir, rows, window, reps=30)
-                row["lean@batch"] = (row["lean"] if cfg_batch == 1
-                                     else yardstick.time_step(model_dir, rows * cfg_batch, window, reps=30))
+                row["lean"], row["lean@batch"] = min(lean), min(lean_batch)
                 row["ratio"] = row["step"] / row["lean"]
                 row["ratio@batch"] = row["step"] / row["lean@batch"]  # like for like: as many sequences as the engine runs
             results.append(row)
