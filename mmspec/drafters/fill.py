@@ -79,6 +79,7 @@ class CopyFill:
     def __init__(self, kind: str):
         self.kind = kind
         self._ancestors: torch.Tensor | None = None
+        self._shape: tuple | None = None  # (layout, max_window) the table was made for
         self._random = RandomFill()
 
     def start(self, state: DecodeState, context: Context) -> None:
@@ -87,7 +88,8 @@ class CopyFill:
     def _table(self, state: DecodeState) -> torch.Tensor:
         """[N + max_window, max_window - 1] each index's chain of references: its reference, that one's, ... (-1 past
         the first index without one). References fall, so the ones a window's fresh slots reach lie in a prefix."""
-        if self._ancestors is None:
+        if self._shape != (state.layout, state.max_window):  # (a fill given to several generations)
+            self._shape = (state.layout, state.max_window)
             ref = references(state, self.kind)
             chain = [ref]
             for _ in range(state.max_window - 2):  # a chain within a window is shorter than it

@@ -151,3 +151,14 @@ def test_lookup_verifies_only_the_matched_slots_and_steps_as_ar_where_nothing_ma
                           num_samples=4)
     assert len(windows) == int(out.stats.nfe.max()) and min(windows) == 1 and max(windows) <= 6
     assert windows[0] == 1  # nothing generated yet, no prompt in the target's vocabulary: nothing to match
+
+
+
+def test_a_copy_fill_given_to_a_second_generation_with_a_wider_window_follows_its_whole_chains():
+    fill = CopyFill("left")
+    small = _state(Sequence1D(6), 3, torch.tensor([[4, 5]]), [2])
+    _started(fill, small)(small, small.n, 3)
+    assert small.seq[0, :4].tolist() == [4, 5, 5, 5]
+    wide = _state(Sequence1D(24), 16, torch.tensor([[1, 2, 3]]), [3])  # a longer layout and a wider window
+    _started(fill, wide)(wide, wide.n, 16)
+    assert wide.seq[0, :18].tolist() == [1, 2, 3] + [3] * 15
