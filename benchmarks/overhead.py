@@ -23,7 +23,8 @@ the model runs (`lean@batch`, 2x rows with CFG); `ratio` is the step over `lean`
 same number of sequences: the like-for-like figure for a model that runs CFG). Each shape runs once untimed, then
 `--repeats` rounds, each timing the engine's generation, then the plain forward and the lean step over a third of
 as many steps, three times; each figure is the least of its rounds (the generation with the fewest decode seconds),
-so a host whose speed drifts moves them together. Times are CPU time of this process (see `now`), one thread unless --threads.
+so a host whose speed drifts moves them together. Times are CPU time of this process (see `now`), one thread
+unless --threads.
 
 `main(argv)` returns the result dict; with --out DIR it writes overhead.json and overhead.md there.
 """
@@ -203,11 +204,10 @@ def measure(model_dir: Path, rows_list: list[int], methods: list[tuple[str, int 
         for method, window in methods:
             window = window or pipe.default_window
             engine_step(pipe, kind, rows, method, window, image)  # untimed: one-off allocations
-            # in rounds, each timing the engine's step, the plain forward and the lean step one after the other, and
-            # each figure the least of its rounds: a shared host's speed drifts by a third within minutes, and a ratio
-            # of two figures timed minutes apart measured the drift
-            # (the others timed over about as many steps as a generation makes, in three parts: a least taken over
-            # shorter spans flatters them)
+            # in rounds, each timing the engine's generation, then the plain forward and the lean step over about as
+            # many steps (in three parts: a least over shorter spans flatters them); each figure the least of its
+            # rounds: a shared host's speed drifts by a third within minutes, and a ratio of two figures timed minutes
+            # apart measured the drift
             runs, plain, lean, lean_batch = [], [], [], []
             for _ in range(repeats):
                 runs.append(engine_step(pipe, kind, rows, method, window, image))

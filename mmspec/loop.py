@@ -256,5 +256,6 @@ def _commit(state: DecodeState, verdict: Verdict, L: int, stats: Stats, commit_s
     last = verdict.y.gather(1, (k - 1).clamp(min=0)[:, None]).squeeze(1)
     state.pending = torch.where(k > 0, last, state.pending)
     state.n = state.n + k
-    state.active = state.active & (state.n < N) if stopped is None else state.active & (state.n < N) & ~stopped
+    active = state.active & (state.n < N)
+    state.active = active if stopped is None else active & ~stopped
     return k

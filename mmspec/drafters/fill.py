@@ -72,6 +72,7 @@ def references(state: DecodeState, kind: str) -> torch.Tensor:
 
 class CopyFill:
     """Copy a neighbour: 'left', 'above' (row above) or 'prev-frame' (same cell, previous frame).
+
     Where the layout has no such neighbour (first row, first frame) it falls back to the next
     nearer kind, and to a random token at index 0.
     """
@@ -103,7 +104,7 @@ class CopyFill:
         # each slot copies the first index of its chain of references before the fresh slots (a known token, or -1:
         # a random one): the references are static, so that index is the chain's d-th, d being how many of it are
         # fresh, in four ops whatever the window (following the chain by pointer jumping took 6 ops a round, log2(W)
-        # rounds: 24 ops of an emoji-image step at 16)
+        # rounds: 36 ops of an emoji-video step at 64)
         chains = self._table(state)[:, : max(L - 1, 1)][index]  # [B, W, W] the references of each slot, in order
         fresh_refs = (chains >= first[:, None, None]).sum(-1, keepdim=True)  # [B, W, 1]
         ref = chains.gather(2, fresh_refs.clamp(max=chains.shape[2] - 1))[..., 0]  # [B, W]

@@ -153,7 +153,6 @@ def test_lookup_verifies_only_the_matched_slots_and_steps_as_ar_where_nothing_ma
     assert windows[0] == 1  # nothing generated yet, no prompt in the target's vocabulary: nothing to match
 
 
-
 def test_a_copy_fill_given_to_a_second_generation_with_a_wider_window_follows_its_whole_chains():
     fill = CopyFill("left")
     small = _state(Sequence1D(6), 3, torch.tensor([[4, 5]]), [2])
