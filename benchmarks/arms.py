@@ -6,9 +6,11 @@ The arms alternate, in reverse order every other round, after an untimed `ar`; e
 model's shipped prior, nothing measured: a first call). On video every arm gets the same first frame, drawn once by
 plain `ar` (`--first-frame` times the video call whole instead: the first frame by the image model inside it, with
 `exact` and `auto` for a speculative method, as `mmspec generate video` does). `--dtype bfloat16` computes in bf16
-(the weights are stored so): see benchmarks/README.md for what that does to `exact == ar` on a CPU.
+(the weights are stored so): see benchmarks/README.md for what that does to `exact == ar` on a CPU. `--prompts`
+at one row runs each prompt alone and adds their least times up (the suite's one-row figures are its first prompt's).
 
   python benchmarks/arms.py image --rows 4 --arms ar:1,exact:1,exact:auto,exact:16 --rounds 4
+  python benchmarks/arms.py image --prompts "red heart|smiling face|dog face|sun" --rounds 2
 """
 from __future__ import annotations
 
@@ -59,17 +61,29 @@ def main(argv=None):
     ap.add_argument("--arms", default="ar:1,exact:16,exact:auto", help="method:window, ... (the first is the baseline)")
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--prompts", help="|-separated; at one row each runs alone (default: the suite's, the first alone)")
     ap.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
     ap.add_argument("--first-frame", action="store_true", help="video: time the whole call, first frame included")
     a = ap.parse_args(argv)
     torch.set_num_threads(a.threads)
     arms = [(m, w if w == "auto" else int(w)) for m, w in (arm.split(":") for arm in a.arms.split(","))]
-    result = run(a.kind, a.rows, arms, a.rounds, getattr(torch, a.dtype), a.first_frame)
-    for arm, r in result.items():
-        print(f"{a.kind} rows={a.rows} {arm:12s} least {r['least_s']:.3f} s {r['least_ratio']:.3f}x  median "
-              f"{r['median_s']:.3f} s {r['median_ratio']:.3f}x  forwards/row {r['forwards_per_row']:.0f}  "
-              f"tokens {'=' if r['same_tokens_as_first'] else '!='} {a.arms.split(',')[0]}", flush=True)
-    return result
+    prompts = a.prompts.split("|") if a.prompts else None
+    groups = [[p] for p in prompts] if prompts and a.rows == 1 else [prompts]
+    results = {}
+    for group in groups:
+        result = results[" | ".join(group or [])] = run(a.kind, a.rows, arms, a.rounds, getattr(torch, a.dtype),
+                                                        a.first_frame, prompts=group)
+        for arm, r in result.items():
+            print(f"{a.kind} rows={a.rows} {', '.join(group or [])[:24]:24s} {arm:12s} least {r['least_s']:.3f} s "
+                  f"{r['least_ratio']:.3f}x  median {r['median_s']:.3f} s {r['median_ratio']:.3f}x  forwards/row "
+                  f"{r['forwards_per_row']:.0f}  tokens {'=' if r['same_tokens_as_first'] else '!='} "
+                  f"{a.arms.split(',')[0]}", flush=True)
+    if len(groups) > 1:  # each prompt alone: the arms' least times added up, against the first arm's
+        total = {arm: sum(r[arm]["least_s"] for r in results.values()) for arm in next(iter(results.values()))}
+        base = next(iter(total.values()))
+        print("all prompts, least times added: " + "  ".join(f"{arm} {s:.3f} s {base / s:.3f}x"
+                                                             for arm, s in total.items()), flush=True)
+    return results
 
 
 if __name__ == "__main__":

@@ -115,6 +115,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--variants", default="base", help="comma-separated (see the module's docstring)")
     ap.add_argument("--costs", help="ms per step by width at the start of the output, e.g. 1:3.3,4:4.4,8:5.0,16:5.6 "
                     "(this host's, in place of the table's for this kind and rows)")
+    ap.add_argument("--prompts", help="|-separated prompts (default: the suite's four for the kind)")
     ap.add_argument("--done-rows", choices=["leave", "stay"], default="leave", help="at 8 rows: whether the rows "
                     "that are done leave the forwards (mmspec.adapters.rows) or ride along to the end")
     args = ap.parse_args(argv)
@@ -126,7 +127,7 @@ def main(argv=None) -> dict:
                                        COSTS[args.kind, args.rows][1])
     variants = args.variants.split(",")
     pipe = load_pipeline(args.kind, window_cache="off")
-    prompts = PROMPTS[args.kind]
+    prompts = args.prompts.split("|") if args.prompts else PROMPTS[args.kind]
     batches = [[p] for p in prompts] if args.rows == 1 else [prompts]
     per_prompt = args.rows // len(batches[0]) if args.rows > 1 else 1
     ratios = {v: [] for v in variants}  # variant -> per batch, per seed: AR's virtual time / the variant's
