@@ -121,9 +121,6 @@ class AutoWindow:
     prior_steps = 8  # the weight of the prior (scale 1) in `scale`, in measured steps
     probe = 3  # with a prior, steps that measure a width's cost (after its first, which is not timed)
     hope = 1.25  # with a prior, a neighbour that ran is rechecked only while its estimate is this close to the best
-    # at one row, once the steps wider than AR have cost more than this share of the generation's time beyond what AR
-    # would have taken for their tokens, no wider width than the best is rechecked (see _next_plan)
-    budget = 0.05
     one_row = 2  # with a prior at one row, stretches are this many times longer (see _recall)
 
     def __init__(self, max_window: int = 32, memory: "WindowMemory | None" = None, widths: "list[int] | None" = None):
@@ -145,8 +142,6 @@ class AutoWindow:
         self.explored, self.plan, self.window, self.step, self.unmeasured = 0, [], 1, 0, 0
         self.best = None  # the width chosen last (None while exploring)
         self.stepped: set[int] = set()  # the widths that ran a step in this generation
-        # seconds the steps wider than AR cost beyond AR's for their tokens, and all steps' seconds (see `budget`)
-        self.loss, self.elapsed = 0.0, 0.0
         self.fresh_stretch = True  # the step now running is the first of a stretch of its width
         # width -> (the width running when it was last timed, that width's step cost then): see per_step
         self.anchors: dict[int, tuple[int, float]] = {}
@@ -290,14 +285,6 @@ class AutoWindow:
         # scale down until no wider width could win, and plain AR, measuring nothing, never lifted it again: one
         # cold run of the README's image in three stayed at AR. Its stretch costs little there: its steps commit.)
         near = c if self.expected else c[max(b - 1, 0): b + 2]
-        if self.rows == 1 and self.loss > self.budget * self.elapsed:
-            # at one row the rechecks above are what a hard prompt pays for: on an AVX2 CPU, where a 16-wide step costs
-            # 2.1x an AR step, `auto` ran 0.84-0.89x `ar` on four of eight emoji prompts. Once the wide steps have lost
-            # `budget` of the time so far, only narrower widths are rechecked: 0.93-0.96x on those four, 0.986x ->
-            # 1.011x over the eight ("red heart" 1.35x -> 1.31x; benchmarks/README.md). benchmarks/policy_sim.py at
-            # that host's costs, the eight prompts: 1.011x -> 1.036x (seeds 0-1), 0.997x -> 1.017x (seeds 2-3); the
-            # suite's four at the table's costs 1.056x -> 1.071x
-            near = [L for L in near if L <= best]
         # (a width that never ran has lost nothing: it is due at once, not after a recheck's wait)
         due = [L for L in near if L != best and (self.measured[L] < 0 or self.step - self.measured[L] >= self.wait[L])
                and (L < best or b == 0 or self._plausible(L, c[b - 1], best))
@@ -409,16 +396,12 @@ class AutoWindow:
             else:  # the running width's own steps: its cost is as timed now
                 self.anchors.pop(W, None)
         self.stepped.add(W)
-        progress = batch_progress(state, k)
-        self.elapsed += seconds
-        if W > 1 and self.seconds[1]:  # what the step cost beyond AR's for the same tokens, least costs (see `budget`)
-            cost = min(self.seconds[W]) if self.seconds[W] else seconds
-            self.loss += cost - (progress[0] if progress else 0) * min(self.seconds[1])
         if self.step == 1:
             return  # nor are the first step's tokens counted
         if self.unmeasured > 0:
             self.unmeasured -= 1
             return
+        progress = batch_progress(state, k)
         if progress is None:
             return
         self.tokens[W] = self.memory_of_tokens * self.tokens[W] + progress[0]
