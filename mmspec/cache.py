@@ -29,28 +29,30 @@ class StaticKVCache:
     def __init__(self, layers: int, batch: int, heads: int, max_len: int, head_dim: int,
                  dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu", static: bool | None = None):
         self.static = torch.device(device).type != "cpu" if static is None else static
-        shape = (layers, batch, heads, max_len, head_dim)
-        self.k = torch.zeros(shape, dtype=dtype, device=device)  # [layers, B, H, S, D]
-        self.v = torch.zeros(shape, dtype=dtype, device=device)
+        # a tensor of its own per layer, not views of one [layers, ...] tensor: a compiled step writes a graph input
+        # in place only when it is no view of another (into a view, inductor copied every layer's whole cache twice
+        # a step: at 8 rows of emoji-image 5.8 of a compiled AR step's 6.7 ms on a CPU)
+        shape = (batch, heads, max_len, head_dim)
+        self.k, self.v = ([torch.zeros(shape, dtype=dtype, device=device) for _ in range(layers)]
+                          for _ in range(2))  # per layer [B, H, S, D]
         self.lengths = torch.zeros(batch, dtype=torch.long, device=device)  # [B] valid slots
         self.first = torch.zeros(batch, dtype=torch.long, device=device)  # [B] slots before it are padding
         self._views()
 
     def _views(self) -> None:
         # made once per k, v (only `select` reallocates them), so a forward's layers index Python tuples, not tensors:
-        layers, dim = self.k.shape[0], self.k.shape[4]
-        self.layers = (self.k.unbind(0), self.v.unbind(0))  # per layer [B, H, S, D]
-        self.rows = tuple(kv.view(layers, -1, dim).unbind(0) for kv in (self.k, self.v))  # [B * H * S, D]
+        self.layers = (tuple(self.k), tuple(self.v))  # per layer [B, H, S, D]
+        self.rows = tuple(tuple(kv.view(-1, kv.shape[3]) for kv in kvs) for kvs in self.layers)  # [B * H * S, D]
 
     def select(self, rows: torch.Tensor) -> None:
         """Keep only the rows `rows` [B'] (in that order): a copy of their keys and values, once."""
-        self.k, self.v = self.k.index_select(1, rows), self.v.index_select(1, rows)
+        self.k, self.v = ([kv.index_select(0, rows) for kv in kvs] for kvs in (self.k, self.v))
         self.lengths, self.first = self.lengths[rows], self.first[rows]
         self._views()
 
     @property
     def max_len(self) -> int:
-        return self.k.shape[3]
+        return self.k[0].shape[2]
 
     def slots(self, width: int) -> torch.Tensor:
         """[B, width] slots that the next `width` tokens of each row will occupy."""
@@ -66,10 +68,10 @@ class StaticKVCache:
     def move(self, src: torch.Tensor, dst: torch.Tensor) -> None:
         """Copy the keys/values at slots src [B, M] to slots dst [B, M] of each row (a verified tree branch
         takes the places of the chain it replaces)."""
-        layers, _, heads, _, dim = self.k.shape
-        src, dst = (s[None, :, None, :, None].expand(layers, -1, heads, -1, dim) for s in (src, dst))
-        for kv in (self.k, self.v):
-            kv.scatter_(3, dst, kv.gather(3, src))
+        _, heads, _, dim = self.k[0].shape
+        src, dst = (s[:, None, :, None].expand(-1, heads, -1, dim) for s in (src, dst))
+        for kv in self.k + self.v:
+            kv.scatter_(2, dst, kv.gather(2, src))
 
     def advance(self, slots: torch.Tensor) -> None:
         """After a forward wrote `slots` [B, T], every row is valid up to its last slot."""
@@ -107,15 +109,15 @@ class CacheView:
             self.lowest = lo
             padded = pad > 0
         self.end = end
-        k, v = cache.layers
         if self.start is not None:  # [B, H, T, D] per layer, and what attention reads [B, H, end, D]
-            self.write = [kv.narrow(3, self.start, T).unbind(0) for kv in (cache.k, cache.v)]
+            self.write = [[kv.narrow(2, self.start, T) for kv in kvs] for kvs in cache.layers]
         else:  # rows out of step: each (row, head, query) writes one row of D values into the layer
             # viewed as [B * H * S, D]; an index_copy_ over these rows is 2x faster than a scatter_ of every value
-            _, _, H, S, _ = cache.k.shape
+            _, H, S, _ = cache.k[0].shape
             rows = torch.arange(B, device=slots.device)[:, None, None] * H + torch.arange(H, device=slots.device)[:, None]
             self.rows = (rows * S + slots[:, None, :]).flatten()  # [B * H * T]
-        self.read = (k, v) if end == cache.max_len else [kv.narrow(3, 0, end).unbind(0) for kv in (cache.k, cache.v)]
+        self.read = cache.layers if end == cache.max_len else [[kv.narrow(2, 0, end) for kv in kvs]
+                                                               for kvs in cache.layers]
         if self.start is not None and T == 1 and not padded and visible is None:
             self.mask = None  # one query per row at the last slot, no padding: it sees every slot (and SDPA is faster)
             return
@@ -153,7 +155,11 @@ class CacheView:
             self.write[1][layer].copy_(v)
         else:
             D = k.shape[3]
-            rows_k, rows_v = self.cache.rows
-            rows_k[layer].index_copy_(0, self.rows, k.reshape(-1, D).to(rows_k[layer].dtype))
-            rows_v[layer].index_copy_(0, self.rows, v.reshape(-1, D).to(rows_v[layer].dtype))
+            if torch.compiler.is_compiling():  # the views made here: a compiled step given views made outside (inputs
+                # aliasing the cache) wrote into copies of the layer's whole cache, twice a step
+                rows_k, rows_v = (kvs[layer].view(-1, D) for kvs in self.cache.layers)
+            else:
+                rows_k, rows_v = (rows[layer] for rows in self.cache.rows)
+            rows_k.index_copy_(0, self.rows, k.reshape(-1, D).to(rows_k.dtype))
+            rows_v.index_copy_(0, self.rows, v.reshape(-1, D).to(rows_v.dtype))
         return self.read[0][layer], self.read[1][layer]

@@ -7,11 +7,14 @@ generated code end to end, and the law tests run "aot_eager", whose functionalis
 in-place write (the cache, the committed tokens, the random streams' counters) the way inductor does.
 """
 import dataclasses
+import math
+import re
 
 import pytest
 import torch
 
 import mmspec
+from mmspec.cache import StaticKVCache
 from mmspec.verify import RejectionVerifier
 from test_distribution import ALPHA, case
 from tiny import chi_square_pvalue, sequence_id, tiny_gpt, tiny_head
@@ -66,12 +69,25 @@ def test_a_step_that_reads_the_device_is_an_error_not_a_silent_slowdown():
         _run(wrong, compile={"backend": "eager"})
 
 
-def test_compiled_exact_equals_ar_with_inductor():
+def test_compiled_exact_equals_ar_with_inductor(monkeypatch):
+    """And inductor writes the KV cache where it lies. Written through views made outside the graph (inputs aliasing
+    the cache), or views of one tensor of every layer, it copied each layer's whole cache into a buffer and back at
+    every write: at 8 rows of emoji-image 5.8 ms of a 6.7 ms compiled AR step on a CPU."""
+    from torch._inductor.utils import run_and_get_code
+
+    caches = []
+    init = StaticKVCache.__init__
+    monkeypatch.setattr(StaticKVCache, "__init__", lambda self, *a, **k: (init(self, *a, **k), caches.append(self))[0])
     layout = mmspec.Grid2D(4, 4)
     ar = _run("ar", layout=layout)
-    got = _run("exact", compile=True, layout=layout, window=4)
+    with torch._inductor.config.patch(force_disable_caches=True):  # (code read from a cache is not shown)
+        got, code = run_and_get_code(lambda: _run("exact", compile=True, layout=layout, window=4))
     assert torch.equal(got.tokens, ar.tokens)
     assert got.stats.nfe.sum() < ar.stats.nfe.sum()
+    layer = caches[-1].k[0].numel()
+    shapes = re.findall(r"empty_strided_\w+\(\(([\d, ]+)\)", "\n".join(code))  # every buffer the graphs allocate
+    buffers = [math.prod(int(n) for n in shape.split(",") if n.strip()) for shape in shapes]
+    assert buffers and max(buffers) < layer, f"a buffer of {max(buffers)} values: a copy of a layer's cache ({layer})"
 
 
 @pytest.mark.parametrize("method", ["coupled", "pac", "exact", "eagle"], ids=str)

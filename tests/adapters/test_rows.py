@@ -101,17 +101,18 @@ def test_a_compiled_step_keeps_every_row():
     g = mmspec.generate(target, torch.tensor([0, 3, 1]), mmspec.Grid2D(4, 5), method="exact", num_samples=2,
                         sampling=SAMPLING, window=5, seed=[4, 9, 1, 7, 2, 5], compile={"backend": "eager"})
     assert torch.equal(g.tokens, plain.tokens)
-    assert seen[-1].batch_size == 6 and seen[-1].cache.k.shape[1] == 12
+    assert seen[-1].batch_size == 6 and seen[-1].cache.k[0].shape[0] == 12
 
 
 def test_select_keeps_the_rows_asked_for_with_their_null_rows():
     target = _target()
     session = target.session(torch.tensor([0, 3, 1]), mmspec.Grid2D(4, 5), cfg=True, num_samples=1, max_window=4)
-    k = session.cache.k.clone()
+    k = [kv.clone() for kv in session.cache.k]
     session.select(torch.tensor([0, 2]))
-    assert session.batch_size == 2 and session.cache.k.shape[1] == 4
-    assert torch.equal(session.cache.k, k[:, [0, 2, 3, 5]])
-    assert session.cache.layers[0][0].data_ptr() == session.cache.k.data_ptr()  # the per-layer views follow
+    assert session.batch_size == 2 and session.cache.k[0].shape[0] == 4
+    assert all(torch.equal(new, old[[0, 2, 3, 5]]) for new, old in zip(session.cache.k, k))
+    assert session.cache.layers[0][0].data_ptr() == session.cache.k[0].data_ptr()  # the per-layer views follow
+    assert session.cache.rows[1][0].data_ptr() == session.cache.v[0].data_ptr()
 
 
 @pytest.mark.parametrize("method", ["ar", "coupled", "lookup", "eagle"])
