@@ -44,6 +44,7 @@ def measure(model_dir: Path, rows: int, method: str, window: int, repeats: int, 
         _sync(device)
         return time.perf_counter() - t, out
 
+    skips = _cudagraph_skips()
     first, compiled_out = run(compile_options)  # compiles every width it meets (the widened first window too)
     eager_out = run(False)[1]
     best = {"eager": float("inf"), "compiled": float("inf")}
@@ -54,7 +55,13 @@ def measure(model_dir: Path, rows: int, method: str, window: int, repeats: int, 
     return {"rows": rows, "method": method, "window": window, "steps": steps,
             "same_tokens": bool(torch.equal(compiled_out.tokens, eager_out.tokens)),
             "eager_ms_per_step": 1e3 * best["eager"] / steps, "compiled_ms_per_step": 1e3 * best["compiled"] / steps,
-            "compiled_over_eager": best["compiled"] / best["eager"], "first_compiled_run_s": first}
+            "compiled_over_eager": best["compiled"] / best["eager"], "first_compiled_run_s": first,
+            "cudagraph_skips": _cudagraph_skips() - skips}
+
+
+def _cudagraph_skips() -> int:
+    """Graphs inductor ran without CUDA graphs ("skipping cudagraphs due to ..."; 0 on a CPU, which has none)."""
+    return torch._dynamo.utils.counters["inductor"]["cudagraph_skips"]
 
 
 def main(argv=None):
@@ -77,11 +84,11 @@ def main(argv=None):
             print(json.dumps(results[-1]), flush=True)
     lines = [f"{a.model_dir.name}, {a.device}, {a.threads} thread(s), torch {torch.__version__}, backend {a.backend or 'inductor'}",
              "", "| rows | method | window | eager ms/step | compiled ms/step | compiled / eager | first compiled run (s) "
-             "| same tokens |", "|---|---|---|---|---|---|---|---|"]
+             "| same tokens | CUDA graphs skipped |", "|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         lines.append(f"| {r['rows']} | {r['method']} | {r['window']} | {r['eager_ms_per_step']:.2f} | "
                      f"{r['compiled_ms_per_step']:.2f} | {r['compiled_over_eager']:.2f}x | {r['first_compiled_run_s']:.0f} | "
-                     f"{'yes' if r['same_tokens'] else 'NO'} |")
+                     f"{'yes' if r['same_tokens'] else 'NO'} | {r['cudagraph_skips']} |")
     print("\n".join(lines))
     if a.out is not None:
         a.out.mkdir(parents=True, exist_ok=True)

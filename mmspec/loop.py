@@ -19,7 +19,6 @@ import torch
 
 from mmspec.adapters.base import Session
 from mmspec.drafters.base import Drafter
-from mmspec.sampling import Sampling
 from mmspec.state import DecodeState
 from mmspec.stats import Stats
 from mmspec.steps import Context, Draft, TokenTree, TreeDraft, Verdict
@@ -38,7 +37,7 @@ def decode(session: Session, drafter: Drafter, verifier: Verifier, policy: Windo
     t0 = time.perf_counter()
     stats = Stats.empty(state.batch_size, state.length, policy.max_window, state.seq.device)
     commit_step = torch.full_like(state.seq, -1)  # [B, N + max_window]
-    step = VerifyStep(session, verifier, state.sampling, stats, commit_step, stop_tokens, compile)
+    step = VerifyStep(session, verifier, state, stats, commit_step, stop_tokens, compile)
     # rows whose forwards write the same cache slots need no attention mask and no per-row cache writes: on a CPU
     # (a static cache masks and writes by row anyway) a policy may ask the batch to stay in step (`in_step`)
     device = torch.device(session.device)
@@ -110,9 +109,9 @@ class VerifyStep:
     at window 8 met 14 kinds of step in three prompts, each compiled afresh, ten minutes of inductor on a CPU).
     """
 
-    def __init__(self, session: Session, verifier: Verifier, sampling: Sampling, stats: Stats,
+    def __init__(self, session: Session, verifier: Verifier, state: DecodeState, stats: Stats,
                  commit_step: torch.Tensor, stop_tokens: torch.Tensor | None, compile: "bool | dict" = False):
-        self.session, self.verifier, self.sampling, self.stats = session, verifier, sampling, stats
+        self.session, self.verifier, self.sampling, self.stats = session, verifier, state.sampling, stats
         self.commit_step, self.stop_tokens = commit_step, stop_tokens  # [B, N + max_window] forward of each commit
         self.run, self.compiled = self._run, bool(compile)
         self.widths: dict[int, torch.Tensor] = {}  # L -> L as a tensor (a compiled step's drafts end there)
@@ -126,6 +125,11 @@ class VerifyStep:
             torch._dynamo.config.accumulated_recompile_limit = max(
                 torch._dynamo.config.accumulated_recompile_limit, RECOMPILE_LIMIT)
             self.run = torch.compile(self._run, fullgraph=True, dynamic=False, **options)
+            # what the step writes in place, kept at one address all generation long: CUDA graphs run a step only
+            # when every input it writes is static ("skipping cudagraphs due to mutated inputs" otherwise: an eager
+            # launch of every kernel). Unguarded: the next generation's tensors re-record the graphs, no recompile.
+            for t in (*session.buffers(), state.seq, commit_step, *stats.written()):
+                torch._dynamo.mark_static_address(t, guard=False)
 
     def __call__(self, state: DecodeState, draft: "Draft | TreeDraft | TokenTree", L: int, in_step: bool = False,
                  asked: int | None = None):

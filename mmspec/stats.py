@@ -29,6 +29,10 @@ class Stats:
         return cls(z(batch), z(batch), z(batch), z(batch), z(batch, max(window - 1, 0)), z(batch, max(window - 1, 0)),
                    torch.full((batch, length), -1, dtype=torch.long, device=device), window=window)
 
+    def written(self) -> tuple[torch.Tensor, ...]:
+        """The counts a step adds to in place."""
+        return self.nfe, self.drafted, self.accepted, self.accepted_at, self.forwards_at
+
     @property
     def mean_acceptance_length(self) -> float:
         return self.committed.sum().item() / max(self.nfe.sum().item(), 1)

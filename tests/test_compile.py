@@ -53,6 +53,40 @@ def test_every_methods_step_traces_whole_and_gives_the_same_tokens(method):
     assert torch.equal(traced.stats.commit_step, eager.stats.commit_step)
 
 
+class CudaGraphCheck:
+    """A backend that asks of each graph what inductor's CUDA graphs ask before they run one: every input the graph
+    writes in place is static (else "skipping cudagraphs due to mutated inputs": every kernel launched eagerly); and
+    records the static inputs' addresses at each call (one that moved would re-record the graph at every step)."""
+
+    def __init__(self):
+        from torch._dynamo.backends.common import aot_autograd
+
+        self.written_not_static: list[list[int]] = []
+        self.addresses: list[set[tuple[int, ...]]] = []  # per graph, the static inputs' addresses of each call
+        self.backend = aot_autograd(fw_compiler=self._compile)
+
+    def _compile(self, gm, example_inputs):
+        meta = torch._guards.TracingContext.try_get().fw_metadata
+        static = list(meta.static_input_indices)
+        self.written_not_static.append([i for i in meta.mutated_inp_runtime_indices if i not in static])
+        seen = set()
+        self.addresses.append(seen)
+
+        def run(*args):
+            seen.add(tuple(args[i].data_ptr() for i in static))
+            return gm.forward(*args)
+        return run
+
+
+@pytest.mark.parametrize("method", METHODS, ids=str)
+def test_a_compiled_step_writes_only_static_inputs_for_cuda_graphs(method):
+    check = CudaGraphCheck()
+    _run(method, compile={"backend": check.backend})
+    assert check.written_not_static and not any(check.written_not_static), \
+        f"inputs written but not static (CUDA graphs would be skipped): {check.written_not_static}"
+    assert all(len(seen) == 1 for seen in check.addresses), "a static input moved between the steps"
+
+
 class ReadsTheDevice(RejectionVerifier):
     """Wrong for a compiled step: decides on a value read back from the device."""
 

@@ -63,6 +63,9 @@ class _TabularSession:
         null = self.t.table[self.t.num_conditions, q_codes] if self.cfg else None
         return logits, null
 
+    def buffers(self):
+        return [self.buf]
+
     def adopt(self, nodes):
         tokens, start = self._last
         index = start[:, None] + 1 + torch.arange(nodes.shape[1])

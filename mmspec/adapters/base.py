@@ -43,6 +43,10 @@ class Session(Protocol):
         start+1 .. start+D (their keys and values move there)."""
         ...
 
+    def buffers(self) -> list[torch.Tensor]:
+        """The tensors its forwards write in place (the KV cache), the same ones all generation long."""
+        ...
+
 
 class Target(Protocol):
     vocab_size: int
@@ -130,6 +134,9 @@ class PrefixSession:
         nodes = nodes.repeat(2 if self.cfg else 1, 1)
         first = self._slots[:, :1]  # [R, 1] the slot of the window's first node
         self.cache.move(first + nodes, first + 1 + torch.arange(nodes.shape[1], device=nodes.device))
+
+    def buffers(self) -> list[torch.Tensor]:
+        return [*self.cache.k, *self.cache.v]
 
     def embed(self, tokens):
         raise NotImplementedError

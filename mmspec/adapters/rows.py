@@ -60,6 +60,9 @@ class ActiveRows:
     def adopt(self, nodes: torch.Tensor) -> None:
         self.inner.adopt(nodes if self.rows is None else nodes[self.rows])
 
+    def buffers(self) -> list[torch.Tensor]:
+        return self.inner.buffers()
+
     def _whole(self, x: torch.Tensor | None) -> torch.Tensor | None:
         """[c * B', ...] of the rows run (c = 2 with CFG's null rows after the others) -> [c * B, ...], zeros for the
         rows that are done."""
