@@ -182,6 +182,69 @@ def _short_chains(vocab_size, lengths=(2,)):
     return mmspec.methods.Method("short-chains", lambda layout: ShortChains(vocab_size, lengths), RejectionVerifier())
 
 
+class StaleOutputs:
+    """A backend that treats a step's outputs as CUDA graphs do: memory of the graph's pool, which the next replay
+    may reuse. Each call overwrites the previous call's outputs (those not in an input's memory) with garbage: NaN,
+    -2**40, flipped booleans. Whatever still reads them after the next step then goes wrong."""
+
+    def __init__(self):
+        from torch._dynamo.backends.common import aot_autograd
+
+        self.backend = aot_autograd(fw_compiler=self._compile)
+        self.previous: list[torch.Tensor] = []
+        self.poisoned = 0
+
+    def _compile(self, gm, example_inputs):
+        def run(*args):
+            out = gm.forward(*args)
+            inputs = {a.untyped_storage().data_ptr() for a in args if isinstance(a, torch.Tensor)}
+            for t in self.previous:
+                if t.untyped_storage().data_ptr() not in inputs:  # (an input's memory is no pool's)
+                    self.poisoned += 1
+                    if t.is_floating_point():
+                        t.fill_(float("nan"))
+                    elif t.dtype == torch.bool:
+                        t.logical_not_()
+                    else:
+                        t.fill_(-(2**40))
+            self.previous = [o for o in out if isinstance(o, torch.Tensor)
+                             and o.untyped_storage().data_ptr() not in inputs]
+            return out
+        return run
+
+
+@pytest.mark.parametrize("method", METHODS, ids=str)
+def test_nothing_reads_a_steps_outputs_after_the_next_step(method):
+    """Under CUDA graphs the next replay may overwrite a step's outputs (p, the verdict, the new lengths): the loop,
+    drafters and policies must have read or copied them by then."""
+    check = StaleOutputs()
+    got = _run(method, compile={"backend": check.backend})
+    assert check.poisoned > 0
+    assert torch.equal(got.tokens, _run(method).tokens)
+
+
+class ReadsLastStepsP(ShortChains):
+    """Wrong under CUDA graphs: keeps a step's p (a view of its output) and reads it after the next step."""
+
+    kept = None
+
+    def update(self, state, draft, verdict, logp, k):
+        if self.kept is not None:  # the step before's p, read after this step ran
+            q = self.kept[0, 0].exp() + 0.1
+            self.q = q / q.sum()
+        self.kept = logp
+
+
+def test_the_stale_output_check_sees_a_drafter_that_reads_last_steps_p():
+    wrong = mmspec.methods.Method("reads-last-p", lambda layout: ReadsLastStepsP(16), RejectionVerifier())
+    eager = _run(wrong)
+    try:
+        stale = _run(wrong, compile={"backend": StaleOutputs().backend}).tokens
+    except (RuntimeError, ValueError, IndexError):  # (a NaN law may draw a token past the vocabulary: caught too)
+        return
+    assert not torch.equal(stale, eager.tokens)
+
+
 def test_a_compiled_step_meets_a_few_widths_when_chains_are_short():
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()
