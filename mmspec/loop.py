@@ -130,6 +130,10 @@ class VerifyStep:
             # launch of every kernel). Unguarded: the next generation's tensors re-record the graphs, no recompile.
             for t in (*session.buffers(), state.seq, commit_step, *stats.written()):
                 torch._dynamo.mark_static_address(t, guard=False)
+        # on a CPU a compiled step is not always the faster (it attends over every slot: emoji-video's 64-wide step
+        # took 1.18x eager's, emoji-image's 16-wide at 8 rows 1.73x; its `ar` step 0.57-0.87x): each kind of step is
+        # timed both ways, and the faster runs. On an accelerator the compiled step (CUDA graphs) always does.
+        self.faster = Faster() if compile and session.device.type == "cpu" else None
 
     def __call__(self, state: DecodeState, draft: "Draft | TreeDraft | TokenTree", L: int, in_step: bool = False,
                  asked: int | None = None):
@@ -140,9 +144,16 @@ class VerifyStep:
         if width is None:
             width = self.widths[L] = torch.tensor(L, device=state.seq.device)
         bucket = min(1 << (L - 1).bit_length(), asked or L) if isinstance(draft, Draft) else L
-        if bucket > L:
-            draft = _padded(draft, bucket - 1)
-        return self.run(state, draft, bucket, in_step, width)
+        key = (bucket, type(draft))
+        compiled = self.faster is None or self.faster.compiled(key)
+        t = time.perf_counter()
+        if compiled:
+            out = self.run(state, draft if bucket == L else _padded(draft, bucket - 1), bucket, in_step, width)
+        else:
+            out = self._run(state, draft, L, in_step)
+        if self.faster is not None:
+            self.faster.record(key, compiled, time.perf_counter() - t)
+        return out
 
     @torch.no_grad()
     def _run(self, state: DecodeState, draft: "Draft | TreeDraft | TokenTree", L: int, in_step: bool = False,
@@ -156,6 +167,27 @@ class VerifyStep:
         if verdict.path is not None:  # the tree's path taken now stands for the indices after n
             self.session.adopt(verdict.path)
         return verdict, logp, k
+
+
+class Faster:
+    """Which of the compiled and the eager step runs faster, per kind of step, timed on the running generation (on a
+    CPU, where each step's time is the host's): `trial` timed steps of each, the compiled first (its first call, which
+    compiles or re-records, is not counted), then the faster for the rest of the generation."""
+
+    def __init__(self, trial: int = 3):
+        self.trial = trial
+        self.seconds: dict = {}  # kind -> ([compiled steps' seconds], [eager steps' seconds])
+
+    def compiled(self, key) -> bool:
+        compiled, eager = self.seconds.setdefault(key, ([], []))
+        if len(compiled) <= self.trial or len(eager) < self.trial:
+            return len(compiled) <= self.trial
+        return min(compiled[1:]) <= min(eager)
+
+    def record(self, key, compiled: bool, seconds: float) -> None:
+        times = self.seconds.setdefault(key, ([], []))[0 if compiled else 1]
+        if len(times) < self.trial + compiled:  # (the compiled list holds the untimed first call too)
+            times.append(seconds)
 
 
 def _padded(draft: Draft, W: int) -> Draft:

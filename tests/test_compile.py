@@ -15,6 +15,7 @@ import torch
 
 import mmspec
 from mmspec.cache import StaticKVCache
+from mmspec.loop import Faster
 from mmspec.verify import RejectionVerifier
 from test_distribution import ALPHA, case
 from tiny import chi_square_pvalue, sequence_id, tiny_gpt, tiny_head
@@ -26,6 +27,18 @@ METHODS = ["ar", "jacobi", "coupled", "gumbel", "exact", "lookup", "draft-model"
            {"name": "exact", "proactive": [3, 2]}, {"name": "draft-model", "proactive": [3, 2]},
            {"name": "eagle"}, {"name": "eagle", "exact": True, "jacobi": 2}, {"name": "eagle", "proactive": [3, 2]},
            {"name": "eagle", "tree": [6, 3]}]
+
+
+class AlwaysCompiled(Faster):
+    def compiled(self, key):
+        return True
+
+
+@pytest.fixture(autouse=True)
+def every_step_compiled(monkeypatch):
+    """Every step compiled, as on an accelerator (on a CPU `VerifyStep` times eager steps against compiled ones and
+    runs the faster: the tests of that choice set it up themselves)."""
+    monkeypatch.setattr(mmspec.loop, "Faster", AlwaysCompiled)
 
 
 def _target(seed=0):
@@ -301,3 +314,34 @@ def test_prompts_of_other_lengths_reuse_the_compiled_steps():
         graphs.append(torch._dynamo.utils.counters["stats"]["unique_graphs"])
     assert graphs[0] > 0 and graphs[1] == graphs[2] == graphs[0], graphs
 
+
+
+@pytest.mark.parametrize("compiled_s, eager_s, expected", [(1.0, 2.0, True), (2.0, 1.0, False)],
+                         ids=["compiled faster", "eager faster"])
+def test_on_a_cpu_the_faster_of_compiled_and_eager_runs(compiled_s, eager_s, expected):
+    faster, key, ran = Faster(trial=3), (16, "draft"), []
+    for step in range(12):
+        compiled = faster.compiled(key)
+        ran.append(compiled)
+        seconds = 30.0 if compiled and step == 0 else compiled_s if compiled else eager_s  # the first call compiles
+        faster.record(key, compiled, seconds)
+    assert ran[:7] == [True] * 4 + [False] * 3  # the compiling call and 3 timed, then 3 eager
+    assert ran[7:] == [expected] * 5
+    assert faster.compiled((1, "draft"))  # another kind of step starts its own trial, compiled
+
+
+def test_a_compiled_generation_that_mixes_eager_steps_keeps_exact_equal_to_ar(monkeypatch):
+    """Where eager is faster (timed on the CPU), steps run eager between compiled ones: the same tokens."""
+    import mmspec.loop as loop
+
+    ran = []
+
+    class Alternating(Faster):  # compiled, eager, compiled, ...
+        def compiled(self, key):
+            ran.append(len(ran) % 2 == 0)
+            return ran[-1]
+
+    monkeypatch.setattr(loop, "Faster", Alternating)
+    got = _run("exact", compile={"backend": "aot_eager"})
+    assert torch.equal(got.tokens, _run("ar").tokens)
+    assert True in ran and False in ran
