@@ -70,7 +70,9 @@ def generate(target: Target, condition: Any, layout: Layout, *, method: "str | d
     session = target.session(condition, layout, cfg=sampling.cfg, num_samples=num_samples,
                              max_window=L + method.tree_nodes)
     B, device = session.batch_size, session.device
-    if B > 1 and not compile and hasattr(session, "select"):  # (a compiled step keeps its shapes: every row)
+    # rows that are done leave the forwards; a compiled step keeps its shapes (every row), but on a CPU the steps after
+    # a row has left run eager (VerifyStep): its rows that are done cost more than the compiled step saves
+    if B > 1 and hasattr(session, "select") and (not compile or torch.device(device).type == "cpu"):
         session = ActiveRows(session)
     seeds = _seeds(seed, B)
     N = layout.length

@@ -138,8 +138,8 @@ class VerifyStep:
     def __call__(self, state: DecodeState, draft: "Draft | TreeDraft | TokenTree", L: int, in_step: bool = False,
                  asked: int | None = None):
         """The step over the drafts of a window of L, where the policy asked for `asked` >= L positions."""
-        if not self.compiled:
-            return self.run(state, draft, L, in_step)
+        if not self.compiled or not getattr(self.session, "all_rows", True):  # rows have left (on a CPU): eager
+            return self._run(state, draft, L, in_step)
         width = self.widths.get(L)
         if width is None:
             width = self.widths[L] = torch.tensor(L, device=state.seq.device)

@@ -124,14 +124,15 @@ def test_compiled_exact_equals_ar_with_inductor(monkeypatch):
 
     caches = []
     init = StaticKVCache.__init__
-    monkeypatch.setattr(StaticKVCache, "__init__", lambda self, *a, **k: (init(self, *a, **k), caches.append(self))[0])
+    monkeypatch.setattr(StaticKVCache, "__init__",
+                        lambda self, *a, **k: (init(self, *a, **k), caches.append(self.k[0].numel()))[0])
     layout = mmspec.Grid2D(4, 4)
     ar = _run("ar", layout=layout)
     with torch._inductor.config.patch(force_disable_caches=True):  # (code read from a cache is not shown)
         got, code = run_and_get_code(lambda: _run("exact", compile=True, layout=layout, window=4))
     assert torch.equal(got.tokens, ar.tokens)
     assert got.stats.nfe.sum() < ar.stats.nfe.sum()
-    layer = caches[-1].k[0].numel()
+    layer = caches[-1]  # a layer's cache as the compiled steps saw it (rows that are done leave it later)
     shapes = re.findall(r"empty_strided_\w+\(\(([\d, ]+)\)", "\n".join(code))  # every buffer the graphs allocate
     buffers = [math.prod(int(n) for n in shape.split(",") if n.strip()) for shape in shapes]
     assert buffers and max(buffers) < layer, f"a buffer of {max(buffers)} values: a copy of a layer's cache ({layer})"
@@ -345,3 +346,18 @@ def test_a_compiled_generation_that_mixes_eager_steps_keeps_exact_equal_to_ar(mo
     got = _run("exact", compile={"backend": "aot_eager"})
     assert torch.equal(got.tokens, _run("ar").tokens)
     assert True in ran and False in ran
+
+
+def test_on_a_cpu_rows_that_are_done_leave_and_the_steps_after_run_eager():
+    """A compiled step is made for the whole batch: once a row is done (and leaves the forwards, as eager) the
+    steps run eager, none compiled for a smaller batch; the tokens are eager's."""
+    compiled_calls = []
+
+    def counting(gm, example_inputs):
+        return lambda *args: (compiled_calls.append(1), gm(*args))[1]
+
+    got = _run("exact", compile={"backend": counting})
+    first_done, last = int(got.stats.nfe.min()), int(got.stats.nfe.max())
+    assert first_done < last  # rows finished apart
+    assert len(compiled_calls) == first_done  # every step while all rows ran, none after
+    assert torch.equal(got.tokens, _run("exact").tokens)

@@ -23,6 +23,11 @@ class ActiveRows:
         self.rows: torch.Tensor | None = None  # [B'] the batch rows the inner session runs, ascending (None: all)
 
     @property
+    def all_rows(self) -> bool:
+        """Whether the inner session still runs every row of the batch."""
+        return self.rows is None
+
+    @property
     def taps(self) -> tuple[int, ...]:
         return self.inner.taps
 

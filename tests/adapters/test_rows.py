@@ -86,8 +86,10 @@ def test_the_comparison_catches_rows_mixed_up(monkeypatch):
     assert not torch.equal(_run("coupled").tokens, good.tokens)
 
 
-def test_a_compiled_step_keeps_every_row():
-    """torch.compile's graphs are made per shape: a compiled step runs the whole batch to the end."""
+def test_on_a_cpu_rows_leave_a_compiled_generation_too():
+    """torch.compile's graphs are made per shape, so on an accelerator a compiled step runs the whole batch to the end;
+    on a CPU the rows that are done cost more than the compiled step saves: they leave, and the steps after run
+    eager (tests/test_compile.py)."""
     target = _target()
     seen = []
     session = target.session
@@ -101,7 +103,7 @@ def test_a_compiled_step_keeps_every_row():
     g = mmspec.generate(target, torch.tensor([0, 3, 1]), mmspec.Grid2D(4, 5), method="exact", num_samples=2,
                         sampling=SAMPLING, window=5, seed=[4, 9, 1, 7, 2, 5], compile={"backend": "eager"})
     assert torch.equal(g.tokens, plain.tokens)
-    assert seen[-1].batch_size == 6 and seen[-1].cache.k[0].shape[0] == 12
+    assert seen[-1].batch_size < 6 and seen[-1].cache.k[0].shape[0] == 2 * seen[-1].batch_size
 
 
 def test_select_keeps_the_rows_asked_for_with_their_null_rows():
