@@ -131,8 +131,8 @@ class VerifyStep:
             for t in (*session.buffers(), state.seq, commit_step, *stats.written()):
                 torch._dynamo.mark_static_address(t, guard=False)
         # on a CPU a compiled step is not always the faster (it attends over every slot: emoji-video's 64-wide step
-        # took 1.18x eager's, emoji-image's 16-wide at 8 rows 1.73x; its `ar` step 0.57-0.87x): each kind of step is
-        # timed both ways, and the faster runs. On an accelerator the compiled step (CUDA graphs) always does.
+        # took 1.18x eager's; emoji-image's `ar` step 0.57-0.87x): each kind of step is timed both ways, and the
+        # faster runs. On an accelerator the compiled step (CUDA graphs) always does.
         self.faster = Faster() if compile and session.device.type == "cpu" else None
 
     def __call__(self, state: DecodeState, draft: "Draft | TreeDraft | TokenTree", L: int, in_step: bool = False,
