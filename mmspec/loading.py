@@ -201,10 +201,11 @@ def product(module: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
 
 
 # Linear layers that read the same input, by the names models give them (Llama's attention and MLP, the reference
-# GPT's MLP): `decode_layout` stores each group as one input-major matrix, so a decode step makes one product of the
+# GPT's MLP, Cosmos's attention): `decode_layout` stores each group as one input-major matrix, so a decode step makes one product of the
 # group instead of several (code-text, a one-token forward: 14% less time; small products cost their calls).
 QKV, GATE_UP, W1_W3 = ("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"), ("w1", "w3")
-FUSED_GROUPS = (QKV, GATE_UP, W1_W3)
+WQ_WK_WV = ("wq", "wk", "wv")
+FUSED_GROUPS = (QKV, GATE_UP, W1_W3, WQ_WK_WV)
 
 
 def _decodable(m: torch.nn.Module) -> bool:

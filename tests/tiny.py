@@ -271,3 +271,97 @@ class CycleWindow:
 
     def observe(self, state, k, seconds):
         pass
+
+
+def tiny_cosmos(video2world: bool = False, vocab: int = 8, latent_shape=(3, 2, 2), seed: int = 0, dim: int = 24,
+                dtype=torch.float64, **kw):
+    """A random Cosmos-1 AR transformer: 2 layers, grouped-query attention with q/k norms, 3D RoPE; Video2World adds
+    cross-attention to 12-wide features, the absolute embedding before every layer and <bov> = vocab."""
+    from mmspec.reference.cosmos import Cosmos, CosmosConfig
+
+    torch.manual_seed(seed)
+    extra = dict(insert_cross_attn=True, context_dim=12, apply_abs_pos_emb=True, bov_token=vocab,
+                 embedding_size=vocab + 8) if video2world else {}
+    cfg = CosmosConfig(vocab_size=vocab, dim=dim, n_layers=2, n_heads=2, n_kv_heads=1, ffn_hidden_size=40,
+                       rope_theta=100.0, latent_shape=list(latent_shape), **{**extra, **kw})
+    model = Cosmos(cfg)
+    with torch.no_grad():  # norms too: q/k norms at 1 would hide a wrong head split
+        for p in model.parameters():
+            p.normal_(1.0 if p.dim() == 1 else 0.0, 0.1 if p.dim() == 1 else 0.4)
+    return model.to(dtype).eval()
+
+
+def cosmos_law(model, s: mmspec.Sampling, given: dict | None = None, context=None, mask=None) -> torch.Tensor:
+    """Exact law over all V^N grids of a tiny Cosmos, from teacher-forced passes (`forward_sequence`); positions in
+    `given` ({index: token}) hold their token instead of a draw (a base model's token 0 must be given)."""
+    V, N = model.config.vocab_size, model.layout.length
+    seqs = torch.tensor(list(itertools.product(range(V), repeat=N)))  # [V^N, N]
+    ctx = None if context is None else context.expand(len(seqs), -1, -1)
+    with torch.no_grad():
+        logits = model.forward_sequence(seqs, ctx, None if mask is None else mask.expand(len(seqs), -1))
+    law = torch.zeros(V ** N, dtype=torch.float64)
+    for row, seq in enumerate(seqs):
+        prob = 1.0
+        for i in range(N):
+            if given and i in given:
+                prob *= float(seq[i] == given[i])
+            else:
+                prob *= reference_p(logits[row, i], None, s)[seq[i]].item()
+        law[sequence_id(seq, V)] = prob
+    return law
+
+
+class TinyVideoEncoder(torch.nn.Module):
+    """A discrete video tokenizer's encoder in miniature, for TorchScript: frame 0 alone, then `tc` frames per latent
+    frame, 8x8 patches; a latent cell's code is the sign of each channel's mean (8 codes)."""
+
+    def __init__(self, tc: int = 3, s: int = 8):
+        super().__init__()
+        self.tc, self.s = tc, s
+
+    def forward(self, x: torch.Tensor):  # [B, 3, F, H, W] in [-1, 1]
+        B, C, F, H, W = x.shape
+        rest = x[:, :, 1:].reshape(B, C, (F - 1) // self.tc, self.tc, H, W).mean(3)
+        lat = torch.nn.functional.avg_pool3d(torch.cat([x[:, :, :1], rest], 2), (1, self.s, self.s))
+        code = (lat > 0).long()  # [B, 3, t, h, w]
+        return code[:, 0] + 2 * code[:, 1] + 4 * code[:, 2], lat, lat.mean()
+
+
+class TinyVideoDecoder(torch.nn.Module):
+    def __init__(self, tc: int = 3, s: int = 8):
+        super().__init__()
+        self.tc, self.s = tc, s
+
+    def forward(self, idx: torch.Tensor):  # [B, t, h, w] -> [B, 3, F, H, W] in [-1, 1]
+        bits = torch.stack([idx % 2, idx // 2 % 2, idx // 4 % 2], 1).float() * 1.6 - 0.8
+        frames = torch.cat([bits[:, :, :1], bits[:, :, 1:].repeat_interleave(self.tc, 2)], 2)
+        return frames.repeat_interleave(self.s, 3).repeat_interleave(self.s, 4)
+
+
+def tiny_cosmos_folder(path, video2world: bool = False, tokenizer: bool = True):
+    """A Cosmos folder: tiny_cosmos (fp32) over 3 latent frames of 2 x 2 tokens, and a TorchScript tokenizer of
+    compression (3, 8, 8): 7 frames of 16 x 16 pixels, of which 1 or 4 may be given."""
+    import json
+    from pathlib import Path
+
+    from mmspec.reference.cosmos_checkpoint import save_cosmos
+
+    path = Path(path)
+    save_cosmos(tiny_cosmos(video2world, dtype=torch.float32), path, tokenizer="tokenizer")
+    if tokenizer:
+        folder = path / "tokenizer"
+        folder.mkdir(parents=True, exist_ok=True)
+        torch.jit.script(TinyVideoEncoder()).save(str(folder / "encoder.jit"))
+        torch.jit.script(TinyVideoDecoder()).save(str(folder / "decoder.jit"))
+        (folder / "config.json").write_text(json.dumps({"model_type": "cosmos-discrete-video", "encoder": "encoder.jit",
+                                                        "decoder": "decoder.jit", "compression": [3, 8, 8],
+                                                        "vocab_size": 8, "dtype": "float32"}))
+    return path
+
+
+def clip(frames: int = 4, seed: int = 0, size: int = 16):
+    """uint8 [frames, size, size, 3]: one saturated colour per 8x8 patch per frame, which the tiny tokenizer reads
+    back through an MP4's compression."""
+    g = torch.Generator().manual_seed(seed)
+    colours = torch.randint(0, 2, (frames, size // 8, size // 8, 3), generator=g).to(torch.uint8) * 255
+    return colours.repeat_interleave(8, 1).repeat_interleave(8, 2)
