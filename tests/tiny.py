@@ -274,7 +274,7 @@ class CycleWindow:
 
 
 def tiny_cosmos(video2world: bool = False, vocab: int = 8, latent_shape=(3, 2, 2), seed: int = 0, dim: int = 24,
-                dtype=torch.float64, **kw):
+                dtype=torch.float64, spread: float = 0.4, **kw):
     """A random Cosmos-1 AR transformer: 2 layers, grouped-query attention with q/k norms, 3D RoPE; Video2World adds
     cross-attention to 12-wide features, the absolute embedding before every layer and <bov> = vocab."""
     from mmspec.reference.cosmos import Cosmos, CosmosConfig
@@ -287,7 +287,7 @@ def tiny_cosmos(video2world: bool = False, vocab: int = 8, latent_shape=(3, 2, 2
     model = Cosmos(cfg)
     with torch.no_grad():  # norms too: q/k norms at 1 would hide a wrong head split
         for p in model.parameters():
-            p.normal_(1.0 if p.dim() == 1 else 0.0, 0.1 if p.dim() == 1 else 0.4)
+            p.normal_(1.0 if p.dim() == 1 else 0.0, 0.1 if p.dim() == 1 else spread)
     return model.to(dtype).eval()
 
 
