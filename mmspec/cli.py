@@ -22,7 +22,8 @@ def _pipeline(args, remember: bool = False):
     from mmspec.pipelines import load_pipeline
 
     return load_pipeline(args.kind, args.model, args.draft, getattr(args, "device", "cpu"),
-                         window_cache=None if remember else "off", compile=args.compile)
+                         window_cache=None if remember else "off", compile=args.compile,
+                         allow_torchscript=args.allow_torchscript)
 
 
 def _has_draft_model(args) -> bool:
@@ -117,9 +118,28 @@ def _check_options(args) -> None:
         path = getattr(args, name, None)
         if path is not None and not Path(path).is_file():
             raise ValueError(f"--{name}: no file at {path}")
+    _check_video(args)
     if getattr(args, "image", None) is not None and args.kind == "text":
         raise ValueError("--image is for video (first frame) and image (inpainting with --mask), not text")
     Sampling(**_given_sampling(args))  # NaN, negative temperature, top-p outside (0, 1]...
+
+
+def _check_video(args) -> None:
+    """--video (a Cosmos folder's given frames) and the prompt a command needs, before any model loads."""
+    from mmspec.reference.cosmos_checkpoint import is_cosmos_folder
+
+    cosmos = args.kind == "video" and args.model is not None and is_cosmos_folder(args.model)
+    video = getattr(args, "video", None)
+    if video is not None:
+        if not cosmos:
+            raise ValueError("--video is the given frames of a Cosmos model folder (video --model FOLDER); other "
+                             "video models take --image, their first frame")
+        if not Path(video).is_file():
+            raise ValueError(f"--video: no file at {video}")
+    if getattr(args, "videos", None) is not None and not cosmos:
+        raise ValueError("--videos benchmarks a Cosmos model folder: mmspec bench video --model FOLDER --videos DIR")
+    if getattr(args, "command", None) == "generate" and args.prompt is None and not cosmos:
+        raise ValueError("generate needs a prompt (only a Cosmos folder continues a --video without one)")
 
 
 def _use_threads(args) -> None:
@@ -192,6 +212,10 @@ def _common(p: argparse.ArgumentParser, kind_nargs: str | None = None, window=DE
         p.add_argument(f"--{name}", type=typ, help="override the model's default sampling")
     p.add_argument("--image", help="video: the first frame (image-to-video); image: the picture to inpaint")
     p.add_argument("--mask", help="image: inpainting mask, nonzero where to regenerate")
+    p.add_argument("--video", help="video, a Cosmos folder: the given frames (MP4, GIF...), encoded and kept; "
+                                   "the model continues them")
+    p.add_argument("--allow-torchscript", action="store_true",
+                   help="load a Cosmos folder's video tokenizer, which NVIDIA ships as TorchScript (code that runs)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     p.add_argument("--compile", action="store_true",
                    help="torch.compile the decode step (one graph per window width, CUDA graphs on a GPU): for a GPU, "
@@ -240,6 +264,8 @@ def cmd_bench(args) -> dict:
     _use_threads(args)
     if args.suite is not None:
         return _bench_suite(args)
+    if args.videos is not None:
+        return _bench_videos(args)
     methods = _bench_methods(args)
     if args.out:
         _check_writable(Path(args.out).parent)
@@ -263,9 +289,32 @@ def cmd_bench(args) -> dict:
     return {**result, "exit_status": _report_lossless([check], args.json)}
 
 
+def _bench_videos(args) -> dict:
+    """A video continuation model (a Cosmos folder) over a folder of clips: AR and --methods (default coupled) at
+    --window (default 64), steps compression and latency speed-up (mmspec.video_bench)."""
+    from mmspec.bench import environment
+    from mmspec.video_bench import DEFAULT_VIDEO_METHODS, bench_videos, format_video_table, video_files
+
+    videos = video_files(args.videos)
+    methods = _bench_methods(args) if args.methods else list(DEFAULT_VIDEO_METHODS)
+    if args.out:
+        _check_writable(Path(args.out).parent)
+    pipe = _pipeline(args)
+    window = 64 if args.window is None else args.window
+    result = bench_videos(pipe, videos, methods, prompt=args.prompt[0] if args.prompt else None,
+                          repeats=args.repeats or 1, num_outputs=args.num, seed=args.seed, window=window,
+                          sampling=_sampling(args, pipe))
+    result = {"kind": "video", "model": args.model, "window": window, "environment": environment(args.device), **result}
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, indent=2))
+    if not args.json:
+        print(format_video_table(result))
+    return result
+
+
 def _given_pictures(args) -> dict:
-    """image= / mask= of the pipeline call, where given."""
-    return {name: getattr(args, name) for name in ("image", "mask") if getattr(args, name) is not None}
+    """image= / mask= / video= of the pipeline call, where given."""
+    return {name: getattr(args, name) for name in ("image", "mask", "video") if getattr(args, name, None) is not None}
 
 
 def _report_lossless(checks: list[dict], quiet: bool) -> int:
@@ -416,11 +465,28 @@ def _bench_methods(args) -> list[str]:
 
 
 def cmd_convert(args) -> dict:
+    if args.family == "cosmos":
+        return _convert_cosmos(args)
     from mmspec.reference.checkpoint import convert_llamagen
 
-    out = convert_llamagen(args.checkpoint, args.out, allow_pickle=args.allow_pickle, model=args.model,
+    out = convert_llamagen(args.checkpoint, args.out, allow_pickle=args.allow_pickle, model=args.model or "GPT-B",
                            image_size=args.image_size, model_type=args.type, num_classes=args.num_classes,
                            cls_token_num=args.cls_token_num, vocab_size=args.vocab_size)
+    print(out)
+    return {"out": str(out)}
+
+
+def _convert_cosmos(args) -> dict:
+    from mmspec.reference.cosmos_checkpoint import convert_cosmos
+
+    try:
+        shape = [int(x) for x in args.latent_shape.split(",")]
+    except ValueError:
+        shape = []
+    if len(shape) != 3:
+        raise ValueError(f"--latent-shape: expected FRAMES,ROWS,COLS (e.g. 5,40,64), got {args.latent_shape!r}")
+    out = convert_cosmos(args.checkpoint, args.out, allow_pickle=args.allow_pickle, model=args.model or "4b",
+                         latent_shape=shape, tokenizer=args.tokenizer)
     print(out)
     return {"out": str(out)}
 
@@ -478,7 +544,8 @@ def build_parser() -> argparse.ArgumentParser:
     debug.add_argument("--debug", action="store_true", help="on an error, show its traceback, not one line")
     gen = sub.add_parser("generate", parents=[debug], help="generate images, videos or text with speculation")
     _common(gen)
-    gen.add_argument("prompt")
+    gen.add_argument("prompt", nargs="?", help="the prompt (a Video2World folder: a .safetensors file of T5 "
+                     "features, 'context'; a Cosmos base folder: none)")
     gen.add_argument("--out", default="out", help="output folder")
     gen.add_argument("--compare", action="store_true",
                      help="also run plain AR (--method ar) with the same prompt, seed and sampling: forwards, "
@@ -490,6 +557,9 @@ def build_parser() -> argparse.ArgumentParser:
     _common(bench, kind_nargs="?", window=None)
     bench.add_argument("--methods", help=f"comma-separated (default {DEFAULT_BENCH_METHODS})")
     bench.add_argument("--prompt", action="append", help="a prompt (repeatable); default: a fixed set")
+    bench.add_argument("--videos", metavar="DIR", help="video, a Cosmos folder: continue every clip in DIR with AR "
+                       "and --methods (default coupled) at --window (default 64): steps compression and latency "
+                       "speed-up, as SCD reports them")
     bench.add_argument("--repeats", type=int, help="time each method this many times, keep the best (default 1; "
                        "the suite's own otherwise)")
     bench.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1... (default cpu)")
@@ -515,11 +585,16 @@ def build_parser() -> argparse.ArgumentParser:
     _threads_option(render)
     render.set_defaults(func=cmd_render, json=False)
     conv = sub.add_parser("convert", parents=[debug],
-                          help="convert a LlamaGen GPT checkpoint to a reference GPT folder")
-    conv.add_argument("family", choices=["llamagen"])
+                          help="convert a LlamaGen GPT or Cosmos-1 autoregressive checkpoint to a model folder")
+    conv.add_argument("family", choices=["llamagen", "cosmos"])
     conv.add_argument("checkpoint")
     conv.add_argument("out")
-    conv.add_argument("--model", default="GPT-B")
+    conv.add_argument("--model", help="llamagen: GPT-B (default), GPT-L...; cosmos: 4b (default), 12b, 5b, 13b "
+                                      "(5b, 13b: Video2World)")
+    conv.add_argument("--latent-shape", default="5,40,64", help="cosmos: the token grid, FRAMES,ROWS,COLS (default "
+                      "5,40,64: 33 frames of 640x1024)")
+    conv.add_argument("--tokenizer", help="cosmos: NVIDIA's tokenizer folder (encoder.jit, decoder.jit), copied into "
+                      "OUT/tokenizer")
     conv.add_argument("--type", default="c2i", choices=["c2i", "t2i"])
     conv.add_argument("--image-size", type=int, default=256)
     conv.add_argument("--num-classes", type=int, default=1000)

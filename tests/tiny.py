@@ -338,6 +338,16 @@ class TinyVideoDecoder(torch.nn.Module):
         return frames.repeat_interleave(self.s, 3).repeat_interleave(self.s, 4)
 
 
+def script_tokenizer(folder) -> None:
+    """encoder.jit and decoder.jit of the tiny tokenizer in `folder`, as NVIDIA ships a tokenizer."""
+    import warnings
+
+    with warnings.catch_warnings():  # (torch deprecates TorchScript; NVIDIA's tokenizer is TorchScript)
+        warnings.simplefilter("ignore", FutureWarning)
+        torch.jit.script(TinyVideoEncoder()).save(str(folder / "encoder.jit"))
+        torch.jit.script(TinyVideoDecoder()).save(str(folder / "decoder.jit"))
+
+
 def tiny_cosmos_folder(path, video2world: bool = False, tokenizer: bool = True):
     """A Cosmos folder: tiny_cosmos (fp32) over 3 latent frames of 2 x 2 tokens, and a TorchScript tokenizer of
     compression (3, 8, 8): 7 frames of 16 x 16 pixels, of which 1 or 4 may be given."""
@@ -351,8 +361,7 @@ def tiny_cosmos_folder(path, video2world: bool = False, tokenizer: bool = True):
     if tokenizer:
         folder = path / "tokenizer"
         folder.mkdir(parents=True, exist_ok=True)
-        torch.jit.script(TinyVideoEncoder()).save(str(folder / "encoder.jit"))
-        torch.jit.script(TinyVideoDecoder()).save(str(folder / "decoder.jit"))
+        script_tokenizer(folder)
         (folder / "config.json").write_text(json.dumps({"model_type": "cosmos-discrete-video", "encoder": "encoder.jit",
                                                         "decoder": "decoder.jit", "compression": [3, 8, 8],
                                                         "vocab_size": 8, "dtype": "float32"}))

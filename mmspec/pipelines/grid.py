@@ -47,11 +47,14 @@ class VideoOutput:
     stats: Stats
     summary: dict = field(default_factory=dict)
     fps: int = 8
+    scale: int = 4  # pixels per frame pixel in saved files (the bundled 32x32 frames: 4)
 
-    def save(self, folder: "str | Path", stem: str = "video", formats=("gif", "mp4"), scale: int = 4) -> list[Path]:
+    def save(self, folder: "str | Path", stem: str = "video", formats=("gif", "mp4"),
+             scale: "int | None" = None) -> list[Path]:
         import imageio.v3 as iio
         import numpy as np
 
+        scale = self.scale if scale is None else scale
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         paths = []
@@ -244,6 +247,20 @@ class VideoPipeline(_GridPipeline):
     default_window = 64
     image_model: "ImagePipeline | None" = None  # renders frame 0 when no image is given
     staging: "Staging | None" = None  # how the model wants a picture staged as its first frame
+
+    @classmethod
+    def from_pretrained(cls, path: "str | Path | None" = None, device="cpu", dtype=torch.float32,
+                        window_cache: "WindowCache | str | Path | None" = None, compile: "bool | dict" = False,
+                        allow_torchscript: bool = False):
+        """A Cosmos-1 autoregressive folder (`mmspec convert cosmos`) gives a CosmosPipeline (video=, prompt=), whose
+        tokenizer is TorchScript and loads only with allow_torchscript=True; any other folder this pipeline."""
+        from mmspec.reference.cosmos_checkpoint import is_cosmos_folder
+
+        if path is not None and is_cosmos_folder(path):
+            from mmspec.pipelines.cosmos import CosmosPipeline
+
+            return CosmosPipeline.from_pretrained(path, device, dtype, window_cache, compile, allow_torchscript)
+        return super().from_pretrained(path, device=device, dtype=dtype, window_cache=window_cache, compile=compile)
 
     def _load_extras(self, path: Path, config: dict, device, dtype, window_cache: WindowCache) -> None:
         if "first_frame_model" in config:

@@ -1,0 +1,157 @@
+"""Video continuation with a Cosmos-1 autoregressive folder (base 4B/12B; Video2World 5B/13B with text features).
+
+The given frames are encoded by the folder's discrete video tokenizer and committed as given tokens (their latent
+frames); the model generates the rest of its latent grid, and the tokenizer decodes the whole grid to frames, as
+Cosmos's own pipeline does (without its diffusion decoder). Sampling defaults to Cosmos's (temperature 1, top-p 0.8).
+"""
+from __future__ import annotations
+
+import time
+from functools import partial
+from pathlib import Path
+
+import torch
+
+from mmspec.adapters.cosmos import CosmosTarget
+from mmspec.api import generate
+from mmspec.pipelines.base import DEFAULT_METHOD, Pipeline, WindowCache, model_path
+from mmspec.pipelines.grid import VideoOutput, read_config
+from mmspec.reference.cosmos_checkpoint import COSMOS_SAMPLING, load_cosmos
+from mmspec.tokenizers.cosmos import DiscreteVideoTokenizer
+
+
+class CosmosPipeline(Pipeline):
+    default_model = "cosmos"  # (no bundled Cosmos: a folder must be named)
+    # SCD's setting on Cosmos: windows of 64 with maximal coupling
+    default_window = 64
+
+    def __init__(self, target: CosmosTarget, tokenizer: DiscreteVideoTokenizer, default_sampling: dict, fps: int):
+        super().__init__()
+        self.target, self.tokenizer, self.fps = target, tokenizer, fps
+        self.layout = target.model.layout
+        self.default_sampling = default_sampling
+
+    @classmethod
+    def from_pretrained(cls, path: "str | Path", device="cpu", dtype=torch.float32,
+                        window_cache: "WindowCache | str | Path | None" = None, compile: "bool | dict" = False,
+                        allow_torchscript: bool = False) -> "CosmosPipeline":
+        path = model_path(path, cls.default_model)
+        config = read_config(path, ("cosmos", "tokenizer"))
+        tokenizer = DiscreteVideoTokenizer.from_pretrained(path / config["tokenizer"], allow_torchscript, device)
+        model = load_cosmos(path, dtype=dtype, device=device)
+        if tokenizer.vocab_size != model.config.vocab_size:
+            raise ValueError(f"{path}: the tokenizer has {tokenizer.vocab_size} codes, the model "
+                             f"{model.config.vocab_size}")
+        pipe = cls(CosmosTarget(model), tokenizer, config.get("default_sampling", COSMOS_SAMPLING),
+                   config.get("fps", 24))
+        pipe.window_memory = WindowCache.coerce(window_cache).memories(path, device)
+        pipe.folder, pipe.compile = path, compile
+        return pipe
+
+    @property
+    def target_depth(self) -> int:
+        return self.target.model.config.n_layers
+
+    @property
+    def frame_size(self) -> tuple[int, int]:
+        """(height, width) in pixels of the frames the model's grid decodes to."""
+        _, h, w = self.target.model.config.latent_shape
+        return h * self.tokenizer.compression[1], w * self.tokenizer.compression[2]
+
+    @property
+    def accepted_frames(self) -> list[int]:
+        """Given-frame counts the tokenizer makes whole latent frames of, leaving at least one to generate."""
+        return [self.tokenizer.frames(t) for t in range(1, self.layout.t)]
+
+    def check_video(self, frames: torch.Tensor, what: str = "video") -> None:
+        """Refuse frames [F, H, W, 3] the tokenizer cannot take, saying what it takes."""
+        H, W = self.frame_size
+        F = frames.shape[0]
+        if frames.dim() != 4 or frames.shape[1:] != (H, W, 3) or F not in self.accepted_frames:
+            size = f"{frames.shape[2]}x{frames.shape[1]}" if frames.dim() == 4 else f"shape {tuple(frames.shape)}"
+            raise ValueError(f"{what} has {F} frames of {size}; this model's tokenizer takes "
+                             f"{' or '.join(map(str, self.accepted_frames))} RGB frames of {W}x{H} (a first frame, then "
+                             f"{self.tokenizer.compression[0]} per latent frame)")
+
+    def __call__(self, prompt=None, video=None, num_outputs: int = 1, seed=0, method=DEFAULT_METHOD, window=None,
+                 sampling: "dict | None" = None, progress_bar: bool = False, on_commit=None, compile=None):
+        """video: the given frames (a file imageio reads, or uint8 [F, H, W, 3]); prompt (Video2World): T5 features
+        [S, context_dim] or [1, S, context_dim], or (features, mask), or a .safetensors file holding "context" (and
+        "context_mask"), as Cosmos's pipeline passes them; `num_outputs` continuations."""
+        started = time.perf_counter()
+        method, policy = self._plan(method, window)
+        condition = self.condition(prompt)
+        given, names = None, ["video"]
+        if video is not None:
+            frames = read_video(video)
+            self.check_video(frames, "video" if not isinstance(video, (str, Path)) else str(video))
+            tokens = self.tokenizer.encode(frames, self.tokenizer.frames(self.layout.t)).flatten()  # [t * h * w]
+            given = torch.full((1, self.layout.length), -1)
+            given[0, : len(tokens)] = tokens.cpu()
+            names = [str(video) if isinstance(video, (str, Path)) else "video"]
+        elif not self.target.model.config.video2world:
+            raise ValueError("a Cosmos base model continues a video: pass video= (the CLI's --video), "
+                             f"{' or '.join(map(str, self.accepted_frames))} frames")
+        run = partial(generate, self.target, condition, self.layout, seed=seed, num_samples=num_outputs, given=given)
+        out, summary = self._generate(run, total=num_outputs * self.layout.length, method=method, policy=policy,
+                                      sampling=sampling, progress_bar=progress_bar, on_commit=on_commit,
+                                      started=started, compile=compile)
+        from PIL import Image
+
+        frames = self.tokenizer.decode(out.tokens.view(-1, *self.target.model.config.latent_shape))  # [B, F, H, W, 3]
+        videos = [[Image.fromarray(f.numpy()) for f in clip] for clip in frames]
+        return VideoOutput(videos, names * num_outputs, out.tokens, out.stats, summary, fps=self.fps, scale=1)
+
+    def condition(self, prompt):
+        """The text condition of a Video2World model (None for a base model)."""
+        video2world = self.target.model.config.video2world
+        if prompt is None:
+            if video2world:
+                raise ValueError("a Video2World model needs prompt=: T5 features [S, 1024] or a .safetensors file "
+                                 "holding 'context' (a local T5 is not run)")
+            return None
+        if not video2world:
+            raise ValueError("a Cosmos base model takes no prompt (it continues the video); a Video2World folder does")
+        if isinstance(prompt, (str, Path)):
+            prompt = read_features(prompt)
+        features, mask = prompt if isinstance(prompt, (tuple, list)) else (prompt, None)
+        features = torch.as_tensor(features)
+        if features.dim() == 2:
+            features, mask = features[None], None if mask is None else torch.as_tensor(mask)[None]
+        return features if mask is None else (features, mask)
+
+
+def read_video(video) -> torch.Tensor:
+    """A video file (MP4, GIF...: what imageio reads) or frames -> uint8 [F, H, W, 3]."""
+    if isinstance(video, (str, Path)):
+        import imageio.v3 as iio
+
+        if not Path(video).is_file():
+            raise FileNotFoundError(f"no video file at {video}")
+        try:
+            frames = iio.imread(video)
+        except (OSError, ValueError) as err:
+            raise ValueError(f"{video} is not a video file imageio reads ({err})") from None
+        return torch.from_numpy(frames[..., :3].copy())
+    if isinstance(video, list):  # PIL frames
+        import numpy as np
+
+        video = np.stack([np.asarray(f.convert("RGB")) for f in video])
+    frames = torch.as_tensor(video)
+    if frames.dtype != torch.uint8:
+        raise ValueError(f"video frames must be uint8 [F, H, W, 3], got {frames.dtype}")
+    return frames
+
+
+def read_features(file: "str | Path") -> "torch.Tensor | tuple[torch.Tensor, torch.Tensor]":
+    """A .safetensors file of T5 features: "context" [S, C] or [1, S, C], and optionally "context_mask"."""
+    from mmspec.loading import read_safetensors
+
+    file = Path(file)
+    if file.suffix != ".safetensors" or not file.is_file():
+        raise FileNotFoundError(f"no text features at {file}: give a .safetensors file holding 'context' (T5 "
+                                "encoder states [S, 1024]) and optionally 'context_mask'")
+    sd = read_safetensors(file)
+    if "context" not in sd:
+        raise ValueError(f"{file} holds {sorted(sd)}, not 'context' (T5 encoder states [S, 1024])")
+    return sd["context"] if "context_mask" not in sd else (sd["context"], sd["context_mask"])

@@ -1,0 +1,64 @@
+"""VideoPipeline on a Cosmos folder: given frames encoded and kept, Video2World's text features, Cosmos's sampling."""
+import numpy as np
+import pytest
+import torch
+
+from mmspec.pipelines import VideoPipeline
+from mmspec.pipelines.cosmos import CosmosPipeline
+from tiny import clip, tiny_cosmos_folder
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cosmos")
+    return {"base": tiny_cosmos_folder(root / "base"), "video2world": tiny_cosmos_folder(root / "v2w", True)}
+
+
+def test_a_cosmos_folder_continues_the_given_frames_which_stay_bit_identical(folders):
+    pipe = VideoPipeline.from_pretrained(folders["base"], allow_torchscript=True)
+    assert isinstance(pipe, CosmosPipeline) and pipe.default_sampling == {"temperature": 1.0, "top_p": 0.8}
+    video = clip(4)
+    given = pipe.tokenizer.encode(video, 7).flatten()  # 2 latent frames of 2 x 2
+    out = pipe(video=video, num_outputs=3, seed=1, window=16)
+    assert out.tokens.shape == (3, 12) and (out.tokens[:, :8] == given).all()
+    assert len(out.videos) == 3 and len(out.videos[0]) == 7 and out.videos[0][0].size == (16, 16)
+    assert torch.equal(pipe.tokenizer.decode(out.tokens.view(3, 3, 2, 2))[0, 0],
+                       torch.from_numpy(np.array(out.videos[0][0])))  # the frames: the tokens decoded
+    ar = pipe(video=video, num_outputs=3, seed=1, method="ar")
+    assert torch.equal(ar.tokens, out.tokens)  # exact, the default: AR's tokens
+    assert ar.summary["nfe"] >= out.summary["nfe"]
+
+
+def test_video2world_takes_text_features(folders, tmp_path):
+    from safetensors.torch import save_file
+
+    pipe = VideoPipeline.from_pretrained(folders["video2world"], allow_torchscript=True)
+    features = torch.randn(5, 12)
+    save_file({"context": features}, str(tmp_path / "prompt.safetensors"))
+    by_file = pipe(str(tmp_path / "prompt.safetensors"), video=clip(1), seed=2, method="ar")
+    by_tensor = pipe(features, video=clip(1), seed=2, method="coupled", window=8)
+    assert by_file.tokens.shape == (1, 12) and (by_file.tokens[:, :4] == by_tensor.tokens[:, :4]).all()
+    assert pipe(features, seed=2).tokens.shape == (1, 12)  # from <bov>, no frame given
+    with pytest.raises(ValueError, match="needs prompt="):
+        pipe(video=clip(1))
+
+
+@pytest.mark.parametrize("frames, size", [(5, 16), (4, 24), (7, 16)])
+def test_a_video_the_tokenizer_cannot_take_is_refused_saying_what_it_takes(folders, frames, size):
+    pipe = VideoPipeline.from_pretrained(folders["base"], allow_torchscript=True)
+    with pytest.raises(ValueError, match=f"video has {frames} frames of {size}x{size}; this model's tokenizer takes "
+                                         "1 or 4 RGB frames of 16x16"):
+        pipe(video=clip(frames, size=size))
+
+
+def test_a_base_model_needs_a_video_and_no_prompt(folders):
+    pipe = VideoPipeline.from_pretrained(folders["base"], allow_torchscript=True)
+    with pytest.raises(ValueError, match="continues a video: pass video="):
+        pipe()
+    with pytest.raises(ValueError, match="takes no prompt"):
+        pipe(torch.randn(5, 12), video=clip(1))
+
+
+def test_the_tokenizer_loads_only_when_torchscript_is_allowed(folders):
+    with pytest.raises(ValueError, match="--allow-torchscript"):
+        VideoPipeline.from_pretrained(folders["base"])

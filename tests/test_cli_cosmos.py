@@ -1,0 +1,67 @@
+"""The command line on a Cosmos folder: generate video --video, bench --videos, convert cosmos, its one-line errors."""
+import json
+import shutil
+
+import imageio.v3 as iio
+import pytest
+
+from mmspec.cli import main
+from tiny import clip, tiny_cosmos_folder
+
+
+@pytest.fixture(scope="module")
+def cosmos(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cosmos-cli")
+    folder = tiny_cosmos_folder(root / "base")
+    videos = root / "videos"
+    videos.mkdir()
+    for seed in range(2):
+        iio.imwrite(videos / f"clip{seed}.mp4", clip(4, seed=seed).numpy(), fps=8)
+    iio.imwrite(root / "five.mp4", clip(5).numpy(), fps=8)
+    return folder, videos, root
+
+
+def test_generate_video_continues_a_4_frame_mp4(cosmos, tmp_path, capsys):
+    folder, videos, _ = cosmos
+    assert main(["generate", "video", "--model", str(folder), "--video", str(videos / "clip0.mp4"),
+                 "--allow-torchscript", "--out", str(tmp_path), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert sorted(p.rsplit(".", 1)[1] for p in result["outputs"]) == ["gif", "mp4"]
+    assert iio.imread(result["outputs"][1]).shape[:3] == (7, 16, 16)  # 1 + 3 + 3 frames of the latent grid
+
+
+def test_bench_videos_reports_steps_compression_and_latency_against_ar(cosmos, tmp_path, capsys):
+    folder, videos, _ = cosmos
+    out = tmp_path / "bench.json"
+    assert main(["bench", "video", "--model", str(folder), "--videos", str(videos), "--allow-torchscript",
+                 "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    summary = {r["method"]: r for r in result["summary"]}
+    assert result["window"] == 64 and list(summary) == ["ar", "coupled"] and len(result["per_video"]) == 2
+    assert summary["ar"]["steps_compression"] == 1.0 and summary["coupled"]["steps_compression"] >= 1.0
+    assert "steps compression" in capsys.readouterr().out
+
+
+def _error(argv, capsys) -> str:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    return err
+
+
+def test_one_line_errors(cosmos, tmp_path, capsys):
+    folder, videos, root = cosmos
+    run = ["generate", "video", "--model", str(folder), "--out", str(tmp_path), "--video"]
+    assert "--allow-torchscript" in _error(run + [str(videos / "clip0.mp4")], capsys)
+    assert "has 5 frames of 16x16; this model's tokenizer takes 1 or 4 RGB frames of 16x16" in _error(
+        run + [str(root / "five.mp4"), "--allow-torchscript"], capsys)
+    bare = tmp_path / "no-tokenizer"
+    shutil.copytree(folder, bare)
+    shutil.rmtree(bare / "tokenizer")
+    assert "no Cosmos video tokenizer at" in _error(["generate", "video", "--model", str(bare), "--video",
+                                                     str(videos / "clip0.mp4"), "--allow-torchscript"], capsys)
+    (tmp_path / "model.pt").write_bytes(b"not read")
+    assert "is a pickle; pass --allow-pickle" in _error(["convert", "cosmos", str(tmp_path / "model.pt"),
+                                                         str(tmp_path / "out")], capsys)
+    assert "--video is the given frames of a Cosmos model folder" in _error(
+        ["generate", "image", "x", "--video", str(videos / "clip0.mp4")], capsys)
