@@ -57,5 +57,17 @@ step proactive-image 45 python -m mmspec.cli bench image --methods coupled,pac,e
 step compile-image 60 python benchmarks/compile_step.py models/emoji-image --device cuda --rows 1,8 \
   --methods ar:1,exact:16 --repeats 1 --out "$out/compile"
 
+# Cosmos-1 on CUDA (tiny random models): exact == ar with given frames, eager and compiled
+step cosmos-cuda-tests 120 python -m pytest tests/adapters/test_cosmos.py -k cuda -n 0 -q -rs -p no:cacheprovider
+
+# a real Cosmos-1 folder (`mmspec convert cosmos ... --tokenizer DIR`, docs/cosmos.md) over a folder of clips, if
+# named: MMSPEC_COSMOS=FOLDER MMSPEC_COSMOS_VIDEOS=DIR. As SCD reports it: coupled at window 64 against AR, steps
+# compression and latency. Outside the 8 minutes above: AR alone makes 10,240 forwards a clip of 5 latent frames
+if [ -n "${MMSPEC_COSMOS:-}" ]; then
+  step cosmos-bench 3000 python -m mmspec.cli bench video --model "$MMSPEC_COSMOS" \
+    --videos "${MMSPEC_COSMOS_VIDEOS:?set MMSPEC_COSMOS_VIDEOS to a folder of input clips}" --allow-torchscript \
+    --device cuda --out "$out/cosmos-bench.json"
+fi
+
 echo "== done in ${SECONDS}s, exit $status; results in $out"
 exit $status

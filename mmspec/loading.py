@@ -46,6 +46,26 @@ def read_safetensors(file: Path) -> dict[str, torch.Tensor]:
     return load_file(str(file))
 
 
+def read_checkpoint(file: "str | Path", allow_pickle: bool, convert: str):
+    """A released checkpoint file: safetensors, or a pickle (`.pt`, `.pth`...) read only with `allow_pickle`, and then
+    through torch's weights-only unpickler (memory-mapped where its format allows: a 12B checkpoint is 24 GB).
+    `convert`: what writes it as safetensors once."""
+    file = Path(file)
+    if not file.is_file():
+        raise FileNotFoundError(f"no checkpoint file at {file}")
+    if file.suffix == ".safetensors":
+        return read_safetensors(file)
+    if not allow_pickle:
+        raise ValueError(f"{file} is a pickle; pass --allow-pickle (allow_pickle=True) to read it with torch's "
+                         f"weights-only unpickler, then save it as safetensors ({convert})")
+    try:
+        return torch.load(file, map_location="cpu", weights_only=True, mmap=True)
+    except RuntimeError as err:
+        if "mmap" not in str(err):  # (a file of torch's legacy format cannot be mapped: read it whole)
+            raise
+        return torch.load(file, map_location="cpu", weights_only=True)
+
+
 def raise_on_loading_info(info: dict, path: Path) -> None:
     """transformers only warns when weights and config disagree; mmspec refuses."""
     problems = {k: v for k in ("missing_keys", "unexpected_keys", "mismatched_keys") if (v := info.get(k))}

@@ -138,14 +138,20 @@ def gpt_law(model: mmspec.GPT, cond: int, layout, s: mmspec.Sampling, given: dic
     with torch.no_grad():
         c = model.forward_sequence(torch.full((len(seqs),), cond), seqs, pos)
         u = model.forward_sequence(model.null_condition(len(seqs)), seqs, pos)
-    law = torch.zeros(V ** N, dtype=torch.float64)
+    return teacher_forced_law(seqs, V, c, u, s, given)
+
+
+def teacher_forced_law(seqs, V: int, cond, uncond, s: mmspec.Sampling, given: dict | None) -> torch.Tensor:
+    """All V^N sequences seqs [V^N, N] and the logits [V^N, N, V] predicting each of their tokens (and the null
+    condition's, or None) -> the law of AR sampling with `s`, positions in `given` holding their token."""
+    law = torch.zeros(V ** seqs.shape[1], dtype=torch.float64)
     for row, seq in enumerate(seqs):
         prob = 1.0
-        for i in range(N):
+        for i in range(seqs.shape[1]):
             if given and i in given:
                 prob *= float(seq[i] == given[i])
             else:
-                prob *= reference_p(c[row, i], u[row, i], s)[seq[i]].item()
+                prob *= reference_p(cond[row, i], None if uncond is None else uncond[row, i], s)[seq[i]].item()
         law[sequence_id(seq, V)] = prob
     return law
 
@@ -299,16 +305,7 @@ def cosmos_law(model, s: mmspec.Sampling, given: dict | None = None, context=Non
     ctx = None if context is None else context.expand(len(seqs), -1, -1)
     with torch.no_grad():
         logits = model.forward_sequence(seqs, ctx, None if mask is None else mask.expand(len(seqs), -1))
-    law = torch.zeros(V ** N, dtype=torch.float64)
-    for row, seq in enumerate(seqs):
-        prob = 1.0
-        for i in range(N):
-            if given and i in given:
-                prob *= float(seq[i] == given[i])
-            else:
-                prob *= reference_p(logits[row, i], None, s)[seq[i]].item()
-        law[sequence_id(seq, V)] = prob
-    return law
+    return teacher_forced_law(seqs, V, logits, None, s, given)
 
 
 class TinyVideoEncoder(torch.nn.Module):

@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from mmspec.loading import check_folder, decode_layout, load_strict, read_safetensors
+from mmspec.loading import check_folder, decode_layout, load_strict, read_checkpoint, read_safetensors
 from mmspec.reference.gpt import GPT, GPTConfig
 
 # LlamaGen's GPT_models table: (n_layer, n_head, dim)
@@ -78,16 +78,7 @@ def llamagen_config(model: "str | tuple[int, int, int]" = "GPT-B", image_size: i
 
 def read_llamagen_state_dict(file: str | Path, allow_pickle: bool = False) -> dict[str, torch.Tensor]:
     """A LlamaGen checkpoint file -> its GPT state dict ({"model"|"module"|"state_dict": sd} or a raw sd)."""
-    file = Path(file)
-    if not file.is_file():
-        raise FileNotFoundError(f"no checkpoint file at {file}")
-    if file.suffix == ".safetensors":
-        sd = read_safetensors(file)
-    elif allow_pickle:
-        sd = torch.load(file, map_location="cpu", weights_only=True)
-    else:
-        raise ValueError(f"{file} is a pickle; pass allow_pickle=True to read it with torch's weights-only "
-                         "unpickler (then save it as safetensors with convert_llamagen)")
+    sd = read_checkpoint(file, allow_pickle, "convert_llamagen")
     for key in ("model", "module", "state_dict"):
         if isinstance(sd, dict) and key in sd and isinstance(sd[key], dict):
             sd = sd[key]

@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from mmspec.loading import check_folder, decode_layout, load_strict, read_safetensors
+from mmspec.loading import check_folder, decode_layout, load_strict, read_checkpoint, read_safetensors
 from mmspec.reference.cosmos import Cosmos, CosmosConfig
 
 MODEL_TYPE = "mmspec-cosmos"
@@ -80,25 +80,21 @@ def load_cosmos_config(path: "str | Path") -> CosmosConfig:
 
 
 def load_cosmos(path: "str | Path", dtype: torch.dtype = torch.float32, device="cpu") -> Cosmos:
+    """A Cosmos folder's model, on `device` in `dtype`: built without weights (meta) and given the file's tensors
+    moved there one by one, so that no fp32 copy of a 12B model passes through host memory on the way to a GPU."""
     path = check_folder(path, "Cosmos model")
-    model = Cosmos(load_cosmos_config(path))
-    load_strict(model, read_safetensors(path / "model.safetensors"), str(path))
-    return decode_layout(model.to(device=device, dtype=dtype).eval())
+    sd = read_safetensors(path / "model.safetensors")
+    with torch.device("meta"):
+        model = Cosmos(load_cosmos_config(path))
+    load_strict(model, {k: v.to("meta") for k, v in sd.items()}, str(path))  # keys and shapes: nothing copied
+    model.load_state_dict({k: v.to(device=device, dtype=dtype) for k, v in sd.items()}, assign=True)
+    return decode_layout(model.eval())
 
 
 def read_cosmos_state_dict(file: "str | Path", allow_pickle: bool = False) -> dict[str, torch.Tensor]:
     """A released Cosmos checkpoint -> the transformer's state dict ({"model": sd} or a raw sd; "model." prefixes and
     TransformerEngine's "_extra_state" entries dropped)."""
-    file = Path(file)
-    if not file.is_file():
-        raise FileNotFoundError(f"no checkpoint file at {file}")
-    if file.suffix == ".safetensors":
-        sd = read_safetensors(file)
-    elif allow_pickle:
-        sd = torch.load(file, map_location="cpu", weights_only=True, mmap=True)
-    else:
-        raise ValueError(f"{file} is a pickle; pass --allow-pickle (allow_pickle=True) to read it with torch's "
-                         "weights-only unpickler, once, and convert it to safetensors")
+    sd = read_checkpoint(file, allow_pickle, "mmspec convert cosmos")
     if isinstance(sd, dict) and isinstance(sd.get("model"), dict):
         sd = sd["model"]
     return {k.removeprefix("model."): v for k, v in sd.items() if not any(s in k for s in _NOT_WEIGHTS)}

@@ -140,3 +140,17 @@ def test_the_law_test_catches_drafts_verified_at_the_wrong_positions(kind, metho
     model, given, condition, law = _law_case(kind)
     monkeypatch.setattr(CosmosSession, "logits", _first_position_for_the_whole_window)
     assert chi_square_pvalue(sequence_id(_sample(model, given, condition, method), 3), law) < ALPHA
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason=(
+    "needs a CUDA GPU (torch.cuda.is_available() is False here): exact == ar for Cosmos with bf16 weights on CUDA, "
+    "eager and compiled; benchmarks/gpu.sh runs it"))
+@pytest.mark.parametrize("video2world, compile", [(False, False), (True, False), (False, True)],
+                         ids=["base", "video2world", "base-compiled"])
+def test_exact_equals_ar_on_cuda_with_bf16_weights(video2world, compile):
+    model = tiny_cosmos(video2world, dtype=torch.bfloat16).float().cuda()  # bf16 values, computed in fp32
+    context = torch.randn(1, 5, 12, device="cuda") if video2world else None
+    kw = dict(sampling=COSMOS, seed=3, given=_given(model, rows=4), num_samples=4, compile=compile)
+    ar = mmspec.generate(CosmosTarget(model), context, model.layout, method="ar", **kw)
+    exact = mmspec.generate(CosmosTarget(model), context, model.layout, method="exact", window=16, **kw)
+    assert ar.tokens.is_cuda and torch.equal(exact.tokens, ar.tokens)
