@@ -138,6 +138,8 @@ def _check_video(args) -> None:
             raise ValueError(f"--video: no file at {video}")
     if getattr(args, "videos", None) is not None and not cosmos:
         raise ValueError("--videos benchmarks a Cosmos model folder: mmspec bench video --model FOLDER --videos DIR")
+    if getattr(args, "command", None) == "bench" and cosmos and args.videos is None:
+        raise ValueError("a Cosmos folder is benchmarked over clips: mmspec bench video --model FOLDER --videos DIR")
     if getattr(args, "command", None) == "generate" and args.prompt is None and not cosmos:
         raise ValueError("generate needs a prompt (only a Cosmos folder continues a --video without one)")
 
@@ -433,7 +435,7 @@ def _check_bench_options(args) -> None:
 
 
 def _check_suite_options(args) -> None:
-    given = [f"--{n}" for n in ("window", "methods", "prompt", *METHOD_OPTIONS, "image", "mask")
+    given = [f"--{n}" for n in ("window", "methods", "prompt", *METHOD_OPTIONS, "image", "mask", "video", "videos")
              if getattr(args, n) is not None]
     given += ["--num"] * (args.num != 1) + [f"--{k.replace('_', '-')}" for k in _given_sampling(args)]
     if given:

@@ -3,6 +3,7 @@
 A leaf module: reference GPT folders and transformers models (through their Auto class) both load here."""
 from __future__ import annotations
 
+import pickle
 import statistics
 import time
 from pathlib import Path
@@ -48,8 +49,8 @@ def read_safetensors(file: Path) -> dict[str, torch.Tensor]:
 
 def read_checkpoint(file: "str | Path", allow_pickle: bool, convert: str):
     """A released checkpoint file: safetensors, or a pickle (`.pt`, `.pth`...) read only with `allow_pickle`, and then
-    through torch's weights-only unpickler (memory-mapped where its format allows: a 12B checkpoint is 24 GB).
-    `convert`: what writes it as safetensors once."""
+    through torch's weights-only unpickler, memory-mapped where its format allows (a large checkpoint is not read
+    whole). `convert`: what writes it as safetensors once."""
     file = Path(file)
     if not file.is_file():
         raise FileNotFoundError(f"no checkpoint file at {file}")
@@ -59,11 +60,15 @@ def read_checkpoint(file: "str | Path", allow_pickle: bool, convert: str):
         raise ValueError(f"{file} is a pickle; pass --allow-pickle (allow_pickle=True) to read it with torch's "
                          f"weights-only unpickler, then save it as safetensors ({convert})")
     try:
-        return torch.load(file, map_location="cpu", weights_only=True, mmap=True)
-    except RuntimeError as err:
-        if "mmap" not in str(err):  # (a file of torch's legacy format cannot be mapped: read it whole)
-            raise
-        return torch.load(file, map_location="cpu", weights_only=True)
+        try:
+            return torch.load(file, map_location="cpu", weights_only=True, mmap=True)
+        except RuntimeError as err:
+            if "mmap" not in str(err):
+                raise
+            return torch.load(file, map_location="cpu", weights_only=True)  # torch's legacy format: read it whole
+    except (RuntimeError, pickle.UnpicklingError, EOFError) as err:
+        raise ValueError(f"{file} is not a file of weights that torch's weights-only unpickler reads "
+                         f"({type(err).__name__}): it may be truncated, or hold more than tensors") from None
 
 
 def raise_on_loading_info(info: dict, path: Path) -> None:
@@ -221,8 +226,9 @@ def product(module: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
 
 
 # Linear layers that read the same input, by the names models give them (Llama's attention and MLP, the reference
-# GPT's MLP, Cosmos's attention): `decode_layout` stores each group as one input-major matrix, so a decode step makes one product of the
-# group instead of several (code-text, a one-token forward: 14% less time; small products cost their calls).
+# GPT's MLP, Cosmos's self-attention): `decode_layout` stores each group as one input-major matrix, so a decode step
+# makes one product of the group instead of several (code-text, a one-token forward: 14% less time; small products
+# cost their calls).
 QKV, GATE_UP, W1_W3 = ("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"), ("w1", "w3")
 WQ_WK_WV = ("wq", "wk", "wv")
 FUSED_GROUPS = (QKV, GATE_UP, W1_W3, WQ_WK_WV)

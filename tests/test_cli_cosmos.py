@@ -65,3 +65,9 @@ def test_one_line_errors(cosmos, tmp_path, capsys):
                                                          str(tmp_path / "out")], capsys)
     assert "--video is the given frames of a Cosmos model folder" in _error(
         ["generate", "image", "x", "--video", str(videos / "clip0.mp4")], capsys)
+
+
+def test_a_cosmos_folder_is_benchmarked_over_clips(cosmos, capsys):
+    folder, _, _ = cosmos
+    assert "benchmarked over clips: mmspec bench video --model FOLDER --videos DIR" in _error(
+        ["bench", "video", "--model", str(folder), "--allow-torchscript"], capsys)

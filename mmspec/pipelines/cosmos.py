@@ -69,9 +69,9 @@ class CosmosPipeline(Pipeline):
         F = frames.shape[0]
         if frames.dim() != 4 or frames.shape[1:] != (H, W, 3) or F not in self.accepted_frames:
             size = f"{frames.shape[2]}x{frames.shape[1]}" if frames.dim() == 4 else f"shape {tuple(frames.shape)}"
-            raise ValueError(f"{what} has {F} frames of {size}; this model's tokenizer takes "
-                             f"{' or '.join(map(str, self.accepted_frames))} RGB frames of {W}x{H} (a first frame, then "
-                             f"{self.tokenizer.compression[0]} per latent frame)")
+            counts = " or ".join(map(str, self.accepted_frames))
+            raise ValueError(f"{what} has {F} frames of {size}; this model's tokenizer takes {counts} RGB frames of "
+                             f"{W}x{H} (a first frame, then {self.tokenizer.compression[0]} per latent frame)")
 
     def __call__(self, prompt=None, video=None, num_outputs: int = 1, seed=0, method=DEFAULT_METHOD, window=None,
                  sampling: "dict | None" = None, progress_bar: bool = False, on_commit=None, compile=None):

@@ -34,7 +34,7 @@ QK_NORM_EPS = 1e-5  # Cosmos's Attention builds its q/k norms with its own defau
 @dataclass
 class CosmosConfig:
     vocab_size: int = 64000  # video codes (FSQ 8x8x8x5x5x5): the output rows
-    embedding_size: int | None = None  # input embedding rows (Video2World: 64064, <bov> and rounding to 64); None: vocab
+    embedding_size: int | None = None  # input embedding rows (Video2World: 64064, <bov> rounded up to 64s); None: vocab
     bov_token: int | None = None  # Video2World: <bov> (64000) opens the sequence and predicts the first video token
     dim: int = 4096
     n_layers: int = 16
@@ -102,7 +102,7 @@ def inverse_frequencies(cfg: CosmosConfig) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _yarn_factors(cfg: CosmosConfig, inv_freq: torch.Tensor, original_len: int) -> torch.Tensor:
-    """YaRN: frequencies below the slow cutoff slow down by yarn_scale, those above the fast one stay, linear between."""
+    """YaRN: frequencies below the slow cutoff slow down by yarn_scale, those above the fast one stay; linear between."""
     high = 2 * math.pi * cfg.yarn_beta_fast / original_len
     low = 2 * math.pi * cfg.yarn_beta_slow / original_len
     smooth = torch.clamp((inv_freq - low) / (high - low), min=0, max=1)
@@ -126,11 +126,11 @@ def _sincos(dim: int, pos: torch.Tensor) -> torch.Tensor:
 
 
 def absolute_embedding(cfg: CosmosConfig, positions: torch.Tensor) -> torch.Tensor:
-    """positions [N, 3] -> [N, dim] sin-cos embedding of (frame, row, col) over dim_t | dim_h | dim_h channels, rounded to
-    bf16 as Cosmos stores it."""
+    """positions [N, 3] -> [N, dim] sin-cos embedding of (frame, row, col) over dim_t | dim_h | dim_h channels,
+    rounded to bf16 as Cosmos stores it."""
     dim_h = cfg.dim // 6 * 2
     dim_t = cfg.dim - 2 * dim_h
-    emb = torch.cat([_sincos(dim_t, positions[:, 0]), _sincos(dim_h, positions[:, 1]), _sincos(dim_h, positions[:, 2])], -1)
+    emb = torch.cat([_sincos(d, positions[:, a]) for a, d in enumerate((dim_t, dim_h, dim_h))], -1)
     return emb.to(torch.bfloat16)
 
 
@@ -288,7 +288,8 @@ class Cosmos(nn.Module):
     def forward(self, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, absolute: torch.Tensor | None = None,
                 view: CacheView | None = None, context: Context | None = None) -> torch.Tensor:
         """Embeddings h [B, T, dim] at rotations cos, sin [B, T, 1, head_dim] (and absolute embeddings [B, T, dim],
-        added before every layer as Cosmos does), through a cache `view` (or a plain causal pass) -> logits [B, T, V]."""
+        added before every layer as Cosmos does), through a cache `view` (or a plain causal pass) -> logits
+        [B, T, V]."""
         B, T, D = h.shape
         if self.config.video2world and context is None:
             raise ValueError("a Video2World model needs its text condition (encode_context)")

@@ -25,7 +25,8 @@ _BASE = {"n_kv_heads": 8, "norm_eps": 1e-5, "ffn_hidden_size": 14336, "rope_thet
          "use_qk_normalization": True, "vocab_size": 64000}
 _SIZES = {"4b": {"n_layers": 16, "dim": 4096, "n_heads": 32},
           "12b": {"n_layers": 40, "dim": 5120, "n_heads": 32, "head_dim": 128, "apply_yarn": True,
-                  "original_latent_shape": [3, 40, 64], "yarn_scale": 2.0, "yarn_beta_fast": 4.0, "yarn_beta_slow": 1.0}}
+                  "original_latent_shape": [3, 40, 64], "yarn_scale": 2.0, "yarn_beta_fast": 4.0,
+                  "yarn_beta_slow": 1.0}}
 _VIDEO2WORLD = {"insert_cross_attn": True, "insert_cross_attn_every_k_layers": 1, "context_dim": 1024,
                 "apply_abs_pos_emb": True, "bov_token": 64000, "embedding_size": 64064}  # 64000 + <bov>, to 64s
 COSMOS_MODELS = {"4b": "4b", "12b": "12b", "5b": "4b", "13b": "12b"}  # name -> its base transformer

@@ -15,6 +15,7 @@ The tokenizer is causal in time: latent frame 0 comes from pixel frame 0 alone, 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import warnings
 from pathlib import Path
@@ -89,10 +90,15 @@ class DiscreteVideoTokenizer:
         return ((x * 0.5 + 0.5).clamp(0, 1) * 255).round().byte().permute(0, 2, 3, 4, 1).cpu()
 
 
-def write_tokenizer_folder(source: "str | Path", out: "str | Path", compression=(8, 16, 16),
+def write_tokenizer_folder(source: "str | Path", out: "str | Path", compression=None,
                            vocab_size: int = 64000, dtype: str = "bfloat16") -> Path:
-    """NVIDIA's tokenizer folder (encoder.jit, decoder.jit) -> a tokenizer folder of ours: the files and config.json."""
+    """NVIDIA's tokenizer folder (encoder.jit, decoder.jit) -> a tokenizer folder of ours: the files and config.json.
+    compression (frames, rows, cols): None reads it from the folder's name (Cosmos-1.0-Tokenizer-DV4x8x8: 4, 8, 8),
+    else 8, 16, 16 (DV8x16x16, the Cosmos-1 AR models' tokenizer)."""
     source, out = Path(source), Path(out)
+    if compression is None:
+        named = re.search(r"DV(\d+)x(\d+)x(\d+)", source.resolve().name)
+        compression = tuple(map(int, named.groups())) if named else (8, 16, 16)
     missing = [name for name in FILES if not (source / name).is_file()]
     if missing:
         raise FileNotFoundError(f"{source} has no {', '.join(missing)}: give NVIDIA's tokenizer folder "

@@ -41,3 +41,10 @@ def test_a_missing_tokenizer_is_named(nvidia_folder, tmp_path):
     (nvidia_folder / "decoder.jit").unlink()
     with pytest.raises(FileNotFoundError, match="has no decoder.jit"):
         write_tokenizer_folder(nvidia_folder, tmp_path / "tokenizer")
+
+
+def test_the_compression_comes_from_nvidias_folder_name(nvidia_folder, tmp_path):
+    import json
+
+    write_tokenizer_folder(nvidia_folder, tmp_path / "tokenizer", vocab_size=8)
+    assert json.loads((tmp_path / "tokenizer" / "config.json").read_text())["compression"] == [3, 8, 8]
