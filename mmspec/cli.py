@@ -262,6 +262,8 @@ def cmd_bench(args) -> dict:
     from mmspec.bench import PROMPTS, environment, format_table, run_benchmark
     from mmspec.lossless import check_lossless
 
+    if args.videos is not None and args.kind is None:  # clips are video: `mmspec bench --model F --videos D`
+        args.kind = "video"
     _check_bench_options(args)
     _use_threads(args)
     if args.suite is not None:
