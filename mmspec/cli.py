@@ -136,6 +136,8 @@ def _check_video(args) -> None:
                              "video models take --image, their first frame")
         if not Path(video).is_file():
             raise ValueError(f"--video: no file at {video}")
+    if cosmos and (getattr(args, "image", None) or getattr(args, "mask", None)):
+        raise ValueError("a Cosmos folder takes --video (the frames it continues), not --image or --mask")
     if getattr(args, "videos", None) is not None and not cosmos:
         raise ValueError("--videos benchmarks a Cosmos model folder: mmspec bench video --model FOLDER --videos DIR")
     if getattr(args, "command", None) == "bench" and cosmos and args.videos is None:
