@@ -12,7 +12,7 @@ from mmspec.stats import Stats
 # heavier pieces (transformers / diffusers models) load on first use
 _LAZY = {
     "HFCausalLM": "mmspec.adapters.text", "generate_text": "mmspec.pipelines.text",
-    "JanusImage": "mmspec.adapters.janus", "Emu3Image": "mmspec.adapters.emu3",
+    "JanusImage": "mmspec.adapters.janus", "Emu3Image": "mmspec.adapters.emu3", "CosmosTarget": "mmspec.adapters.cosmos",
     "ImagePipeline": "mmspec.pipelines", "VideoPipeline": "mmspec.pipelines", "TextPipeline": "mmspec.pipelines",
 }
 

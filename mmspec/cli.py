@@ -136,6 +136,8 @@ def _check_video(args) -> None:
                              "video models take --image, their first frame")
         if not Path(video).is_file():
             raise ValueError(f"--video: no file at {video}")
+    if cosmos and (getattr(args, "image", None) or getattr(args, "mask", None)):
+        raise ValueError("a Cosmos folder takes --video (the frames it continues), not --image or --mask")
     if getattr(args, "videos", None) is not None and not cosmos:
         raise ValueError("--videos benchmarks a Cosmos model folder: mmspec bench video --model FOLDER --videos DIR")
     if getattr(args, "command", None) == "bench" and cosmos and args.videos is None:
@@ -262,6 +264,8 @@ def cmd_bench(args) -> dict:
     from mmspec.bench import PROMPTS, environment, format_table, run_benchmark
     from mmspec.lossless import check_lossless
 
+    if args.videos is not None and args.kind is None:  # clips are video: `mmspec bench --model F --videos D`
+        args.kind = "video"
     _check_bench_options(args)
     _use_threads(args)
     if args.suite is not None:
@@ -488,7 +492,7 @@ def _convert_cosmos(args) -> dict:
     if len(shape) != 3:
         raise ValueError(f"--latent-shape: expected FRAMES,ROWS,COLS (e.g. 5,40,64), got {args.latent_shape!r}")
     out = convert_cosmos(args.checkpoint, args.out, allow_pickle=args.allow_pickle, model=args.model or "4b",
-                         latent_shape=shape, tokenizer=args.tokenizer)
+                         latent_shape=shape, tokenizer=args.tokenizer, text_encoder=args.text_encoder)
     print(out)
     return {"out": str(out)}
 
@@ -546,8 +550,8 @@ def build_parser() -> argparse.ArgumentParser:
     debug.add_argument("--debug", action="store_true", help="on an error, show its traceback, not one line")
     gen = sub.add_parser("generate", parents=[debug], help="generate images, videos or text with speculation")
     _common(gen)
-    gen.add_argument("prompt", nargs="?", help="the prompt (a Video2World folder: a .safetensors file of T5 "
-                     "features, 'context'; a Cosmos base folder: none)")
+    gen.add_argument("prompt", nargs="?", help="the prompt (a Video2World folder: text with its local T5, or a "
+                     ".safetensors file of T5 features, 'context'; a Cosmos base folder: none)")
     gen.add_argument("--out", default="out", help="output folder")
     gen.add_argument("--compare", action="store_true",
                      help="also run plain AR (--method ar) with the same prompt, seed and sampling: forwards, "
@@ -597,6 +601,8 @@ def build_parser() -> argparse.ArgumentParser:
                       "5,40,64: 33 frames of 640x1024)")
     conv.add_argument("--tokenizer", help="cosmos: NVIDIA's tokenizer folder (encoder.jit, decoder.jit), copied into "
                       "OUT/tokenizer")
+    conv.add_argument("--text-encoder", help="cosmos Video2World: a local T5 encoder folder (transformers, "
+                      "safetensors) for text prompts, named in OUT/config.json")
     conv.add_argument("--type", default="c2i", choices=["c2i", "t2i"])
     conv.add_argument("--image-size", type=int, default=256)
     conv.add_argument("--num-classes", type=int, default=1000)

@@ -33,8 +33,8 @@ def test_generate_video_continues_a_4_frame_mp4(cosmos, tmp_path, capsys):
 def test_bench_videos_reports_steps_compression_and_latency_against_ar(cosmos, tmp_path, capsys):
     folder, videos, _ = cosmos
     out = tmp_path / "bench.json"
-    assert main(["bench", "video", "--model", str(folder), "--videos", str(videos), "--allow-torchscript",
-                 "--out", str(out)]) == 0
+    assert main(["bench", "--model", str(folder), "--videos", str(videos), "--allow-torchscript",
+                 "--out", str(out)]) == 0  # (the kind is video)
     result = json.loads(out.read_text())
     summary = {r["method"]: r for r in result["summary"]}
     assert result["window"] == 64 and list(summary) == ["ar", "coupled"] and len(result["per_video"]) == 2
@@ -63,6 +63,8 @@ def test_one_line_errors(cosmos, tmp_path, capsys):
     (tmp_path / "model.pt").write_bytes(b"not read")
     assert "is a pickle; pass --allow-pickle" in _error(["convert", "cosmos", str(tmp_path / "model.pt"),
                                                          str(tmp_path / "out")], capsys)
+    assert "takes --video (the frames it continues), not --image" in _error(
+        ["generate", "video", "--model", str(folder), "--image", str(videos / "clip0.mp4")], capsys)
     assert "--video is the given frames of a Cosmos model folder" in _error(
         ["generate", "image", "x", "--video", str(videos / "clip0.mp4")], capsys)
 

@@ -3,6 +3,8 @@
 The given frames are encoded by the folder's discrete video tokenizer and committed as given tokens (their latent
 frames); the model generates the rest of its latent grid, and the tokenizer decodes the whole grid to frames, as
 Cosmos's own pipeline does (without its diffusion decoder). Sampling defaults to Cosmos's (temperature 1, top-p 0.8).
+A Video2World prompt is T5 features, or text when the folder's config.json names a local T5 encoder folder
+(`text_encoder`: a transformers T5EncoderModel with its tokenizer, safetensors; loaded at the first text prompt).
 """
 from __future__ import annotations
 
@@ -25,9 +27,12 @@ class CosmosPipeline(Pipeline):
     # SCD's setting on Cosmos: windows of 64 with maximal coupling
     default_window = 64
 
+    text_encoder_folder: "Path | None" = None  # a local T5 encoder for text prompts (config.json's text_encoder)
+
     def __init__(self, target: CosmosTarget, tokenizer: DiscreteVideoTokenizer, default_sampling: dict, fps: int):
         super().__init__()
         self.target, self.tokenizer, self.fps = target, tokenizer, fps
+        self.t5 = None  # (tokenizer, encoder), loaded at the first text prompt
         self.layout = target.model.layout
         self.default_sampling = default_sampling
 
@@ -46,6 +51,8 @@ class CosmosPipeline(Pipeline):
                    config.get("fps", 24))
         pipe.window_memory = WindowCache.coerce(window_cache).memories(path, device)
         pipe.folder, pipe.compile = path, compile
+        if "text_encoder" in config:
+            pipe.text_encoder_folder = path / config["text_encoder"]
         return pipe
 
     @property
@@ -77,7 +84,8 @@ class CosmosPipeline(Pipeline):
                  sampling: "dict | None" = None, progress_bar: bool = False, on_commit=None, compile=None):
         """video: the given frames (a file imageio reads, or uint8 [F, H, W, 3]); prompt (Video2World): T5 features
         [S, context_dim] or [1, S, context_dim], or (features, mask), or a .safetensors file holding "context" (and
-        "context_mask"), as Cosmos's pipeline passes them; `num_outputs` continuations."""
+        "context_mask"), as Cosmos's pipeline passes them, or text with a local T5 encoder (`text_encoder`);
+        `num_outputs` continuations."""
         started = time.perf_counter()
         method, policy = self._plan(method, window)
         condition = self.condition(prompt)
@@ -112,13 +120,38 @@ class CosmosPipeline(Pipeline):
             return None
         if not video2world:
             raise ValueError("a Cosmos base model takes no prompt (it continues the video); a Video2World folder does")
-        if isinstance(prompt, (str, Path)):
+        if isinstance(prompt, Path) or isinstance(prompt, str) and prompt.endswith(".safetensors"):
             prompt = read_features(prompt)
+        elif isinstance(prompt, str):
+            prompt = self.encode_text(prompt)
         features, mask = prompt if isinstance(prompt, (tuple, list)) else (prompt, None)
         features = torch.as_tensor(features)
         if features.dim() == 2:
             features, mask = features[None], None if mask is None else torch.as_tensor(mask)[None]
         return features if mask is None else (features, mask)
+
+
+    @torch.no_grad()
+    def encode_text(self, prompt: str, max_length: int = 512) -> torch.Tensor:
+        """Text -> T5 features [1, max_length, C] as Cosmos makes them: padded to 512 tokens, the encoder's states past
+        the prompt set to zero, all of them attended to (Cosmos's AR pipeline passes an all-ones mask)."""
+        if self.text_encoder_folder is None:
+            raise ValueError("a text prompt needs a local T5 encoder: name its folder in config.json's "
+                             "'text_encoder' (docs/cosmos.md), or pass T5 features (a .safetensors file holding "
+                             "'context')")
+        if self.t5 is None:
+            from transformers import AutoTokenizer, T5EncoderModel
+
+            from mmspec.loading import load_pretrained
+
+            folder, device = self.text_encoder_folder, self.target.model.tok_embeddings.weight.device
+            encoder = load_pretrained(T5EncoderModel, folder, "T5 text encoder", torch.float32, False, {"t5"}, device)
+            self.t5 = AutoTokenizer.from_pretrained(folder, local_files_only=True), encoder
+        tokenizer, encoder = self.t5
+        batch = tokenizer([prompt], return_tensors="pt", truncation=True, padding="max_length", max_length=max_length)
+        mask = batch.attention_mask.to(encoder.device)
+        states = encoder(input_ids=batch.input_ids.to(encoder.device), attention_mask=mask).last_hidden_state
+        return states * mask[..., None]
 
 
 def read_video(video) -> torch.Tensor:

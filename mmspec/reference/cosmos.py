@@ -49,7 +49,7 @@ class CosmosConfig:
     apply_abs_pos_emb: bool = False
     insert_cross_attn: bool = False
     insert_cross_attn_every_k_layers: int = 1
-    context_dim: int = 1024  # T5-v1.1-XXL features
+    context_dim: int = 1024  # google-t5/t5-11b encoder states
     apply_yarn: bool = False
     yarn_scale: float | None = None
     yarn_beta_fast: float | None = None

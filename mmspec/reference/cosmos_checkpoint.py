@@ -103,11 +103,12 @@ def read_cosmos_state_dict(file: "str | Path", allow_pickle: bool = False) -> di
 
 def convert_cosmos(file: "str | Path", out: "str | Path", allow_pickle: bool = False,
                    model: "str | CosmosConfig" = "4b", latent_shape=DEFAULT_LATENT_SHAPE,
-                   tokenizer: "str | Path | None" = None) -> Path:
+                   tokenizer: "str | Path | None" = None, text_encoder: "str | Path | None" = None) -> Path:
     """A released Cosmos checkpoint -> a Cosmos folder (safetensors in the checkpoint's dtype + config.json), checked
     key for key and shape for shape against the config of `model` (a released model's name, or a CosmosConfig),
     without building it (a meta model). `tokenizer`: NVIDIA's tokenizer folder (Cosmos-1.0-Tokenizer-DV8x16x16:
-    encoder.jit, decoder.jit), copied into tokenizer/."""
+    encoder.jit, decoder.jit), copied into tokenizer/; `text_encoder`: a local T5 encoder folder (transformers,
+    safetensors) for text prompts, named in config.json (not copied: T5-11B's encoder is large)."""
     config = model if isinstance(model, CosmosConfig) else cosmos_config(model, latent_shape)
     sd = read_cosmos_state_dict(file, allow_pickle)
     with torch.device("meta"):
@@ -119,6 +120,8 @@ def convert_cosmos(file: "str | Path", out: "str | Path", allow_pickle: bool = F
 
         write_tokenizer_folder(tokenizer, Path(out) / "tokenizer")
         extra["tokenizer"] = "tokenizer"
+    if text_encoder is not None:
+        extra["text_encoder"] = str(Path(text_encoder).resolve())
     _write(config, sd, out, **extra)
     return Path(out)
 

@@ -142,6 +142,17 @@ def test_the_law_test_catches_drafts_verified_at_the_wrong_positions(kind, metho
     assert chi_square_pvalue(sequence_id(_sample(model, given, condition, method), 3), law) < ALPHA
 
 
+@pytest.mark.parametrize("video2world", [False, True], ids=["base", "video2world"])
+def test_the_cosmos_step_traces_whole_and_gives_the_same_tokens(video2world):
+    """What compile=True needs (dynamo's graph of the step, run eagerly: `fullgraph=True` fails on any break)."""
+    model = tiny_cosmos(video2world, dtype=torch.float32)
+    context = torch.randn(1, 5, 12) if video2world else None
+    kw = dict(method="exact", window=5, sampling=COSMOS, seed=2, given=_given(model))
+    eager = mmspec.generate(CosmosTarget(model), context, model.layout, **kw)
+    traced = mmspec.generate(CosmosTarget(model), context, model.layout, compile={"backend": "eager"}, **kw)
+    assert torch.equal(traced.tokens, eager.tokens) and torch.equal(traced.stats.nfe, eager.stats.nfe)
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason=(
     "needs a CUDA GPU (torch.cuda.is_available() is False here): exact == ar for Cosmos with bf16 weights on CUDA, "
     "eager and compiled; benchmarks/gpu.sh runs it"))

@@ -62,3 +62,32 @@ def test_a_base_model_needs_a_video_and_no_prompt(folders):
 def test_the_tokenizer_loads_only_when_torchscript_is_allowed(folders):
     with pytest.raises(ValueError, match="--allow-torchscript"):
         VideoPipeline.from_pretrained(folders["base"])
+
+
+def test_video2world_takes_text_through_a_local_t5(folders, tmp_path):
+    """Cosmos's way: padded to 512 tokens, the states past the prompt zero, all of them attended to."""
+    import json
+    import shutil
+
+    from transformers import T5Config, T5EncoderModel
+
+    from tiny import word_tokenizer
+
+    folder = tmp_path / "v2w-t5"
+    shutil.copytree(folders["video2world"], folder)
+    torch.manual_seed(0)
+    t5 = T5EncoderModel(T5Config(vocab_size=40, d_model=12, d_kv=4, d_ff=16, num_layers=1, num_heads=3)).eval()
+    t5.save_pretrained(folder / "t5")
+    word_tokenizer().save_pretrained(folder / "t5")
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "text_encoder": "t5"}))
+    pipe = VideoPipeline.from_pretrained(folder, allow_torchscript=True)
+    ids = torch.zeros(1, 512, dtype=torch.long)
+    ids[0, :2] = torch.tensor([4, 5])  # "w1 w2"
+    mask = (ids > 0).long()
+    with torch.no_grad():
+        features = t5(input_ids=ids, attention_mask=mask).last_hidden_state * mask[..., None]
+    by_text = pipe("w1 w2", video=clip(1), seed=4, method="ar")
+    assert torch.equal(by_text.tokens, pipe(features, video=clip(1), seed=4, method="ar").tokens)
+    with pytest.raises(ValueError, match="a text prompt needs a local T5 encoder"):
+        VideoPipeline.from_pretrained(folders["video2world"], allow_torchscript=True)("w1 w2", video=clip(1))
