@@ -41,14 +41,15 @@ class CosmosPipeline(Pipeline):
                         window_cache: "WindowCache | str | Path | None" = None, compile: "bool | dict" = False,
                         allow_torchscript: bool = False) -> "CosmosPipeline":
         path = model_path(path, cls.default_model)
-        config = read_config(path, ("cosmos", "tokenizer"))
-        tokenizer = DiscreteVideoTokenizer.from_pretrained(path / config["tokenizer"], allow_torchscript, device)
+        config = read_config(path, ("cosmos",))
+        tokenizer = DiscreteVideoTokenizer.from_pretrained(path / config.get("tokenizer", "tokenizer"),
+                                                           allow_torchscript, device)
         model = load_cosmos(path, dtype=dtype, device=device)
         if tokenizer.vocab_size != model.config.vocab_size:
             raise ValueError(f"{path}: the tokenizer has {tokenizer.vocab_size} codes, the model "
                              f"{model.config.vocab_size}")
         pipe = cls(CosmosTarget(model), tokenizer, config.get("default_sampling", COSMOS_SAMPLING),
-                   config.get("fps", 24))
+                   config.get("fps", 25))  # (Cosmos's scripts save their videos at 25 fps)
         pipe.window_memory = WindowCache.coerce(window_cache).memories(path, device)
         pipe.folder, pipe.compile = path, compile
         if "text_encoder" in config:
