@@ -3,7 +3,9 @@
 A leaf module: reference GPT folders and transformers models (through their Auto class) both load here."""
 from __future__ import annotations
 
+import argparse
 import pickle
+import re
 import statistics
 import time
 from pathlib import Path
@@ -47,10 +49,16 @@ def read_safetensors(file: Path) -> dict[str, torch.Tensor]:
     return load_file(str(file))
 
 
+# what a training checkpoint may hold besides tensors and plain data: LlamaGen's training scripts save their
+# command line (`args`, an argparse.Namespace) beside the weights
+PICKLE_GLOBALS = (argparse.Namespace,)
+
+
 def read_checkpoint(file: "str | Path", allow_pickle: bool, convert: str):
     """A released checkpoint file: safetensors, or a pickle (`.pt`, `.pth`...) read only with `allow_pickle`, and then
-    through torch's weights-only unpickler, memory-mapped where its format allows (a large checkpoint is not read
-    whole). `convert`: what writes it as safetensors once."""
+    through torch's weights-only unpickler, which builds tensors, plain data and PICKLE_GLOBALS and refuses any other
+    class by name, memory-mapped where its format allows (a large checkpoint is not read whole). `convert`: what
+    writes it as safetensors once."""
     file = Path(file)
     if not file.is_file():
         raise FileNotFoundError(f"no checkpoint file at {file}")
@@ -60,13 +68,18 @@ def read_checkpoint(file: "str | Path", allow_pickle: bool, convert: str):
         raise ValueError(f"{file} is a pickle; pass --allow-pickle (allow_pickle=True) to read it with torch's "
                          f"weights-only unpickler, then save it as safetensors ({convert})")
     try:
-        try:
-            return torch.load(file, map_location="cpu", weights_only=True, mmap=True)
-        except RuntimeError as err:
-            if "mmap" not in str(err):
-                raise
-            return torch.load(file, map_location="cpu", weights_only=True)  # torch's legacy format: read it whole
+        with torch.serialization.safe_globals(list(PICKLE_GLOBALS)):
+            try:
+                return torch.load(file, map_location="cpu", weights_only=True, mmap=True)
+            except RuntimeError as err:
+                if "mmap" not in str(err):
+                    raise
+                return torch.load(file, map_location="cpu", weights_only=True)  # torch's legacy format: read it whole
     except (RuntimeError, pickle.UnpicklingError, EOFError) as err:
+        if found := re.search(r"GLOBAL (\S+)", str(err)):
+            raise ValueError(f"{file} holds the class {found.group(1)}, which mmspec does not unpickle (only tensors, "
+                             "plain data and argparse.Namespace): load it in its own code and save the weights as "
+                             "safetensors") from None
         raise ValueError(f"{file} is not a file of weights that torch's weights-only unpickler reads "
                          f"({type(err).__name__}): it may be truncated, or hold more than tensors") from None
 

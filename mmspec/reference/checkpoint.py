@@ -5,7 +5,9 @@ entries (layout, tokenizer, prompt vocabulary, default sampling) beside "gpt".
 
 A folder is loaded strictly: every weight the config implies must be there with its shape, and no
 other. LlamaGen releases `.pt` files (pickles): they load only with `allow_pickle=True`, and even
-then through torch's weights-only unpickler; convert them once with `convert_llamagen`.
+then through torch's weights-only unpickler (mmspec.loading.read_checkpoint: tensors, plain data and the
+`argparse.Namespace` of the `args` LlamaGen's training scripts save beside the weights); convert them once with
+`convert_llamagen`.
 """
 from __future__ import annotations
 

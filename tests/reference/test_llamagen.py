@@ -1,4 +1,5 @@
 """LlamaGen checkpoints: key layout, fused qkv, zero RoPE on condition tokens, caption masks."""
+import argparse
 import math
 
 import pytest
@@ -137,3 +138,21 @@ def test_mismatched_or_nullless_checkpoints_are_refused(tmp_path):
     assert plain.tokens.shape == (1, GRID * GRID)
     with pytest.raises(FileNotFoundError):
         load_gpt("/nonexistent/folder")
+
+
+def test_training_checkpoints_with_args_load_and_other_classes_are_refused(tmp_path):
+    """LlamaGen's training scripts save {"model", "optimizer", "steps", "args"}, args an argparse.Namespace: it loads
+    (the weights as from a plain checkpoint), and any other class in the pickle is still refused, by name."""
+    sd = llamagen_state_dict()
+    args = argparse.Namespace(gpt_model="GPT-B", image_size=GRID * 16, results_dir="/tmp/x")
+    torch.save({"model": sd, "optimizer": {}, "steps": 7, "args": args}, tmp_path / "train.pt")
+    model = load_llamagen(tmp_path / "train.pt", allow_pickle=True, num_classes=CLASSES, **KW)
+    assert all(torch.equal(model.state_dict()[k], v) for k, v in
+               load_llamagen(_save(sd, tmp_path), num_classes=CLASSES, **KW).state_dict().items())
+    torch.save({"model": sd, "args": args, "extra": Unsafe()}, tmp_path / "other.pt")
+    with pytest.raises(ValueError, match=r"holds the class .*Unsafe, which mmspec does not unpickle"):
+        load_llamagen(tmp_path / "other.pt", allow_pickle=True, num_classes=CLASSES, **KW)
+
+
+class Unsafe:
+    """A class a pickle may name: torch's weights-only unpickler must not build it."""

@@ -1,4 +1,6 @@
 """LlamaGen VQ weights, written with LlamaGen's key layout, decode to LlamaGen's pixels through diffusers."""
+import argparse
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -103,3 +105,16 @@ def test_llamagen_vq_decodes_like_llamagen(tmp_path):
         load_llamagen_vq(tmp_path / "vq.safetensors", model=MULT, **{**kw, "codebook_size": CODES + 1})
     codes = torch.randint(CODES, (2, 3, 3), generator=torch.Generator().manual_seed(1))
     torch.testing.assert_close(tok.decode(codes), llamagen_decode(sd, codes).clamp(-1, 1), atol=1e-4, rtol=1e-4)
+
+
+def test_vq_training_checkpoint_with_args_loads(tmp_path):
+    """LlamaGen's VQ training checkpoints hold `args` (an argparse.Namespace) beside model, optimizer and discriminator."""
+    sd = llamagen_vq_state_dict()
+    torch.save({"model": sd, "optimizer": {}, "discriminator": {}, "steps": 3,
+                "args": argparse.Namespace(vq_model="VQ-16", codebook_size=CODES)}, tmp_path / "vq.pt")
+    kw = dict(model=MULT, codebook_size=CODES, embed_dim=EMB, z_channels=Z, ch=CH)
+    with pytest.raises(ValueError, match="allow-pickle"):
+        load_llamagen_vq(tmp_path / "vq.pt", **kw)
+    codes = torch.randint(CODES, (1, 3, 3), generator=torch.Generator().manual_seed(2))
+    torch.testing.assert_close(load_llamagen_vq(tmp_path / "vq.pt", allow_pickle=True, **kw).decode(codes),
+                               llamagen_decode(sd, codes).clamp(-1, 1), atol=1e-4, rtol=1e-4)
