@@ -471,18 +471,20 @@ def _bench_methods(args) -> list[str]:
 
 
 def cmd_convert(args) -> dict:
-    if args.family == "cosmos":
-        return _convert_cosmos(args)
-    from mmspec.reference.checkpoint import convert_llamagen
-
-    out = convert_llamagen(args.checkpoint, args.out, allow_pickle=args.allow_pickle, model=args.model or "GPT-B",
-                           image_size=args.image_size, model_type=args.type, num_classes=args.num_classes,
-                           cls_token_num=args.cls_token_num, vocab_size=args.vocab_size)
+    out = CONVERTERS[args.family](args)
     print(out)
     return {"out": str(out)}
 
 
-def _convert_cosmos(args) -> dict:
+def _convert_llamagen(args) -> Path:
+    from mmspec.reference.checkpoint import convert_llamagen
+
+    return convert_llamagen(args.checkpoint, args.out, allow_pickle=args.allow_pickle, model=args.model or "GPT-B",
+                            image_size=args.image_size, model_type=args.type, num_classes=args.num_classes,
+                            cls_token_num=args.cls_token_num, vocab_size=args.vocab_size)
+
+
+def _convert_cosmos(args) -> Path:
     from mmspec.reference.cosmos_checkpoint import convert_cosmos
 
     try:
@@ -491,10 +493,17 @@ def _convert_cosmos(args) -> dict:
         shape = []
     if len(shape) != 3:
         raise ValueError(f"--latent-shape: expected FRAMES,ROWS,COLS (e.g. 5,40,64), got {args.latent_shape!r}")
-    out = convert_cosmos(args.checkpoint, args.out, allow_pickle=args.allow_pickle, model=args.model or "4b",
-                         latent_shape=shape, tokenizer=args.tokenizer, text_encoder=args.text_encoder)
-    print(out)
-    return {"out": str(out)}
+    return convert_cosmos(args.checkpoint, args.out, allow_pickle=args.allow_pickle, model=args.model or "4b",
+                          latent_shape=shape, tokenizer=args.tokenizer, text_encoder=args.text_encoder)
+
+
+def _convert_janus(args) -> Path:
+    from mmspec.adapters.janus_release import convert_janus
+
+    return convert_janus(args.checkpoint, args.out, allow_pickle=args.allow_pickle)
+
+
+CONVERTERS = {"llamagen": _convert_llamagen, "cosmos": _convert_cosmos, "janus": _convert_janus}
 
 
 def cmd_demo(args) -> dict:
@@ -591,9 +600,11 @@ def build_parser() -> argparse.ArgumentParser:
     _threads_option(render)
     render.set_defaults(func=cmd_render, json=False)
     conv = sub.add_parser("convert", parents=[debug],
-                          help="convert a LlamaGen GPT or Cosmos-1 autoregressive checkpoint to a model folder")
-    conv.add_argument("family", choices=["llamagen", "cosmos"])
-    conv.add_argument("checkpoint")
+                          help="convert a released checkpoint to a folder mmspec loads: llamagen (a GPT checkpoint -> a "
+                               "reference GPT folder), cosmos (a Cosmos-1 autoregressive checkpoint), janus (deepseek's "
+                               "Janus / Janus-Pro folder -> transformers' Janus)")
+    conv.add_argument("family", choices=sorted(CONVERTERS))
+    conv.add_argument("checkpoint", help="the checkpoint file (llamagen, cosmos) or the release's folder (janus)")
     conv.add_argument("out")
     conv.add_argument("--model", help="llamagen: GPT-B (default), GPT-L...; cosmos: 4b (default), 12b, 5b, 13b "
                                       "(5b, 13b: Video2World)")

@@ -299,6 +299,14 @@ def load_strict(model: torch.nn.Module, state_dict: dict[str, torch.Tensor], sou
     """Load every weight the model's config implies, with its shape, and no other (`optional` keys may be absent:
     the module keeps its own)."""
     expected = model.state_dict()
+    check_weights(expected, state_dict, source, optional)
+    model.load_state_dict({k: v.to(expected[k].dtype) for k, v in state_dict.items()}, strict=not optional)
+
+
+def check_weights(expected: dict[str, torch.Tensor], state_dict: dict[str, torch.Tensor], source: str,
+                  optional: frozenset[str] = frozenset()) -> None:
+    """Refuse weights that are not those `expected` (a model's state_dict, on any device, meta included): a key
+    missing (but `optional` ones), one too many, or a shape that differs."""
     missing = sorted(set(expected) - set(state_dict) - optional)
     unexpected = sorted(set(state_dict) - set(expected))
     shapes = [f"{k}: {tuple(state_dict[k].shape)} vs config {tuple(v.shape)}" for k, v in expected.items()
@@ -306,4 +314,3 @@ def load_strict(model: torch.nn.Module, state_dict: dict[str, torch.Tensor], sou
     if missing or unexpected or shapes:
         raise ValueError(f"the weights in {source} do not match the config: missing {missing[:5]}, "
                          f"unexpected {unexpected[:5]}, shape mismatches {shapes[:5]}")
-    model.load_state_dict({k: v.to(expected[k].dtype) for k, v in state_dict.items()}, strict=not optional)

@@ -205,7 +205,7 @@ def tiny_llama(vocab=40, layers=2, hidden=32, seed=0, dtype=torch.float64):
 BOS, PAD, BOI = 2, 1, 3  # tiny_janus's special ids
 
 
-def tiny_janus(n=4, codes=12, layers=2, seed=0, dtype=torch.float64):
+def tiny_janus(n=4, codes=12, layers=2, seed=0, dtype=torch.float64, vision_heads=4):
     """A random Janus whose image tokens form an n x n grid over `codes` VQ codes (smoke/tiny_janus.py)."""
     from transformers import JanusConfig, JanusForConditionalGeneration
 
@@ -213,7 +213,7 @@ def tiny_janus(n=4, codes=12, layers=2, seed=0, dtype=torch.float64):
     text = dict(model_type="llama", vocab_size=99, hidden_size=32, num_hidden_layers=layers, num_attention_heads=4,
                 intermediate_size=37, max_position_embeddings=512, pad_token_id=PAD)
     vision = dict(image_size=5 * n, patch_size=5, num_image_tokens=n * n, hidden_size=32, projection_dim=32,
-                  num_hidden_layers=1, num_attention_heads=4, mlp_ratio=2)
+                  num_hidden_layers=1, num_attention_heads=vision_heads, mlp_ratio=2)
     vq = dict(embed_dim=12, num_embeddings=codes, latent_channels=12, base_channels=32, channel_multiplier=[1, 1],
               projection_dim=32, image_token_embed_dim=32)
     model = JanusForConditionalGeneration(JanusConfig(text_config=text, vision_config=vision, vq_config=vq,

@@ -9,6 +9,7 @@ an n x n grid with no row-end tokens.
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import torch
@@ -29,16 +30,27 @@ class JanusImage:
         gen = model.generation_config
         self.bos_token_id = gen.bos_token_id
         self.pad_token_id = gen.pad_token_id
-        self.boi_token_id = (getattr(gen, "generation_kwargs", None) or {}).get("boi_token_id")
+        self.boi_token_id = (getattr(gen, "generation_kwargs", None) or {}).get("boi_token_id",
+                                                                               getattr(gen, "boi_token_id", None))
         self.lean = LeanLlama.of(model.model.language_model)  # its Llama decoder, lean (mmspec.adapters.llama)
 
     @classmethod
     def from_pretrained(cls, path: str | Path, dtype: torch.dtype = torch.float32, device="cpu"):
+        """A transformers Janus folder. deepseek's own layout (`model_type: multi_modality`) is refused, naming
+        `mmspec convert janus`; a BOI id that transformers dropped with its generation config's `generation_kwargs`
+        is read from generation_config.json, and a folder without one is refused here, not at the first CFG call."""
         from transformers import JanusForConditionalGeneration
 
+        from mmspec.adapters.janus_release import is_deepseek_janus
         from mmspec.loading import load_pretrained
 
-        return cls(load_pretrained(JanusForConditionalGeneration, path, "Janus", dtype, False, {"janus"}, device))
+        if is_deepseek_janus(path):
+            raise ValueError(f"{path} is Janus in deepseek's layout (model_type 'multi_modality'); convert it once "
+                             f"with `mmspec convert janus {path} OUT` and load OUT")
+        target = cls(load_pretrained(JanusForConditionalGeneration, path, "Janus", dtype, False, {"janus"}, device))
+        if target.boi_token_id is None:
+            target.boi_token_id = _saved_boi(Path(path))
+        return target
 
     @property
     def grid_size(self) -> int:
@@ -91,6 +103,20 @@ class JanusImage:
         """[B, N] image tokens -> [B, H, W, 3] pixels in [-1, 1] (the model's VQ decoder)."""
         device = self.model.get_input_embeddings().weight.device
         return self.model.decode_image_tokens(torch.as_tensor(tokens, dtype=torch.long, device=device))
+
+
+def _saved_boi(path: Path) -> int:
+    """The BOI id in a folder's generation_config.json (generation_kwargs.boi_token_id, or boi_token_id as
+    transformers' conversion script writes it), which transformers drops on loading when the file says
+    `_from_model_config: true`."""
+    file = path / "generation_config.json"
+    saved = json.loads(file.read_text()) if file.is_file() else {}
+    boi = (saved.get("generation_kwargs") or {}).get("boi_token_id", saved.get("boi_token_id"))
+    if boi is None:
+        raise ValueError(f"{file} does not give Janus's BOI token id (generation_kwargs.boi_token_id), which image "
+                         "prompts end with and CFG keeps: add it (\"generation_kwargs\": {\"boi_token_id\": ID}, "
+                         "the tokenizer's <begin_of_image>) or convert the release with `mmspec convert janus`")
+    return int(boi)
 
 
 class _JanusSession(HFSession):
