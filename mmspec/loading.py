@@ -84,8 +84,10 @@ def read_checkpoint(file: "str | Path", allow_pickle: bool, convert: str):
                          f"({type(err).__name__}): it may be truncated, or hold more than tensors") from None
 
 
-def raise_on_loading_info(info: dict, path: Path) -> None:
-    """transformers only warns when weights and config disagree; mmspec refuses."""
+def raise_on_loading_info(info: dict, path: Path, optional: tuple[str, ...] = ()) -> None:
+    """transformers only warns when weights and config disagree; mmspec refuses (missing weights under the
+    `optional` prefixes excepted: modules that generation does not run)."""
+    info = {**info, "missing_keys": [k for k in info.get("missing_keys") or () if not k.startswith(optional)]}
     problems = {k: v for k in ("missing_keys", "unexpected_keys", "mismatched_keys") if (v := info.get(k))}
     if problems:
         detail = "; ".join(f"{k}: {sorted(map(str, v))[:5]}" for k, v in problems.items())
@@ -93,8 +95,9 @@ def raise_on_loading_info(info: dict, path: Path) -> None:
 
 
 def load_pretrained(auto_cls, path: str | Path, what: str, dtype: torch.dtype, trust_remote_code: bool,
-                    supported: set[str] | None = None, device="cpu"):
-    """A transformers model from a local folder, on `device`, laid out for decoding (`decode_layout`)."""
+                    supported: set[str] | None = None, device="cpu", optional: tuple[str, ...] = ()):
+    """A transformers model from a local folder, on `device`, laid out for decoding (`decode_layout`); weights under
+    the `optional` prefixes may be missing from the folder."""
     from transformers import AutoConfig
     from transformers.utils import logging as hf_logging
 
@@ -114,7 +117,7 @@ def load_pretrained(auto_cls, path: str | Path, what: str, dtype: torch.dtype, t
     finally:
         if shown:
             hf_logging.enable_progress_bar()
-    raise_on_loading_info(info, path)
+    raise_on_loading_info(info, path, optional)
     return decode_layout(model.to(device))
 
 

@@ -371,3 +371,33 @@ def clip(frames: int = 4, seed: int = 0, size: int = 16):
     g = torch.Generator().manual_seed(seed)
     colours = torch.randint(0, 2, (frames, size // 8, size // 8, 3), generator=g).to(torch.uint8) * 255
     return colours.repeat_interleave(8, 1).repeat_interleave(8, 2)
+
+
+# tiny_chameleon's ids: BOS, pad, EOS; image tokens IMAGE0.. ; Lumina-mGPT's structural tokens; resolution tokens
+C_BOS, C_PAD, C_EOS, C_IMAGE0, C_BOI, C_EOI, C_ROW_END, C_SEP, C_RES1 = 0, 1, 2, 4, 30, 31, 32, 33, 34
+
+
+def chameleon_vocabulary(codes: int, size: int = 64) -> dict:
+    """A Chameleon vocabulary map: image token of code c named IMGIMG + c's digits as letters A-J + Z, Lumina-mGPT's
+    structural tokens, resolution tokens for 1 and 2 patches, the rest text."""
+    names = {C_BOS: "<s>", C_PAD: "<pad>", C_EOS: "</s>", 3: "<image>", C_BOI: "<racm3:break>", C_EOI: "<eoss>",
+             C_ROW_END: "<reserved08799>", C_SEP: "<reserved08706>", C_RES1: "<reserved08801>",
+             C_RES1 + 1: "<reserved08802>"}
+    names |= {C_IMAGE0 + c: "IMGIMG" + "".join(chr(ord("A") + int(d)) for d in str(c)) + "Z" for c in range(codes)}
+    return {names.get(i, f"<tok{i}>"): i for i in range(size)}
+
+
+def tiny_chameleon(codes=6, layers=2, seed=0, dtype=torch.float64):
+    """A random Chameleon (transformers' ChameleonForConditionalGeneration) over a vocabulary of 64 with `codes`
+    image tokens."""
+    from transformers import ChameleonConfig, ChameleonForConditionalGeneration
+
+    torch.manual_seed(seed)
+    vq = dict(embed_dim=4, num_embeddings=codes, latent_channels=4, base_channels=32, channel_multiplier=[1, 1],
+              num_res_blocks=1, resolution=16)
+    cfg = ChameleonConfig(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=layers,
+                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256, bos_token_id=C_BOS,
+                          pad_token_id=C_PAD, eos_token_id=C_EOS, vq_config=vq,
+                          vocabulary_map=chameleon_vocabulary(codes))
+    model = ChameleonForConditionalGeneration(cfg).to(dtype).eval()
+    return spread_weights(model, skip=("model.vqmodel",))
