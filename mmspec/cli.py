@@ -503,7 +503,16 @@ def _convert_janus(args) -> Path:
     return convert_janus(args.checkpoint, args.out, allow_pickle=args.allow_pickle)
 
 
-CONVERTERS = {"llamagen": _convert_llamagen, "cosmos": _convert_cosmos, "janus": _convert_janus}
+def _convert_chameleon_vq(args) -> Path:
+    from mmspec.tokenizers.chameleon import convert_chameleon_vq
+
+    if args.config is None:
+        raise ValueError("mmspec convert chameleon-vq needs --config vqgan.yaml (the VQGAN's yaml, beside vqgan.ckpt)")
+    return convert_chameleon_vq(args.checkpoint, args.config, args.out, allow_pickle=args.allow_pickle)
+
+
+CONVERTERS = {"llamagen": _convert_llamagen, "cosmos": _convert_cosmos, "janus": _convert_janus,
+              "chameleon-vq": _convert_chameleon_vq}
 
 
 def cmd_demo(args) -> dict:
@@ -602,10 +611,12 @@ def build_parser() -> argparse.ArgumentParser:
     conv = sub.add_parser("convert", parents=[debug],
                           help="convert a released checkpoint to a folder mmspec loads: llamagen (a GPT checkpoint -> a "
                                "reference GPT folder), cosmos (a Cosmos-1 autoregressive checkpoint), janus (deepseek's "
-                               "Janus / Janus-Pro folder -> transformers' Janus)")
+                               "Janus / Janus-Pro folder -> transformers' Janus), chameleon-vq (Chameleon's vqgan.ckpt "
+                               "+ --config vqgan.yaml -> a VQModel folder: put it in the Chameleon model folder as vqgan/)")
     conv.add_argument("family", choices=sorted(CONVERTERS))
     conv.add_argument("checkpoint", help="the checkpoint file (llamagen, cosmos) or the release's folder (janus)")
     conv.add_argument("out")
+    conv.add_argument("--config", help="chameleon-vq: the VQGAN's vqgan.yaml")
     conv.add_argument("--model", help="llamagen: GPT-B (default), GPT-L...; cosmos: 4b (default), 12b, 5b, 13b "
                                       "(5b, 13b: Video2World)")
     conv.add_argument("--latent-shape", default="5,40,64", help="cosmos: the token grid, FRAMES,ROWS,COLS (default "

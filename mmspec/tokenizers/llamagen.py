@@ -66,14 +66,20 @@ def load_llamagen_vq(file: str | Path, model: "str | tuple[int, ...]" = "VQ-16",
     vq = llamagen_vq(VQ_MODELS[model] if isinstance(model, str) else model, **config)
     sd = {diffusers_key(k): v for k, v in read_llamagen_state_dict(file, allow_pickle).items()
           if k != "quantize.codebook_used"}
+    sd["quantize.embedding.weight"] = F.normalize(sd["quantize.embedding.weight"].float(), dim=-1)
+    load_vq_weights(vq, sd, f"{file} ({model})")
+    return VQTokenizer(vq)
+
+
+def load_vq_weights(vq, sd: dict, source: str) -> None:
+    """Weights under diffusers' VQModel names into `vq`, every one of them and no other: taming's 1x1 convolutions
+    of the attention blocks become the linear layers diffusers has there."""
     expected = vq.state_dict()
     sd = {k: v.reshape(expected[k].shape) if k in expected and v.dim() == 4 and expected[k].dim() == 2 else v
           for k, v in sd.items()}
-    sd["quantize.embedding.weight"] = F.normalize(sd["quantize.embedding.weight"].float(), dim=-1)
     missing, unexpected = sorted(set(expected) - set(sd)), sorted(set(sd) - set(expected))
     shapes = [k for k in expected if k in sd and sd[k].shape != expected[k].shape]
     if missing or unexpected or shapes:
-        raise ValueError(f"the VQ weights in {file} do not match {model}: missing {missing[:4]}, "
+        raise ValueError(f"the VQ weights in {source} do not match its config: missing {missing[:4]}, "
                          f"unexpected {unexpected[:4]}, shape mismatches {shapes[:4]}")
     vq.load_state_dict(sd)
-    return VQTokenizer(vq)
