@@ -401,3 +401,29 @@ def tiny_chameleon(codes=6, layers=2, seed=0, dtype=torch.float64):
                           vocabulary_map=chameleon_vocabulary(codes))
     model = ChameleonForConditionalGeneration(cfg).to(dtype).eval()
     return spread_weights(model, skip=("model.vqmodel",))
+
+
+def tiny_chameleon_folder(path, codes=6, image_size=32):
+    """A Chameleon model folder as mmspec runs it: transformers' folder (config with `image_size` in pixels,
+    safetensors), a word-level tokenizer.json over its vocabulary, and a random VQGAN (16 pixels a token) in vqgan/."""
+    import json
+
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    from mmspec.tokenizers.chameleon import chameleon_vq
+
+    path.mkdir(parents=True, exist_ok=True)
+    model = tiny_chameleon(codes=codes, dtype=torch.float32)
+    model.save_pretrained(path)
+    config = json.loads((path / "config.json").read_text())
+    (path / "config.json").write_text(json.dumps({**config, "image_size": image_size}))
+    vocab = chameleon_vocabulary(codes)
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<tok40>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>",
+                            unk_token="<tok40>", additional_special_tokens=["<reserved08706>"]).save_pretrained(path)
+    dd = dict(ch=32, ch_mult=[1] * 5, num_res_blocks=1, attn_resolutions=[], z_channels=4, resolution=image_size)
+    torch.manual_seed(1)
+    chameleon_vq({"embed_dim": 4, "n_embed": codes, "ddconfig": dd}).save_pretrained(path / "vqgan")
+    return model

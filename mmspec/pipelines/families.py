@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 
 REFERENCE = "mmspec-gpt"  # the reference GPT folders (the bundled models, converted LlamaGen checkpoints)
-PIPELINE_FAMILIES = (REFERENCE,)
+CHAMELEON = "chameleon"  # Lumina-mGPT, Anole (mmspec.pipelines.chameleon)
+PIPELINE_FAMILIES = (REFERENCE, CHAMELEON)
 # families mmspec runs through their Python adapters (docs/usage.md), not through the pipelines
 ADAPTERS = {"janus": "mmspec.adapters.janus.JanusImage", "emu3": "mmspec.adapters.emu3.Emu3Image"}
 

@@ -15,7 +15,7 @@ import mmspec.layouts as layouts
 from mmspec.adapters.reference import ReferenceTarget
 from mmspec.api import generate
 from mmspec.pipelines.base import DEFAULT_METHOD, DEFAULT_WINDOW, Pipeline, WindowCache, as_list, model_path
-from mmspec.pipelines.families import family
+from mmspec.pipelines.families import CHAMELEON, family
 from mmspec.pipelines.prompts import encode_prompt, unknown_words
 from mmspec.pipelines.scene import Staging, staging
 from mmspec.reference.checkpoint import load_gpt
@@ -84,7 +84,13 @@ class _GridPipeline(Pipeline):
         """window_cache: where auto windows' measurements are kept across processes (see WindowCache.coerce:
         None is $MMSPEC_WINDOW_CACHE or ~/.cache/mmspec/windows, 'off' nowhere)."""
         path = model_path(path, cls.default_model)
-        family(path)  # a folder of another family is refused here, naming what to do
+        if family(path) == CHAMELEON:  # (another family is refused there, naming what to do)
+            if cls is not ImagePipeline:
+                raise ValueError(f"{path} is a Chameleon model: it generates images, not {cls.__name__}'s output")
+            from mmspec.pipelines.chameleon import ChameleonPipeline
+
+            return ChameleonPipeline.from_pretrained(path, device=device, dtype=dtype, window_cache=window_cache,
+                                                     compile=compile)
         config = read_config(path, ("layout", "tokenizer"))
         layout = model_layout(path)
         tokenizer = VQTokenizer.from_pretrained(_named_folder(path, config, "tokenizer"), device=device)
