@@ -266,6 +266,8 @@ def cmd_bench(args) -> dict:
 
     if args.videos is not None and args.kind is None:  # clips are video: `mmspec bench --model F --videos D`
         args.kind = "video"
+    if args.prompts is not None:
+        return _bench_table(args)
     _check_bench_options(args)
     _use_threads(args)
     if args.suite is not None:
@@ -316,6 +318,35 @@ def _bench_videos(args) -> dict:
     if not args.json:
         print(format_video_table(result))
     return result
+
+
+def _bench_table(args) -> dict:
+    """--model FOLDER --prompts FILE: the field's table (mmspec.tables) as table.json and table.md in --out."""
+    import torch
+
+    from mmspec.pipelines import load_pipeline
+    from mmspec.tables import DEFAULT_TABLE_METHODS, PromptFile, format_markdown, table
+
+    if args.model is None or args.suite is not None or args.prompt:
+        raise ValueError("--prompts FILE runs the field's table on one model: mmspec bench --model FOLDER --prompts FILE "
+                         "(no --suite, no --prompt)")
+    if args.kind not in (None, "image"):
+        raise ValueError(f"--prompts runs image models; {args.kind} takes mmspec bench {args.kind} --model FOLDER")
+    args.kind, args.methods = "image", args.methods or DEFAULT_TABLE_METHODS
+    _check_bench_options(args)
+    inputs = PromptFile(args.prompts, args.limit)
+    out = _check_writable(args.out or Path("benchmarks/results/table"))
+    _use_threads(args)
+    compile = args.compile or torch.device(args.device).type == "cuda"  # the papers' latencies are of compiled GPU runs
+    pipe = load_pipeline("image", args.model, device=args.device, window_cache="off", compile=compile)
+    result = table(pipe, inputs, _bench_methods(args), model=args.model, device=args.device, repeats=args.repeats or 1,
+                   out=out, window=args.window or pipe.default_window, seed=args.seed, num_outputs=args.num,
+                   sampling=_sampling(args, pipe))
+    if not args.json:
+        print(format_markdown(result))
+        print(f"{out / 'table.json'}\n{out / 'table.md'}")
+    exact = [r for r in result["rows"] if r["name"] == "exact"]
+    return {**result, "exit_status": int(any(r["identical_inputs"] != r["inputs"] for r in exact))}
 
 
 def _given_pictures(args) -> dict:
@@ -584,6 +615,11 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--videos", metavar="DIR", help="video, a Cosmos folder: continue every clip in DIR with AR "
                        "and --methods (default coupled) at --window (default 64): steps compression and latency "
                        "speed-up, as SCD reports them")
+    bench.add_argument("--prompts", metavar="FILE", help="with --model FOLDER: the field's table (steps compression, "
+                       "latency against AR, acceptance, tokens/s; docs/usage.md) over a prompt file: one prompt a line, "
+                       "or a PartiPrompts-style .tsv with a Prompt column (default methods "
+                       "jacobi,coupled,gumbel,pac,exact; --out: a folder, default benchmarks/results/table)")
+    bench.add_argument("--limit", type=int, metavar="N", help="--prompts: the first N prompts")
     bench.add_argument("--repeats", type=int, help="time each method this many times, keep the best (default 1; "
                        "the suite's own otherwise)")
     bench.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1... (default cpu)")
