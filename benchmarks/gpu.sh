@@ -5,6 +5,11 @@
 #
 #   bash benchmarks/gpu.sh [OUT_DIR]     # default: $OUT if set, else benchmarks/results/gpu
 #
+# With MMSPEC_TABLE_MODEL=FOLDER (a tiny or a real image model folder, e.g. Lumina-mGPT or Anole with its vqgan/)
+# it also writes the field's table on that folder (`mmspec bench --model FOLDER --prompts FILE`, compiled) over
+# MMSPEC_TABLE_PROMPTS (a prompt file or a PartiPrompts .tsv; default: this script's three prompts), the first
+# MMSPEC_TABLE_LIMIT of them (default 3), within MMSPEC_TABLE_SECONDS (default 120).
+#
 # Each step has its own time limit, and the suite runs one model kind at a time into its own subfolder, so a
 # step that runs long loses only itself. Nothing is downloaded except by `pip install -e .[dev]`, and only when
 # mmspec or its test tools are missing.
@@ -67,6 +72,15 @@ if [ -n "${MMSPEC_COSMOS:-}" ]; then
   step cosmos-bench 3000 python -m mmspec.cli bench video --model "$MMSPEC_COSMOS" \
     --videos "${MMSPEC_COSMOS_VIDEOS:?set MMSPEC_COSMOS_VIDEOS to a folder of input clips}" --allow-torchscript \
     --device cuda --out "$out/cosmos-bench.json"
+fi
+
+# the field's table on a folder the caller names (docs/usage.md, "The field's table")
+if [ -n "${MMSPEC_TABLE_MODEL:-}" ]; then
+  prompts="${MMSPEC_TABLE_PROMPTS:-$out/table-prompts.txt}"
+  [ -n "${MMSPEC_TABLE_PROMPTS:-}" ] || printf 'a red apple on a wooden table\na lighthouse at dusk\na cat reading a book\n' \
+    > "$prompts"
+  step table "${MMSPEC_TABLE_SECONDS:-120}" python -m mmspec.cli bench --model "$MMSPEC_TABLE_MODEL" \
+    --prompts "$prompts" --limit "${MMSPEC_TABLE_LIMIT:-3}" --device cuda --repeats 1 --out "$out/table"
 fi
 
 echo "== done in ${SECONDS}s, exit $status; results in $out"
