@@ -427,3 +427,49 @@ def tiny_chameleon_folder(path, codes=6, image_size=32):
     torch.manual_seed(1)
     chameleon_vq({"embed_dim": 4, "n_embed": codes, "ddconfig": dd}).save_pretrained(path / "vqgan")
     return model
+
+
+class TamingWeights:
+    """Writes random weights of taming-transformers' VQGAN blocks into a state dict `sd` under the names given
+    (LlamaGen's and Chameleon's VQ tokenizers are both taming VQGANs, under their own module names)."""
+
+    def __init__(self, sd: dict, seed: int = 0):
+        self.sd, self.g = sd, torch.Generator().manual_seed(seed)
+
+    def r(self, *shape) -> torch.Tensor:
+        return torch.randn(*shape, generator=self.g) * 0.2
+
+    def res(self, p: str, cin: int, cout: int) -> None:
+        r = self.r
+        self.sd.update({p + "norm1.weight": 1 + r(cin), p + "norm1.bias": r(cin), p + "conv1.weight": r(cout, cin, 3, 3),
+                        p + "conv1.bias": r(cout), p + "norm2.weight": 1 + r(cout), p + "norm2.bias": r(cout),
+                        p + "conv2.weight": r(cout, cout, 3, 3), p + "conv2.bias": r(cout)})
+        if cin != cout:
+            self.sd.update({p + "nin_shortcut.weight": r(cout, cin, 1, 1), p + "nin_shortcut.bias": r(cout)})
+
+    def attn(self, p: str, c: int) -> None:
+        self.sd.update({p + "norm.weight": 1 + self.r(c), p + "norm.bias": self.r(c)})
+        for name in ("q", "k", "v", "proj_out"):
+            self.sd.update({p + f"{name}.weight": self.r(c, c, 1, 1), p + f"{name}.bias": self.r(c)})
+
+
+def taming_ops(sd: dict):
+    """taming's decoder blocks, restated as functions of the weights in `sd` at a name prefix:
+    -> (group norm, conv, resnet block, attention block)."""
+    import torch.nn.functional as F
+
+    gn = lambda x, p: F.group_norm(x, 32, sd[p + "weight"], sd[p + "bias"], eps=1e-6)  # noqa: E731
+    conv = lambda x, p, pad=1: F.conv2d(x, sd[p + "weight"], sd[p + "bias"], padding=pad)  # noqa: E731
+
+    def res(x, p):
+        h = conv(F.silu(gn(conv(F.silu(gn(x, p + "norm1.")), p + "conv1."), p + "norm2.")), p + "conv2.")
+        return (conv(x, p + "nin_shortcut.", 0) if p + "nin_shortcut.weight" in sd else x) + h
+
+    def attn(x, p):
+        h = gn(x, p + "norm.")
+        B, C, H, W = h.shape
+        q, k, v = (conv(h, p + f"{n}.", 0).reshape(B, C, H * W) for n in "qkv")
+        w = torch.softmax(q.transpose(1, 2) @ k * C ** -0.5, -1)  # [B, HW, HW]
+        return x + conv((v @ w.transpose(1, 2)).reshape(B, C, H, W), p + "proj_out.", 0)
+
+    return gn, conv, res, attn

@@ -22,8 +22,7 @@ from pathlib import Path
 
 import torch
 
-from mmspec.adapters.emu3 import MASKED
-from mmspec.adapters.hf import HFSession
+from mmspec.adapters.hf import AllowedTokensSession
 from mmspec.adapters.prompts import prompt_ids
 from mmspec.layouts import Grid2D, Layout
 
@@ -114,10 +113,10 @@ class ChameleonImage:
         prompts = self.prompt_ids(condition, layout)
         nulls = [torch.tensor(self.image_start(layout))] * len(prompts) if cfg else None
         pad = self.model.config.pad_token_id
-        return _ChameleonSession(self.model, self.allowed, prompts, nulls, num_samples,
-                                 embedding=self.model.get_input_embeddings(), text_config=self.model.config,
-                                 layout=layout, max_window=max_window, vocab_size=self.vocab_size,
-                                 pad_id=0 if pad is None else pad, draft_vocab=self.image_tokens)
+        return AllowedTokensSession(self.model, self.model.model, self.allowed, prompts, nulls, num_samples,
+                                    embedding=self.model.get_input_embeddings(), text_config=self.model.config,
+                                    layout=layout, max_window=max_window, vocab_size=self.vocab_size,
+                                    pad_id=0 if pad is None else pad, draft_vocab=self.image_tokens)
 
     def codes_of(self, tokens: torch.Tensor, layout: Grid2D) -> torch.Tensor:
         """Generated tokens [B, h (w + 1) + 1] -> VQ codes [B, h, w] (row ends and EOI dropped, BPE ids mapped)."""
@@ -135,17 +134,3 @@ def text_tokenizer(path: Path):
     from transformers import PreTrainedTokenizerFast
 
     return PreTrainedTokenizerFast.from_pretrained(path, local_files_only=True)
-
-
-class _ChameleonSession(HFSession):
-    def __init__(self, model, allowed, *args, **kwargs):
-        self.model, self.lm, self.allowed = model, model.model, allowed
-        super().__init__(*args, **kwargs)
-
-    def embed(self, tokens):
-        return self.model.get_input_embeddings()(tokens)
-
-    def logits(self, h, positions, view):
-        logits = self.model.lm_head(self.run(self.lm, h, positions, view).last_hidden_state)
-        logits = logits.to(torch.promote_types(logits.dtype, torch.float32))  # -1e9 overflows half precision
-        return logits.masked_fill(~self.allowed, MASKED)

@@ -20,11 +20,10 @@ from pathlib import Path
 
 import torch
 
-from mmspec.adapters.hf import HFSession
+from mmspec.adapters.hf import AllowedTokensSession
 from mmspec.adapters.prompts import prompt_ids
 from mmspec.layouts import Grid2D, Layout
 
-MASKED = -1e9  # logit of a token that may not appear at a free position
 EOL_NAME, EOF_NAME, EOI_NAME = "<|extra_200|>", "<|extra_201|>", "<|image end|>"
 
 
@@ -118,11 +117,11 @@ class Emu3Image:
                              "{'prompt': ids, 'negative_prompt': ids} (transformers falls back to the prompt's last "
                              "token alone when negative_prompt_ids is missing; pass that explicitly to match it)")
         pad = self.model.config.text_config.pad_token_id
-        return _Emu3Session(self.model, self.allowed, prompts, negative if cfg else None, num_samples,
-                            embedding=self.model.get_input_embeddings(), text_config=self.model.config.text_config,
-                            layout=layout, max_window=max_window, vocab_size=self.vocab_size,
-                            pad_id=0 if pad is None else pad,
-                            draft_vocab=self.visual_tokens)  # random drafts only where they can be accepted
+        return AllowedTokensSession(self.model, self.model.model.text_model, self.allowed, prompts,
+                                    negative if cfg else None, num_samples, embedding=self.model.get_input_embeddings(),
+                                    text_config=self.model.config.text_config, layout=layout, max_window=max_window,
+                                    vocab_size=self.vocab_size, pad_id=0 if pad is None else pad,
+                                    draft_vocab=self.visual_tokens)  # random drafts only where they can be accepted
 
     @torch.no_grad()
     def decode(self, tokens: torch.Tensor, height: int, width: int) -> torch.Tensor:
@@ -130,17 +129,3 @@ class Emu3Image:
         device = self.model.get_input_embeddings().weight.device
         tokens = torch.as_tensor(tokens, dtype=torch.long, device=device)
         return self.model.decode_image_tokens(image_tokens=tokens, height=height, width=width)
-
-
-class _Emu3Session(HFSession):
-    def __init__(self, model, allowed, *args, **kwargs):
-        self.model, self.lm, self.allowed = model, model.model.text_model, allowed
-        super().__init__(*args, **kwargs)
-
-    def embed(self, tokens):
-        return self.model.get_input_embeddings()(tokens)
-
-    def logits(self, h, positions, view):
-        logits = self.model.lm_head(self.run(self.lm, h, positions, view).last_hidden_state)
-        logits = logits.to(torch.promote_types(logits.dtype, torch.float32))  # -1e9 overflows half precision
-        return logits.masked_fill(~self.allowed, MASKED)

@@ -125,3 +125,24 @@ class HFSession(PrefixSession):
                                  f"{layers} layers (0 .. {layers}: each layer's input, then the normed output)")
             self.features = torch.cat([out.hidden_states[i] for i in self.taps], -1)
         return out
+
+
+MASKED = -1e9  # logit of a token that may not appear at a free position (finite: -inf - -inf in a CFG mix is NaN)
+
+
+class AllowedTokensSession(HFSession):
+    """A session over a decoder `lm` (its last hidden state through `model.lm_head`) whose free positions may take the
+    `allowed` [V] tokens only: every other logit is set to MASKED in both CFG halves, which shifts no allowed token's
+    logit and keeps the others at probability zero under either CFG rule, as masking after the mix does."""
+
+    def __init__(self, model, lm, allowed: torch.Tensor, *args, **kwargs):
+        self.model, self.lm, self.allowed = model, lm, allowed
+        super().__init__(*args, **kwargs)
+
+    def embed(self, tokens):
+        return self.model.get_input_embeddings()(tokens)
+
+    def logits(self, h, positions, view):
+        logits = self.model.lm_head(self.run(self.lm, h, positions, view).last_hidden_state)
+        logits = logits.to(torch.promote_types(logits.dtype, torch.float32))  # -1e9 overflows half precision
+        return logits.masked_fill(~self.allowed, MASKED)

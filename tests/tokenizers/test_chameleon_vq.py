@@ -1,5 +1,7 @@
 """Chameleon's VQGAN (taming layout, vqgan.ckpt + vqgan.yaml) through diffusers' VQModel: decode gives the taming
 decoder's pixels, encode gives transformers' ChameleonVQVAE's codes, the converted folder loads the same."""
+import re
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -10,6 +12,7 @@ from transformers.models.chameleon.modeling_chameleon import ChameleonVQVAE
 from mmspec.cli import main
 from mmspec.tokenizers.chameleon import load_chameleon_vq
 from mmspec.tokenizers.vq import VQTokenizer
+from tiny import TamingWeights, taming_ops
 
 CH, MULT, BLOCKS, ATTN, RES, Z, EMB, CODES = 32, (1, 2), 1, (8,), 16, 8, 4, 10  # attention at the 8 x 8 level
 
@@ -30,22 +33,11 @@ def hf_encoder() -> ChameleonVQVAE:
 def taming_state_dict(seed=0) -> dict:
     """A VQGAN checkpoint's weights under taming's names: the encoder's as transformers' ChameleonVQVAE names them
     (it keeps taming's), the decoder's written here, and a training loss's weights beside them."""
-    g = torch.Generator().manual_seed(seed)
-    r = lambda *s: torch.randn(*s, generator=g) * 0.2  # noqa: E731
-    sd = {k: (1 + r(*v.shape) if k.endswith("norm.weight") or "norm1.weight" in k or "norm2.weight" in k
-              or k.endswith("norm_out.weight") else r(*v.shape)) for k, v in hf_encoder().state_dict().items()}
-
-    def res(p, cin, cout):
-        sd.update({p + "norm1.weight": 1 + r(cin), p + "norm1.bias": r(cin), p + "conv1.weight": r(cout, cin, 3, 3),
-                   p + "conv1.bias": r(cout), p + "norm2.weight": 1 + r(cout), p + "norm2.bias": r(cout),
-                   p + "conv2.weight": r(cout, cout, 3, 3), p + "conv2.bias": r(cout)})
-        if cin != cout:
-            sd.update({p + "nin_shortcut.weight": r(cout, cin, 1, 1), p + "nin_shortcut.bias": r(cout)})
-
-    def attn(p, c):
-        sd.update({p + "norm.weight": 1 + r(c), p + "norm.bias": r(c)})
-        for name in ("q", "k", "v", "proj_out"):
-            sd.update({p + f"{name}.weight": r(c, c, 1, 1), p + f"{name}.bias": r(c)})
+    sd = {}
+    weights = TamingWeights(sd, seed)
+    r, res, attn = weights.r, weights.res, weights.attn
+    sd.update({k: 1 + r(*v.shape) if re.search(r"norm(1|2|_out)?\.weight$", k) else r(*v.shape)
+               for k, v in hf_encoder().state_dict().items()})
 
     top = CH * MULT[-1]
     sd.update({"decoder.conv_in.weight": r(top, Z, 3, 3), "decoder.conv_in.bias": r(top),
@@ -73,19 +65,7 @@ def taming_state_dict(seed=0) -> dict:
 def taming_decode(sd, codes):
     """taming's VQModel.decode after get_codebook_entry, restated: codebook -> post_quant_conv -> decoder, whose
     levels run from up[n-1] (the lowest resolution) to up[0]."""
-    gn = lambda x, p: F.group_norm(x, 32, sd[p + "weight"], sd[p + "bias"], eps=1e-6)  # noqa: E731
-    conv = lambda x, p, pad=1: F.conv2d(x, sd[p + "weight"], sd[p + "bias"], padding=pad)  # noqa: E731
-
-    def res(x, p):
-        h = conv(F.silu(gn(conv(F.silu(gn(x, p + "norm1.")), p + "conv1."), p + "norm2.")), p + "conv2.")
-        return (conv(x, p + "nin_shortcut.", 0) if p + "nin_shortcut.weight" in sd else x) + h
-
-    def attn(x, p):
-        h = gn(x, p + "norm.")
-        B, C, H, W = h.shape
-        q, k, v = (conv(h, p + f"{n}.", 0).reshape(B, C, H * W) for n in "qkv")
-        w = torch.softmax(q.transpose(1, 2) @ k * C ** -0.5, -1)  # [B, HW, HW]
-        return x + conv((v @ w.transpose(1, 2)).reshape(B, C, H, W), p + "proj_out.", 0)
+    gn, conv, res, attn = taming_ops(sd)
 
     h = conv(conv(sd["quantize.embedding.weight"][codes].permute(0, 3, 1, 2), "post_quant_conv.", 0), "decoder.conv_in.")
     h = res(attn(res(h, "decoder.mid.block_1."), "decoder.mid.attn_1."), "decoder.mid.block_2.")

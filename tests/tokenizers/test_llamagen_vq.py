@@ -7,26 +7,15 @@ import torch.nn.functional as F
 from safetensors.torch import save_file
 
 from mmspec.tokenizers.llamagen import load_llamagen_vq
+from tiny import TamingWeights, taming_ops
 
 CH, MULT, Z, EMB, CODES = 32, (1, 2), 32, 4, 10
 
 
 def llamagen_vq_state_dict(seed=0):
-    g = torch.Generator().manual_seed(seed)
-    r = lambda *s: torch.randn(*s, generator=g) * 0.2  # noqa: E731
     sd = {}
-
-    def res(p, cin, cout):
-        sd.update({p + "norm1.weight": 1 + r(cin), p + "norm1.bias": r(cin), p + "conv1.weight": r(cout, cin, 3, 3),
-                   p + "conv1.bias": r(cout), p + "norm2.weight": 1 + r(cout), p + "norm2.bias": r(cout),
-                   p + "conv2.weight": r(cout, cout, 3, 3), p + "conv2.bias": r(cout)})
-        if cin != cout:
-            sd.update({p + "nin_shortcut.weight": r(cout, cin, 1, 1), p + "nin_shortcut.bias": r(cout)})
-
-    def attn(p, c):
-        sd.update({p + "norm.weight": 1 + r(c), p + "norm.bias": r(c)})
-        for name in ("q", "k", "v", "proj_out"):
-            sd.update({p + f"{name}.weight": r(c, c, 1, 1), p + f"{name}.bias": r(c)})
+    weights = TamingWeights(sd, seed)
+    r, res, attn = weights.r, weights.res, weights.attn
 
     n, top = len(MULT), CH * MULT[-1]
     sd.update({"encoder.conv_in.weight": r(CH, 3, 3, 3), "encoder.conv_in.bias": r(CH)})
@@ -67,19 +56,7 @@ def llamagen_vq_state_dict(seed=0):
 
 def llamagen_decode(sd, codes):
     """LlamaGen's decode_code, restated: normalised codebook -> post_quant_conv -> taming decoder."""
-    gn = lambda x, p: F.group_norm(x, 32, sd[p + "weight"], sd[p + "bias"], eps=1e-6)  # noqa: E731
-    conv = lambda x, p, pad=1: F.conv2d(x, sd[p + "weight"], sd[p + "bias"], padding=pad)  # noqa: E731
-
-    def res(x, p):
-        h = conv(F.silu(gn(conv(F.silu(gn(x, p + "norm1.")), p + "conv1."), p + "norm2.")), p + "conv2.")
-        return (conv(x, p + "nin_shortcut.", 0) if p + "nin_shortcut.weight" in sd else x) + h
-
-    def attn(x, p):
-        h = gn(x, p + "norm.")
-        B, C, H, W = h.shape
-        q, k, v = (conv(h, p + f"{n}.", 0).reshape(B, C, H * W) for n in "qkv")
-        w = torch.softmax(q.transpose(1, 2) @ k * C**-0.5, -1)
-        return x + conv((v @ w.transpose(1, 2)).reshape(B, C, H, W), p + "proj_out.", 0)
+    gn, conv, res, attn = taming_ops(sd)
 
     emb = F.normalize(sd["quantize.embedding.weight"], dim=-1)[codes].permute(0, 3, 1, 2)
     h = conv(conv(emb, "post_quant_conv.", 0), "decoder.conv_in.")
