@@ -100,6 +100,24 @@ def test_greedy_equals_transformers_generate_with_luminas_processors(method, bat
     assert torch.equal(got.tokens, torch.cat([lumina_greedy(r, 3.0) for r in range(batch)]))
 
 
+def test_session_logits_are_transformers_logits_with_generation_on():
+    """Teacher-forced on a prompt and 7 generated tokens: the conditional half is transformers' forward on the whole
+    sequence, the null half its forward on the image part alone, on image tokens (float64: to rounding)."""
+    model = _model()
+    target, ref = ChameleonImage(model), generating(model)
+    tokens = torch.tensor([[5, 6, 7, 8, C_ROW_END, 9, 4]])
+    session = target.session(PROMPTS[:1], target.layout(H, W), cfg=True, max_window=8)
+    cond, null = session.forward(torch.cat([torch.full((1, 1), -1), tokens], 1), torch.full((1,), -1))
+    prompt = torch.tensor([PROMPTS[0] + START])
+    with torch.no_grad():
+        c = ref(torch.cat([prompt, tokens], 1)).logits[:, prompt.shape[1] - 1:]
+        u = ref(torch.cat([prompt[:, -3:], tokens], 1)).logits[:, 2:]
+    image = target.image_tokens
+    torch.testing.assert_close(cond[..., image], c[..., image], atol=1e-12, rtol=0)
+    torch.testing.assert_close(null[..., image], u[..., image], atol=1e-12, rtol=0)
+    assert (cond[..., C_PAD] == -1e9).all()  # no other token can be drawn
+
+
 def test_exact_equals_ar_when_sampling():
     target = ChameleonImage(_model())
     s = {"temperature": 1.0, "top_k": 4, "cfg_scale": 3.0}
