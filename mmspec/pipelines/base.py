@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 
 from mmspec.methods import DEFAULT_METHOD, DEFAULT_WINDOW  # noqa: F401 - the pipelines' defaults
-from mmspec.methods import Method, needs_head, resolve_method
+from mmspec.methods import OPTIONS, Method, Spec
 from mmspec.reference.eagle import EagleHead, load_head
 from mmspec.window import AutoWindow, WindowMemory, load_prior
 
@@ -159,18 +159,18 @@ class Pipeline:
         """Whether the model folder has a draft head (head/), so that method eagle needs no head named."""
         return self.folder is not None and (self.folder / HEAD).is_dir()
 
-    def resolve(self, method: "str | dict | Method") -> Method:
-        """A method spec -> a Method with what this pipeline holds: its draft model, and the draft head of an eagle
-        spec (the model folder's head/ unless the spec names a head folder), loaded for this target the first
-        time a spec needs it: its layers picked for the target's depth when its config names none, on the
-        target's device and dtype."""
-        head = None
-        named = method.get("head") if isinstance(method, dict) and method.get("name") == "eagle" else None
-        if needs_head(method):
-            head = self._head(head_folder(self.folder))
-        elif isinstance(named, (str, os.PathLike)):
-            method = {**method, "head": self._head(Path(named))}
-        return resolve_method(method, draft_model=self.draft_model, head=head)
+    def resolve(self, method: "str | dict | Spec | Method") -> Method:
+        """A method spec -> a Method, its resources bound: this pipeline's draft model, and a draft head (the model
+        folder's head/ unless the spec names a head folder), loaded for this target the first time a spec needs
+        it: its layers picked for the target's depth when its config names none, on the target's device and
+        dtype."""
+        if isinstance(method, Method):
+            return method
+        spec = Spec.parse(method)
+        named = {k: self._head(Path(v)) for k, v in spec.options.items()
+                 if OPTIONS[k].path and isinstance(v, (str, os.PathLike))}
+        head = self._head(head_folder(self.folder)) if spec.needs == "head" else None
+        return Spec(spec.name, {**spec.options, **named}).bind(model=self.draft_model, head=head)
 
     def _head(self, folder: Path) -> EagleHead:
         key = folder.resolve()
@@ -184,7 +184,9 @@ class Pipeline:
         """A call's method and window policy, made before any of its work (an eagle spec on a model without a head
         fails here): the spec resolved, and window=None/"auto" an AutoWindow that starts from what earlier calls
         with the same method name learned."""
-        return self.resolve(method), resolve_window(window, self.default_window, self.window_memory, method)
+        spec = method if isinstance(method, Method) else Spec.parse(method)
+        name = spec.value if isinstance(spec, Spec) else None  # auto windows learn per method name
+        return self.resolve(spec), resolve_window(window, self.default_window, self.window_memory, name)
 
     def _generate(self, run, *, total: int, method: Method, policy, sampling, progress_bar: bool, on_commit,
                   started: float, compile: "bool | dict | None" = None):
