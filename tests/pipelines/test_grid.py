@@ -136,7 +136,7 @@ def test_auto_windows_remember_across_processes_in_the_window_cache(tiny_models,
 
 def test_the_window_cache_is_given_where_it_is_used(tiny_models, tmp_path, monkeypatch):
     from mmspec.pipelines import load_pipeline
-    from mmspec.pipelines.base import WindowCache
+    from mmspec.window import WindowCache
 
     monkeypatch.setenv("MMSPEC_WINDOW_CACHE", str(tmp_path / "env"))  # the user's default
     assert load_pipeline("image", tiny_models / "image").window_memory.folder.parent == tmp_path / "env"
