@@ -6,7 +6,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from mmspec.adapters.base import Target
+from mmspec.adapters.base import Selects, Target
 from mmspec.adapters.rows import ActiveRows
 from mmspec.layouts import FREE, Layout
 from mmspec.loop import decode
@@ -51,7 +51,7 @@ def generate(target: Target, condition: Any, layout: Layout, *, method: "str | d
     compile: True compiles the step after the drafts (target forward, p, verification, commit) with
     torch.compile, one graph per window width (`fullgraph=True`; CUDA graphs on a GPU); a dict is passed to
     torch.compile as keyword arguments. The tokens are the same as without it. On a CPU each kind of step is timed
-    compiled and eager and the faster runs, and once a row is done the steps run eager (mmspec.loop.VerifyStep).
+    compiled and eager and the faster runs, and once a row is done the steps run eager (mmspec.executor).
     """
     if not isinstance(layout, Layout):
         raise TypeError(f"layout must be a Sequence1D, Grid2D or Grid3D, not {type(layout).__name__}")
@@ -72,8 +72,8 @@ def generate(target: Target, condition: Any, layout: Layout, *, method: "str | d
                              max_window=L + method.tree_nodes)
     B, device = session.batch_size, session.device
     # rows that are done leave the forwards; a compiled step keeps its shapes (every row), but on a CPU the steps after
-    # a row has left run eager (VerifyStep): its rows that are done cost more than the compiled step saves
-    if B > 1 and hasattr(session, "select") and (not compile or torch.device(device).type == "cpu"):
+    # a row has left run eager (mmspec.executor): its rows that are done cost more than the compiled step saves
+    if B > 1 and isinstance(session, Selects) and (not compile or torch.device(device).type == "cpu"):
         session = ActiveRows(session)
     seeds = _seeds(seed, B)
     N = layout.length

@@ -20,11 +20,11 @@ import torch
 
 from mmspec.sampling import sample_from
 from mmspec.state import DecodeState
-from mmspec.steps import Draft, TokenTree, TreeDraft, Verdict
+from mmspec.steps import Draft, DraftRecord, TokenTree, Verdict
 
 
 class Verifier(Protocol):
-    def __call__(self, state: DecodeState, draft: "Draft | TreeDraft", logp: torch.Tensor, L: int) -> Verdict:
+    def __call__(self, state: DecodeState, draft: DraftRecord, logp: torch.Tensor, L: int) -> Verdict:
         """p over the forward's nodes (logp [B, W, V]: the window's L slots, then any tree nodes) -> the verdict
         on the window of L slots at indices n .. n+L-1."""
         ...
@@ -193,8 +193,8 @@ class BranchVerifier:
     def __init__(self, chain: ChainVerifier):
         self.chain = chain
 
-    def __call__(self, state: DecodeState, draft: "Draft | TreeDraft", logp: torch.Tensor, L: int) -> Verdict:
-        if not isinstance(draft, TreeDraft):
+    def __call__(self, state: DecodeState, draft: DraftRecord, logp: torch.Tensor, L: int) -> Verdict:
+        if draft.tree is None:  # no branches this step: the chain alone
             return self.chain(state, draft, logp, L)
         chain = draft.chain
         verdict = self.chain(state, chain, logp, L)
@@ -235,9 +235,9 @@ class TreeVerifier:
     def __init__(self, chain: ChainVerifier):
         self.chain = chain
 
-    def __call__(self, state: DecodeState, draft: "Draft | TreeDraft | TokenTree", logp: torch.Tensor,
+    def __call__(self, state: DecodeState, draft: DraftRecord, logp: torch.Tensor,
                  L: int) -> Verdict:
-        if not isinstance(draft, TokenTree):
+        if draft.chain is not None:  # a chain (a lookup's, the first window's): verified as one
             return self.chain(state, draft, logp, L)
         y_all = state.gumbel_max(logp, state.n[:, None] + draft.tree.offset)  # [B, W]: AR's draw at every node
         node = draft.tokens.new_zeros(draft.tokens.shape[0])  # [B] the path's node at the current depth

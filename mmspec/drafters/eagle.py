@@ -387,11 +387,11 @@ class SplicedDrafter:
 
     def propose(self, state, L):
         rest = self.rest.propose(state, L)
-        head = self.first.propose(state, min(self.slots, rest.width) + 1)
-        h = head.width  # (0 before the head has features)
+        head = self.first.propose(state, min(self.slots, rest.slots) + 1)
+        h = head.slots  # (0 before the head has features)
         if h == 0:
             return rest
-        if rest.width == h:
+        if rest.slots == h:
             return head
         q = None
         if head.q is not None or rest.q is not None:

@@ -116,4 +116,4 @@ class ProactiveDrafter:
         return self.branches.grow(state, self.chain.propose(state, L), self.chain)
 
     def update(self, state, draft, verdict, logp, k):
-        self.chain.update(state, draft.chain if isinstance(draft, TreeDraft) else draft, verdict, logp, k)
+        self.chain.update(state, draft.chain, verdict, logp, k)

@@ -174,11 +174,11 @@ def test_the_summary_reports_the_window_that_ran(tiny_models):
 
 
 def test_compile_reaches_the_engine_from_the_pipeline_and_from_each_call(tiny_models, monkeypatch):
-    import mmspec.loop
+    import mmspec.executor
 
     compiled = []
-    real = mmspec.loop.torch.compile
-    monkeypatch.setattr(mmspec.loop.torch, "compile",
+    real = mmspec.executor.torch.compile
+    monkeypatch.setattr(mmspec.executor.torch, "compile",
                         lambda fn, **kw: compiled.append(kw) or real(fn, **{**kw, "backend": "eager"}))
     eager = ImagePipeline.from_pretrained(tiny_models / "image")("red heart", seed=2, method="exact", window=4)
     pipe = ImagePipeline.from_pretrained(tiny_models / "image", compile=True)
