@@ -60,6 +60,7 @@ def generate(target: Target, condition: Any, layout: Layout, *, method: "str | d
         raise ValueError(f"num_samples must be >= 1, got {num_samples}")
     sampling = Sampling.coerce(sampling)
     method = resolve_method(method)
+    drafter = method.drafter(layout)  # (a drafter whose drafts its verifier cannot read fails here)
     if given is not None:
         given = _check_given(given, layout, target.vocab_size)
     if method.window is not None:
@@ -85,7 +86,7 @@ def generate(target: Target, condition: Any, layout: Layout, *, method: "str | d
     context = Context(session=session, condition=condition, num_samples=num_samples, prompt=session.prompt,
                       draft_vocab=session.draft_vocab)
     stop = None if stop_tokens is None else torch.as_tensor(list(stop_tokens), device=device)
-    stats = decode(session, method.make_drafter(layout), method.verifier, policy, state, context, stop, on_commit,
+    stats = decode(session, drafter, method.verifier, policy, state, context, stop, on_commit,
                    compile)
     tokens = state.seq[:, :N].masked_fill(torch.arange(N, device=device) >= state.n[:, None], -1)
     return Generation(tokens, state.n.clone(), stats)

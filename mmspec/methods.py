@@ -48,6 +48,16 @@ class Method:
     window: int | None = None  # fixed window (ar: 1), else the caller's
     tree_nodes: int = 0  # window nodes a forward may add beside the chain (proactive branches)
 
+    def drafter(self, layout: Layout) -> Drafter:
+        """A fresh drafter for a generation, checked against the verifier before any work: every kind of draft record
+        it makes (a chain, branches, a token tree) must be one the verifier reads (where both declare theirs)."""
+        drafter = self.make_drafter(layout)
+        makes, reads = getattr(drafter, "makes", None), getattr(self.verifier, "reads", None)
+        if makes is not None and reads is not None and not makes <= reads:
+            raise ValueError(f"method {self.name!r}: its drafter makes {sorted(makes - reads)} drafts, which its "
+                             f"verifier {type(self.verifier).__name__} does not read (it reads {sorted(reads)})")
+        return drafter
+
 
 def ar() -> Method:
     return Method("ar", lambda layout: NoDraft(), RejectionVerifier(), window=1)

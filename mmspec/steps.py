@@ -2,16 +2,22 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import torch
 
 from mmspec.tree import Tree
 
 
+# the kinds of draft record, along one axis: a chain, a chain with proactive branches, a token tree
+CHAIN, BRANCHES, TOKEN_TREE = "chain", "branches", "token tree"
+
+
 class DraftRecord(Protocol):
     """What every draft record offers the loop, the executor and the verifiers, so that none tells them apart by
     class: a chain (`Draft`), a chain with proactive branches (`TreeDraft`) or a token tree (`TokenTree`)."""
+
+    kind: str  # CHAIN, BRANCHES or TOKEN_TREE
 
     @property
     def tree(self) -> "Tree | None":
@@ -38,6 +44,7 @@ class Draft:
     their q is never stored (vLLM passes no draft probabilities for n-gram drafts either).
     """
 
+    kind: ClassVar[str] = CHAIN
     tokens: torch.Tensor  # [B, D] drafts for indices n .. n+D-1 (D = L-1)
     q: torch.Tensor | None  # [B, D, V] fp32, read only where `onehot` is False; None when every slot is one-hot
     onehot: torch.Tensor  # [B, D] bool: q is one-hot on the token
@@ -77,6 +84,7 @@ class TreeDraft:
     or, where it is None, the chain's q of the same slot (its own token where that is one-hot).
     """
 
+    kind: ClassVar[str] = BRANCHES
     chain: Draft
     branches: torch.Tensor  # [B, S, D]
     branch_q: torch.Tensor | None  # [B, S, D-1, V] fp32: each branch's children's own laws (a draft model), or None
@@ -103,6 +111,7 @@ class TokenTree:
     AR's tokens whatever the tree holds.
     """
 
+    kind: ClassVar[str] = TOKEN_TREE
     tokens: torch.Tensor  # [B, N] the nodes' tokens
     parent: torch.Tensor  # [B, N] each node's parent (0: the root), parents before children
     tree: Tree  # per row: offset [B, 1 + N] (each node's depth), visible [B, 1 + N, 1 + N] (ancestors and itself)

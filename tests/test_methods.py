@@ -1,8 +1,10 @@
 """The method registry: a spec is parsed once into a Spec, and the CLI's flags come from the registry."""
 import pytest
+import torch
 
 from mmspec.cli import build_parser
 from mmspec.methods import OPTIONS, REGISTRY, Spec, method_names, takers
+from tiny import tiny_gpt
 
 
 def test_a_spec_is_parsed_once_into_a_value_that_round_trips():
@@ -41,3 +43,17 @@ def test_the_command_line_flags_are_the_registry_options_that_have_one():
     assert "head" in flagged and "model" not in flagged  # a draft model is the pipeline's --draft, not a flag
     for name in flagged:
         assert flags[name].help.startswith(", ".join(takers(name)) + ":")
+
+
+def test_a_method_whose_verifier_cannot_read_its_drafts_is_refused_before_any_work():
+    import dataclasses
+
+    import mmspec
+    from mmspec.verify import RejectionVerifier
+
+    branches = mmspec.methods.exact(proactive=(3, 2))
+    assert branches.drafter(mmspec.Grid2D(2, 2)).makes == {"chain", "branches"}
+    wrong = dataclasses.replace(branches, verifier=RejectionVerifier())  # a chain verifier given branches
+    target = mmspec.ReferenceTarget(tiny_gpt(vocab_size=8, n_layer=1))
+    with pytest.raises(ValueError, match=r"makes \['branches'\] drafts, which its verifier RejectionVerifier"):
+        mmspec.generate(target, torch.tensor([0]), mmspec.Grid2D(2, 2), method=wrong, window=3)

@@ -5,13 +5,15 @@ from typing import TYPE_CHECKING, Protocol
 
 import torch
 
-from mmspec.steps import Context, Draft, DraftRecord, Verdict
+from mmspec.steps import CHAIN, Context, Draft, DraftRecord, Verdict
 
 if TYPE_CHECKING:
     from mmspec.state import DecodeState
 
 
 class Drafter(Protocol):
+    makes: frozenset[str]  # the kinds of draft record it proposes (mmspec.steps: CHAIN, BRANCHES, TOKEN_TREE)
+
     def start(self, state: "DecodeState", context: Context) -> None:
         """Called once, after the target session is open and before the first propose, with what the drafter may
         need beyond the decode state (the condition, the prompt's ids, the draft vocabulary)."""
@@ -30,6 +32,8 @@ class Drafter(Protocol):
 
 class NoDraft:
     """Plain AR decoding: nothing to draft, the window is the single next position (or a run of forced ones)."""
+
+    makes = frozenset({CHAIN})
 
     def start(self, state, context):
         pass

@@ -14,10 +14,12 @@ from mmspec.adapters.rows import ActiveRows
 from mmspec.tree import forest
 from mmspec.sampling import Sampling, sample_from
 from mmspec.state import DecodeState
-from mmspec.steps import Context, Draft
+from mmspec.steps import CHAIN, Context, Draft
 
 
 class DraftModelDrafter:
+    makes = frozenset({CHAIN})
+
     def __init__(self, model: Target, sampling: Sampling | dict | None = None, tree_nodes: int = 0):
         """tree_nodes: nodes proactive branches add to a window at most (the draft cache has room for them)."""
         self.model, self.tree_nodes = model, tree_nodes

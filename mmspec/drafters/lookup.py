@@ -11,10 +11,12 @@ import torch
 
 from mmspec.drafters.base import Drafter
 from mmspec.drafters.fill import Fill
-from mmspec.steps import Draft
+from mmspec.steps import CHAIN, Draft
 
 
 class LookupDrafter:
+    makes = frozenset({CHAIN})
+
     def __init__(self, fill: Fill):
         self.fill = fill
 
@@ -66,6 +68,7 @@ class LookupOrDrafter:
 
     def __init__(self, lookup: LookupDrafter, other: Drafter, judge: Judge):
         self.lookup, self.other, self.judge = lookup, other, judge
+        self.makes = lookup.makes | other.makes
 
     def start(self, state, context):
         self.lookup.start(state, context)

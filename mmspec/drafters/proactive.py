@@ -25,7 +25,7 @@ import torch
 from mmspec.drafters.base import Drafter
 from mmspec.sampling import sample_from
 from mmspec.state import DecodeState
-from mmspec.steps import Draft, TreeDraft
+from mmspec.steps import BRANCHES, CHAIN, Draft, TreeDraft
 from mmspec.tree import proactive_tree
 
 
@@ -104,7 +104,10 @@ class NoiseModelBranches(NoiseBranches):
 
 
 class ProactiveDrafter:
-    """A chain drafter with proactive branches at the first slot of every window it drafts."""
+    """A chain drafter with proactive branches at the first slot of every window it drafts (its chain alone where slot
+    0 has no law to branch from)."""
+
+    makes = frozenset({CHAIN, BRANCHES})
 
     def __init__(self, chain: Drafter, branches: Branches):
         self.chain, self.branches = chain, branches
