@@ -83,8 +83,8 @@ def _window_arg(text: str) -> "int | str":
         raise argparse.ArgumentTypeError(f"expected an int in [1, {MAX_WINDOW}] or 'auto', got {text!r}") from None
 
 
-def _check_options(args) -> None:
-    """Everything that can be checked without a model, checked before any model loads."""
+def _check_options(args) -> Spec:
+    """Everything that can be checked without a model, checked before any model loads -> the method's spec."""
     if isinstance(args.window, int) and not 1 <= args.window <= MAX_WINDOW:
         raise ValueError(f"--window must be in [1, {MAX_WINDOW}], got {args.window}")
     if args.num < 1:
@@ -102,6 +102,7 @@ def _check_options(args) -> None:
     if getattr(args, "image", None) is not None and args.kind == "text":
         raise ValueError("--image is for video (first frame) and image (inpainting with --mask), not text")
     Sampling(**_given_sampling(args))  # NaN, negative temperature, top-p outside (0, 1]...
+    return spec
 
 
 def _check_video(args) -> None:
@@ -186,7 +187,7 @@ def _common(p: argparse.ArgumentParser, kind_nargs: str | None = None, window=DE
 
 
 def cmd_generate(args) -> dict:
-    _check_options(args)
+    spec = _check_options(args)
     out_dir = _check_writable(args.out)
     _use_threads(args)
     pipe = _pipeline(args, remember=True)
@@ -198,11 +199,11 @@ def cmd_generate(args) -> dict:
     if args.compare:
         from mmspec.bench import compare, format_comparison
 
-        comparison = compare(lambda method: pipe(args.prompt, method=method, **call), _method(args))
+        comparison = compare(lambda method: pipe(args.prompt, method=method, **call), spec)
         out = comparison.pop("output")
         comparison.pop("ar_output")
     else:
-        out = pipe(args.prompt, method=_method(args), **call)
+        out = pipe(args.prompt, method=spec, **call)
     paths = [str(p) for p in out.save(out_dir)]
     result = {"kind": args.kind, "prompt": args.prompt, "method": args.method, "window": args.window,
               "outputs": paths, "stats": out.summary}
