@@ -5,6 +5,7 @@
 | ar          | none                                                | plain sampling (Gumbel-max)   |
 | draft-model | small AR model, L-1 tokens                          | rejection sampling            |
 | lookup      | n-gram (1D), row above (2D), previous frame (3D)    | rejection sampling            |
+| unigram     | each slot drawn from the row's token frequencies    | rejection sampling            |
 | jacobi      | Jacobi window, carried slots redrawn independently  | rejection sampling (SJD)      |
 | coupled     | Jacobi window, maximal coupling of drafts (SCD-MC)  | rejection sampling            |
 | gumbel      | Jacobi window, per-position Gumbel drafts (SCD-GS)  | rejection sampling            |
@@ -34,6 +35,7 @@ from mmspec.drafters import (CoupledRedraw, DraftModelDrafter, Drafter, GumbelRe
                              JacobiDrafter, LookupDrafter, NoDraft, make_fill)
 from mmspec.drafters.proactive import (Branches, FreshBranches, ModelBranches, NoiseBranches, NoiseModelBranches,
                                       ProactiveDrafter)
+from mmspec.drafters.unigram import UnigramDrafter
 from mmspec.layouts import Layout
 from mmspec.loading import check_folder
 from mmspec.verify import (BranchVerifier, ChainVerifier, GumbelMatchVerifier, RejectionVerifier, TreeVerifier,
@@ -348,6 +350,7 @@ REGISTRY: dict[str, Entry] = {
     "exact": Entry(exact, _JACOBI),
     "pac": Entry(pac, _JACOBI),
     "eagle": Entry(eagle, ("head", "exact", "jacobi", "init", "proactive", "tree", "lookup", "stop"), needs="head"),
+    "unigram": Entry(lambda: Method("unigram", lambda layout: UnigramDrafter(), RejectionVerifier())),
 }
 METHODS: dict[str, Callable[..., Method]] = {name: entry.build for name, entry in REGISTRY.items()}
 
