@@ -22,7 +22,7 @@ import torch
 
 from mmspec.bench import PROMPTS
 from mmspec.pipelines import PIPELINES
-from mmspec.pipelines.base import WindowMemories
+from mmspec.window import WindowMemories
 
 
 def run(kind: str, rows: int, arms: list[tuple[str, "int | str"]], rounds: int, dtype=torch.float32,

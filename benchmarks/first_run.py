@@ -16,7 +16,7 @@ import torch
 
 from mmspec.bench import PROMPTS
 from mmspec.pipelines import load_pipeline
-from mmspec.pipelines.base import WindowMemories
+from mmspec.window import WindowMemories
 
 
 def compare(pipe, kind: str, rows: int, repeats: int) -> dict:

@@ -20,8 +20,7 @@ import torch
 
 from mmspec.bench import PROMPTS
 from mmspec.pipelines import load_pipeline
-from mmspec.pipelines.base import WindowMemories
-from mmspec.window import AutoWindow, FixedWindow, batch_progress
+from mmspec.window import AutoWindow, FixedWindow, WindowMemories, batch_progress
 
 # (kind, rows) -> ms per step at the start of the output by width, and how much a step's cost has grown by its end
 # (2026-12-01, bundled models, 1 thread: at one row from traces of `auto`, emoji-image's AR 3.3 ms at the top and 4.3

@@ -19,7 +19,7 @@ import torch
 from mmspec.adapters.rows import ActiveRows
 from mmspec.bench import PROMPTS
 from mmspec.pipelines import load_pipeline
-from mmspec.pipelines.base import WindowMemories
+from mmspec.window import WindowMemories
 
 
 def main(argv=None) -> dict:

@@ -6,7 +6,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from mmspec.adapters.base import Target
+from mmspec.adapters.base import Selects, Target
 from mmspec.adapters.rows import ActiveRows
 from mmspec.layouts import FREE, Layout
 from mmspec.loop import decode
@@ -51,7 +51,7 @@ def generate(target: Target, condition: Any, layout: Layout, *, method: "str | d
     compile: True compiles the step after the drafts (target forward, p, verification, commit) with
     torch.compile, one graph per window width (`fullgraph=True`; CUDA graphs on a GPU); a dict is passed to
     torch.compile as keyword arguments. The tokens are the same as without it. On a CPU each kind of step is timed
-    compiled and eager and the faster runs, and once a row is done the steps run eager (mmspec.loop.VerifyStep).
+    compiled and eager and the faster runs, and once a row is done the steps run eager (mmspec.executor).
     """
     if not isinstance(layout, Layout):
         raise TypeError(f"layout must be a Sequence1D, Grid2D or Grid3D, not {type(layout).__name__}")
@@ -60,6 +60,7 @@ def generate(target: Target, condition: Any, layout: Layout, *, method: "str | d
         raise ValueError(f"num_samples must be >= 1, got {num_samples}")
     sampling = Sampling.coerce(sampling)
     method = resolve_method(method)
+    drafter = method.drafter(layout)  # (a drafter whose drafts its verifier cannot read fails here)
     if given is not None:
         given = _check_given(given, layout, target.vocab_size)
     if method.window is not None:
@@ -72,8 +73,8 @@ def generate(target: Target, condition: Any, layout: Layout, *, method: "str | d
                              max_window=L + method.tree_nodes)
     B, device = session.batch_size, session.device
     # rows that are done leave the forwards; a compiled step keeps its shapes (every row), but on a CPU the steps after
-    # a row has left run eager (VerifyStep): its rows that are done cost more than the compiled step saves
-    if B > 1 and hasattr(session, "select") and (not compile or torch.device(device).type == "cpu"):
+    # a row has left run eager (mmspec.executor): its rows that are done cost more than the compiled step saves
+    if B > 1 and isinstance(session, Selects) and (not compile or torch.device(device).type == "cpu"):
         session = ActiveRows(session)
     seeds = _seeds(seed, B)
     N = layout.length
@@ -85,7 +86,7 @@ def generate(target: Target, condition: Any, layout: Layout, *, method: "str | d
     context = Context(session=session, condition=condition, num_samples=num_samples, prompt=session.prompt,
                       draft_vocab=session.draft_vocab)
     stop = None if stop_tokens is None else torch.as_tensor(list(stop_tokens), device=device)
-    stats = decode(session, method.make_drafter(layout), method.verifier, policy, state, context, stop, on_commit,
+    stats = decode(session, drafter, method.verifier, policy, state, context, stop, on_commit,
                    compile)
     tokens = state.seq[:, :N].masked_fill(torch.arange(N, device=device) >= state.n[:, None], -1)
     return Generation(tokens, state.n.clone(), stats)

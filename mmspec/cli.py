@@ -8,7 +8,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from mmspec.methods import DEFAULT_METHOD, DEFAULT_WINDOW, METHODS, check_method, needs_draft_model, needs_head
+from mmspec.methods import DEFAULT_METHOD, DEFAULT_WINDOW, OPTIONS, REGISTRY, Spec, check_method, takers
 from mmspec.sampling import Sampling
 from mmspec.window import MAX_WINDOW
 
@@ -31,15 +31,13 @@ def _has_draft_model(args) -> bool:
     return args.kind == "text" and (args.model is None or args.draft is not None)
 
 
-def _check_draft_model(spec, args, option: str) -> None:
-    if needs_draft_model(spec) and not _has_draft_model(args):
+def _check_resource(spec: Spec, args, option: str) -> None:
+    """A spec that names no draft model takes the pipeline's, one that names no head the model folder's head/:
+    refuse a pipeline without it before it loads."""
+    if spec.needs == "model" and not _has_draft_model(args):
         raise ValueError(f"{option}: this method needs a draft model, which only text has (its bundled model's, "
                          "or --model DIR --draft DIR)")
-
-
-def _check_head(spec, args, option: str) -> None:
-    """An eagle spec that names no head takes the model folder's head/: refuse a model without one before it loads."""
-    if needs_head(spec) and args.kind is not None:
+    if spec.needs == "head" and args.kind is not None:
         from mmspec.pipelines import model_folder
         from mmspec.pipelines.base import head_folder
 
@@ -51,35 +49,17 @@ def _check_head(spec, args, option: str) -> None:
                 raise FileNotFoundError(f"{option}: {err}") from None
 
 
-METHOD_OPTIONS = ("init", "proactive", "head", "exact", "jacobi", "tree", "lookup", "stop")  # what the method takes from the command line
+FLAGS = tuple(name for name, option in OPTIONS.items() if option.flag is not None)  # method options with a flag
 
 
-def _method(args):
-    given = {**vars(args), "proactive": _proactive(args.proactive), "tree": _tree(args.tree)}
-    options = {k: given[k] for k in METHOD_OPTIONS if given[k] is not None}
-    return {"name": args.method, **options} if options else args.method
-
-
-def _proactive(text: "str | None") -> "list[int] | None":
-    if text is None:
-        return None
-    try:
-        width, depth = (int(x) for x in text.split(","))
-    except ValueError:
-        raise ValueError(f"--proactive: expected WIDTH,DEPTH (e.g. 8,3), got {text!r}") from None
-    return [width, depth]
-
-
-def _tree(text: "str | None") -> "int | list[int] | None":
-    if text is None:
-        return None
-    if text == "":  # --tree alone: the default shape
-        return True
-    try:
-        shape = [int(x) for x in text.split(",")]
-    except ValueError:
-        raise ValueError(f"--tree: expected NODES or NODES,TOP_K (e.g. 32,8), got {text!r}") from None
-    return shape[0] if len(shape) == 1 else shape
+def _method(args) -> Spec:
+    """The spec of --method and the method flags given, parsed once."""
+    options = {}
+    for name in FLAGS:
+        value = getattr(args, name)
+        if value is not None:
+            options[name] = OPTIONS[name].parse(value) if OPTIONS[name].parse and isinstance(value, str) else value
+    return Spec.parse({"name": args.method, **options})
 
 
 def _given_sampling(args) -> dict:
@@ -103,17 +83,17 @@ def _window_arg(text: str) -> "int | str":
         raise argparse.ArgumentTypeError(f"expected an int in [1, {MAX_WINDOW}] or 'auto', got {text!r}") from None
 
 
-def _check_options(args) -> None:
-    """Everything that can be checked without a model, checked before any model loads."""
+def _check_options(args) -> Spec:
+    """Everything that can be checked without a model, checked before any model loads -> the method's spec."""
     if isinstance(args.window, int) and not 1 <= args.window <= MAX_WINDOW:
         raise ValueError(f"--window must be in [1, {MAX_WINDOW}], got {args.window}")
     if args.num < 1:
         raise ValueError(f"--num must be >= 1, got {args.num}")
     if args.max_new_tokens < 1:
         raise ValueError(f"--max-new-tokens must be >= 1, got {args.max_new_tokens}")
-    check_method(_method(args), has_draft_model=True)  # unknown --init policies, bad --proactive shapes, --head
-    _check_draft_model(_method(args), args, f"--method {args.method}")
-    _check_head(_method(args), args, f"--method {args.method}")
+    spec = _method(args)  # unknown --init policies, bad --proactive shapes, --head
+    check_method(spec, has_draft_model=True)
+    _check_resource(spec, args, f"--method {args.method}")
     for name in ("image", "mask"):
         path = getattr(args, name, None)
         if path is not None and not Path(path).is_file():
@@ -122,6 +102,7 @@ def _check_options(args) -> None:
     if getattr(args, "image", None) is not None and args.kind == "text":
         raise ValueError("--image is for video (first frame) and image (inpainting with --mask), not text")
     Sampling(**_given_sampling(args))  # NaN, negative temperature, top-p outside (0, 1]...
+    return spec
 
 
 def _check_video(args) -> None:
@@ -177,32 +158,11 @@ def _common(p: argparse.ArgumentParser, kind_nargs: str | None = None, window=DE
     p.add_argument("kind", choices=KINDS, nargs=kind_nargs)
     p.add_argument("--model", help="model folder (default: the bundled model for the kind)")
     p.add_argument("--draft", help="text: a draft model folder, for the methods that draft with one")
-    p.add_argument("--method", default=DEFAULT_METHOD, choices=sorted(METHODS),
+    p.add_argument("--method", default=DEFAULT_METHOD, choices=sorted(REGISTRY),
                    help=f"default {DEFAULT_METHOD}: the same tokens as --method ar with the same seed; eagle: a draft "
                         "head on the target's features, the model folder's head/ unless --head")
-    p.add_argument("--init", help="fill policy for fresh window slots: random, left, above, prev-frame, ngram, pool "
-                                  "(default: prev-frame for video, random otherwise)")
-    p.add_argument("--proactive", metavar="WIDTH,DEPTH",
-                   help="Jacobi methods, draft-model, eagle: WIDTH-1 siblings of the window's first draft, each "
-                        "heading DEPTH tokens, verified in the same forward (pac: 4,3)")
-    p.add_argument("--head", metavar="DIR", help="eagle: a draft head folder (mmspec's or a published EAGLE-3 one; "
-                                                 "default: the model folder's head/)")
-    p.add_argument("--exact", action="store_true", default=None,
-                   help="eagle: draft and verify on AR's noise, so the tokens are those of --method ar with the same "
-                        "seed (default: rejection sampling, the same law)")
-    p.add_argument("--jacobi", type=int, metavar="N",
-                   help="eagle: the head drafts the first N slots of each window, a Jacobi window the rest "
-                        "(--init fills it)")
-    p.add_argument("--tree", metavar="NODES[,TOP_K]", nargs="?", const="",
-                   help="eagle: EAGLE-2's token tree of NODES nodes, TOP_K children per expanded node, as deep as the "
-                        "window's drafts (alone: 32,4; TOP_K default 4): the same tokens as --method ar with the same "
-                        "seed")
-    p.add_argument("--lookup", action=argparse.BooleanOptionalAction, default=None,
-                   help="eagle: the n-gram lookup's drafts in the steps where the head agrees with its first one "
-                        "(default: on for text, off for images and video)")
-    p.add_argument("--stop", type=float, metavar="P",
-                   help="eagle: the head's chain ends after a slot whose most likely token has probability below P "
-                        "under the head (default: 0.1 for text, 0 for images and video: the whole window)")
+    for name in FLAGS:
+        p.add_argument(f"--{name}", help=f"{', '.join(takers(name))}: {OPTIONS[name].help}", **OPTIONS[name].flag)
     p.add_argument("--window", type=_window_arg, default=window,
                    help="positions verified per forward (1..256), or 'auto' (picked at every step from measured step "
                         "costs and acceptance, up to 16 image, 64 video, 8 text"
@@ -227,7 +187,7 @@ def _common(p: argparse.ArgumentParser, kind_nargs: str | None = None, window=DE
 
 
 def cmd_generate(args) -> dict:
-    _check_options(args)
+    spec = _check_options(args)
     out_dir = _check_writable(args.out)
     _use_threads(args)
     pipe = _pipeline(args, remember=True)
@@ -239,11 +199,11 @@ def cmd_generate(args) -> dict:
     if args.compare:
         from mmspec.bench import compare, format_comparison
 
-        comparison = compare(lambda method: pipe(args.prompt, method=method, **call), _method(args))
+        comparison = compare(lambda method: pipe(args.prompt, method=method, **call), spec)
         out = comparison.pop("output")
         comparison.pop("ar_output")
     else:
-        out = pipe(args.prompt, method=_method(args), **call)
+        out = pipe(args.prompt, method=spec, **call)
     paths = [str(p) for p in out.save(out_dir)]
     result = {"kind": args.kind, "prompt": args.prompt, "method": args.method, "window": args.window,
               "outputs": paths, "stats": out.summary}
@@ -470,7 +430,7 @@ def _check_bench_options(args) -> None:
 
 
 def _check_suite_options(args) -> None:
-    given = [f"--{n}" for n in ("window", "methods", "prompt", *METHOD_OPTIONS, "image", "mask", "video", "videos")
+    given = [f"--{n}" for n in ("window", "methods", "prompt", *FLAGS, "image", "mask", "video", "videos")
              if getattr(args, n) is not None]
     given += ["--num"] * (args.num != 1) + [f"--{k.replace('_', '-')}" for k in _given_sampling(args)]
     if given:
@@ -492,12 +452,11 @@ def _check_suite_options(args) -> None:
 
 def _bench_methods(args) -> list[str]:
     methods = [m.strip() for m in (args.methods or DEFAULT_BENCH_METHODS).split(",")]
-    unknown = sorted(set(methods) - set(METHODS))
+    unknown = sorted(set(methods) - set(REGISTRY))
     if unknown:
-        raise ValueError(f"unknown --methods {unknown}; choose from {sorted(METHODS)}")
+        raise ValueError(f"unknown --methods {unknown}; choose from {sorted(REGISTRY)}")
     for method in methods:
-        _check_draft_model(method, args, f"--methods {method}")
-        _check_head(method, args, f"--methods {method}")
+        _check_resource(Spec.parse(method), args, f"--methods {method}")
     return methods
 
 

@@ -7,8 +7,8 @@ The window policy may change L from step to step; each step's verification is lo
 
 The loop decides L and when to stop: one read of the device per step (how many rows still run).
 What follows the drafts, the target forward, p, verification and commit, is `VerifyStep`: a function
-of tensors for a window of L with no read of the device inside, which `compile=True` compiles whole
-(`fullgraph=True`, one graph per window width; CUDA graphs on a GPU).
+of tensors for a window of L with no read of the device inside, which mmspec.executor runs eager or
+compiles whole (`compile=True`: one graph per window width; CUDA graphs on a GPU).
 """
 from __future__ import annotations
 
@@ -17,11 +17,12 @@ from typing import Callable
 
 import torch
 
-from mmspec.adapters.base import Session
+from mmspec.adapters.base import FollowsRows, Session
 from mmspec.drafters.base import Drafter
+from mmspec.executor import Executor
 from mmspec.state import DecodeState
 from mmspec.stats import Stats
-from mmspec.steps import Context, Draft, TokenTree, TreeDraft, Verdict
+from mmspec.steps import Context, Draft, DraftRecord, TokenTree, TreeDraft, Verdict, Window
 from mmspec.tree import Tree
 from mmspec.verify import Verifier
 from mmspec.window import WindowPolicy
@@ -33,18 +34,18 @@ def decode(session: Session, drafter: Drafter, verifier: Verifier, policy: Windo
            compile: "bool | dict" = False) -> Stats:
     """Run to the end of the layout (or each row's stop). `on_commit(state, k)` sees every step's
     commits (k [B] new tokens per row) and may end rows early with `state.finish`. `compile`: True, or
-    torch.compile's keyword arguments, to compile the verify step (see `VerifyStep`)."""
+    torch.compile's keyword arguments, to compile the verify step (see mmspec.executor)."""
     t0 = time.perf_counter()
     stats = Stats.empty(state.batch_size, state.length, policy.max_window, state.seq.device)
     commit_step = torch.full_like(state.seq, -1)  # [B, N + max_window]
-    step = VerifyStep(session, verifier, state, stats, commit_step, stop_tokens, compile)
+    step = Executor(VerifyStep(session, verifier, state, stats, commit_step, stop_tokens), state, compile)
     # rows whose forwards write the same cache slots need no attention mask and no per-row cache writes: on a CPU
     # (a static cache masks and writes by row anyway) a policy may ask the batch to stay in step (`in_step`)
     device = torch.device(session.device)
     keep_in_step = state.batch_size > 1 and device.type == "cpu"
     drafter.start(state, context or Context())
     policy.start(session, state)
-    follow = getattr(session, "follow", None)  # a session that can drop the rows that are done (ActiveRows)
+    follow = session.follow if isinstance(session, FollowsRows) else None  # rows that are done leave its forwards
     while True:
         running = int(state.active.sum())  # the step's one read of the device
         if not running:
@@ -52,30 +53,28 @@ def decode(session: Session, drafter: Drafter, verifier: Verifier, policy: Windo
         if follow is not None:
             follow(state.active, running)
         t_step = time.perf_counter()  # the previous step's work is done: the read waited for it
-        L = _checked(policy(state), state.max_window)
+        asked = _checked(policy(state), state.max_window)
         ahead = state.forced_ahead()
-        widened = ahead >= L  # forced tokens fill the window: take their whole run and the token after it
+        widened = ahead >= asked  # forced tokens fill the window: take their whole run and the token after it
         if widened:
-            L = min(ahead + 1, state.max_window)
-        draft = drafter.propose(state, L)
-        asked, L = L, draft.width + 1  # a drafter may draft fewer than asked (a lookup with nothing to look up)
-        in_step = keep_in_step and getattr(policy, "in_step", False) and draft.tree is None
-        verdict, logp, k = step(state, draft, L, in_step, asked)
+            asked = min(ahead + 1, state.max_window)
+        draft = drafter.propose(state, asked)
+        # a drafter may draft fewer than asked (a lookup with nothing to look up)
+        window = Window(asked, widened, draft.slots + 1,
+                        keep_in_step and getattr(policy, "in_step", False) and draft.tree is None)
+        verdict, logp, k = step(state, draft, window)
         t_hook = time.perf_counter()
         if on_commit is not None:
             on_commit(state, k)
         t_hook = time.perf_counter() - t_hook
-        drafter.update(state, draft, verdict, logp[:, :L], k)
-        if not widened:  # not the policy's width, nor its cost
+        drafter.update(state, draft, verdict, logp[:, :window.L], k)
+        if not window.widened:  # not the policy's width, nor its cost
             policy.observe(state, k, _elapsed(t_step, device) - t_hook)
         state.step += 1
     stats.committed = state.n.clone()  # tokens kept, after any stop string cut a row short
     stats.commit_step = commit_step[:, : state.length]
     stats.seconds = time.perf_counter() - t0
     return stats
-
-
-RECOMPILE_LIMIT = 256
 
 
 def _elapsed(since: float, device: torch.device) -> float:
@@ -95,69 +94,21 @@ def _checked(window: int, max_window: int) -> int:
 
 class VerifyStep:
     """The drafts of a window of L -> one target forward -> p -> verdict -> commit: (verdict, logp [B, W, V], k [B]).
-
-    It reads nothing from the device, so `compile` can trace it whole: torch.compile with `fullgraph=True` (a
-    graph break is an error, not a silent slowdown) and one graph per window width (`dynamic=False`: the
-    window's L is a Python int, every tensor shape follows from it); on CUDA in mode "reduce-overhead" (CUDA
-    graphs). A dict is passed to torch.compile as keyword arguments (e.g. {"backend": "eager"} to check the
-    trace only). The target session's cache attends over all its slots inside a compiled step (see
-    mmspec.cache: a static view), which is what an accelerator does anyway.
-
-    Compiled, a chain shorter than the window asked for (a lookup's match, a head's chain that stopped where it was
-    unsure) is padded to the next power of two within it (`_padded`), and the step commits no further than the
-    drafts it was given: drafters whose chains vary in length then meet a few widths, not every one (eagle on text
-    at window 8 met 14 kinds of step in three prompts, each compiled afresh, ten minutes of inductor on a CPU).
-    """
+    A function of tensors with no read of the device inside, so that mmspec.executor can compile it whole; `width`
+    [] (a padded chain): the window the drafts were given for, nothing past it committed."""
 
     def __init__(self, session: Session, verifier: Verifier, state: DecodeState, stats: Stats,
-                 commit_step: torch.Tensor, stop_tokens: torch.Tensor | None, compile: "bool | dict" = False):
+                 commit_step: torch.Tensor, stop_tokens: torch.Tensor | None):
         self.session, self.verifier, self.sampling, self.stats = session, verifier, state.sampling, stats
         self.commit_step, self.stop_tokens = commit_step, stop_tokens  # [B, N + max_window] forward of each commit
-        self.run, self.compiled = self._run, bool(compile)
-        self.widths: dict[int, torch.Tensor] = {}  # L -> L as a tensor (a compiled step's drafts end there)
-        if compile:
-            options = dict(compile) if isinstance(compile, dict) else {}
-            if session.device.type == "cuda":
-                options.setdefault("mode", "reduce-overhead")
-            # one graph per window width and kind of draft (with or without q, a tree), for every method and
-            # generation of the process: dynamo's default of 8 graphs per function would end a run mid-generation
-            torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT)
-            torch._dynamo.config.accumulated_recompile_limit = max(
-                torch._dynamo.config.accumulated_recompile_limit, RECOMPILE_LIMIT)
-            self.run = torch.compile(self._run, fullgraph=True, dynamic=False, **options)
-            # what the step writes in place, kept at one address all generation long: CUDA graphs run a step only
-            # when every input it writes is static ("skipping cudagraphs due to mutated inputs" otherwise: an eager
-            # launch of every kernel). Unguarded: the next generation's tensors re-record the graphs, no recompile.
-            for t in (*session.buffers(), state.seq, commit_step, *stats.written()):
-                torch._dynamo.mark_static_address(t, guard=False)
-        # on a CPU a compiled step is not always the faster (it attends over every slot: emoji-video's 64-wide step
-        # took 1.18x eager's; emoji-image's `ar` step 0.57-0.87x): each kind of step is timed both ways, and the
-        # faster runs. On an accelerator the compiled step (CUDA graphs) always does.
-        self.faster = Faster() if compile and session.device.type == "cpu" else None
 
-    def __call__(self, state: DecodeState, draft: "Draft | TreeDraft | TokenTree", L: int, in_step: bool = False,
-                 asked: int | None = None):
-        """The step over the drafts of a window of L, where the policy asked for `asked` >= L positions."""
-        if not self.compiled or not getattr(self.session, "all_rows", True):  # rows have left (on a CPU): eager
-            return self._run(state, draft, L, in_step)
-        width = self.widths.get(L)
-        if width is None:
-            width = self.widths[L] = torch.tensor(L, device=state.seq.device)
-        bucket = min(1 << (L - 1).bit_length(), asked or L) if isinstance(draft, Draft) else L
-        key = (bucket, type(draft))
-        compiled = self.faster is None or self.faster.compiled(key)
-        t = time.perf_counter()
-        if compiled:
-            out = self.run(state, draft if bucket == L else _padded(draft, bucket - 1), bucket, in_step, width)
-        else:
-            out = self._run(state, draft, L, in_step)
-        if self.faster is not None:
-            self.faster.record(key, compiled, time.perf_counter() - t)
-        return out
+    def buffers(self) -> tuple[torch.Tensor, ...]:
+        """What the step writes in place, besides the state's tokens."""
+        return (*self.session.buffers(), self.commit_step, *self.stats.written())
 
     @torch.no_grad()
-    def _run(self, state: DecodeState, draft: "Draft | TreeDraft | TokenTree", L: int, in_step: bool = False,
-             width: torch.Tensor | None = None):
+    def __call__(self, state: DecodeState, draft: DraftRecord, L: int, in_step: bool = False,
+                 width: torch.Tensor | None = None):
         draft = _force_draft(state, draft, L)
         inputs = torch.cat([state.pending[:, None], draft.nodes()], 1)  # [B, W]: last committed, then drafts
         logits = self.session.forward(inputs, state.n - 1, draft.tree)
@@ -169,53 +120,19 @@ class VerifyStep:
         return verdict, logp, k
 
 
-class Faster:
-    """Which of the compiled and the eager step runs faster, per kind of step, timed on the running generation (on a
-    CPU, where each step's time is the host's): `trial` timed steps of each, the compiled first (its first call, which
-    compiles or re-records, is not counted), then the faster for the rest of the generation."""
-
-    def __init__(self, trial: int = 3):
-        self.trial = trial
-        self.seconds: dict = {}  # kind -> ([compiled steps' seconds], [eager steps' seconds])
-
-    def compiled(self, key) -> bool:
-        compiled, eager = self.seconds.setdefault(key, ([], []))
-        if len(compiled) <= self.trial or len(eager) < self.trial:
-            return len(compiled) <= self.trial
-        return min(compiled[1:]) <= min(eager)
-
-    def record(self, key, compiled: bool, seconds: float) -> None:
-        times = self.seconds.setdefault(key, ([], []))[0 if compiled else 1]
-        if len(times) < self.trial + compiled:  # (the compiled list holds the untimed first call too)
-            times.append(seconds)
-
-
-def _padded(draft: Draft, W: int) -> Draft:
-    """A chain of drafts -> W >= its width: its last token repeated, copied (one-hot q), for the step to verify and
-    commit no further than the drafts it was given (`_commit`'s `width`). Lossless whatever the filler: the commit
-    then ends at or before the given drafts' last slot, a point fixed before anything is drawn, and that slot's output
-    is p's whether its filler draft passed or not."""
-    pad = W - draft.width
-    tokens = torch.cat([draft.tokens, draft.tokens[:, -1:].expand(-1, pad)], 1)
-    onehot = torch.cat([draft.onehot, draft.onehot.new_ones(draft.onehot.shape[0], pad)], 1)
-    q = None if draft.q is None else torch.nn.functional.pad(draft.q, (0, 0, 0, pad))  # (unread: one-hot slots)
-    return Draft(tokens, q, onehot)
-
-
-def _force_draft(state: DecodeState, draft: "Draft | TreeDraft | TokenTree",
-                 L: int) -> "Draft | TreeDraft | TokenTree":
+def _force_draft(state: DecodeState, draft: DraftRecord,
+                 L: int) -> DraftRecord:
     """Structural tokens are drafted as what they must be (one-hot q), on the chain, on its branches, on every node
     of a token tree."""
     if not state.any_forced:
         return draft
-    if isinstance(draft, TokenTree):  # node w holds index n - 1 + depth
+    if draft.chain is None:  # a token tree: node w holds index n - 1 + depth
         forced = state.structural(state.n[:, None] - 1 + draft.tree.offset[:, 1:])  # [B, N]
         return TokenTree(torch.where(forced >= 0, forced, draft.tokens), draft.parent, draft.tree)
     forced = state.structural(state.index(L - 1))  # [B, L-1]
     is_forced = forced >= 0
-    chain = draft.chain if isinstance(draft, TreeDraft) else draft
-    chain = Draft(torch.where(is_forced, forced, chain.tokens), chain.q, chain.onehot | is_forced)
-    if not isinstance(draft, TreeDraft):
+    chain = Draft(torch.where(is_forced, forced, draft.chain.tokens), draft.chain.q, draft.chain.onehot | is_forced)
+    if draft.tree is None:
         return chain
     depth = draft.branches.shape[2]  # branch node t drafts index n + t
     branches = torch.where(is_forced[:, None, :depth], forced[:, None, :depth], draft.branches)
@@ -250,48 +167,45 @@ def in_step_counts(state: DecodeState, verdict: Verdict, k: torch.Tensor) -> tor
 def _commit(state: DecodeState, verdict: Verdict, L: int, stats: Stats, commit_step: torch.Tensor,
             stop_tokens: torch.Tensor | None, in_step: bool = False, width: torch.Tensor | None = None) -> torch.Tensor:
     """Write the committed prefix of every active row; return k [B] (0 for rows already done). `in_step`: every
-    row stops where the row that gets least far does (`in_step_counts`). `width` [] (a padded chain, `_padded`):
-    the window the drafts were given for; nothing past it is committed or counted as drafted."""
-    N = state.length
-    index = verdict.index  # [B, L]
-    slots = torch.arange(L, device=index.device)
-    lead = verdict.accepted.long().cumprod(1).sum(1)  # drafts accepted before the first rejection
+    row stops where the row that gets least far does (`in_step_counts`). `width` [] (a padded chain, see
+    mmspec.executor): the window the drafts were given for; nothing past it is committed or counted as drafted."""
+    lead = verdict.accepted.long().cumprod(1).sum(1)  # [B] drafts accepted before the first rejection
     if width is not None:
         lead = torch.minimum(lead, width - 1)
-    k = torch.minimum(lead + 1, N - state.n) * state.active
+    k = torch.minimum(lead + 1, state.length - state.n) * state.active
     if in_step and L > 1:  # (a window of one commits one token in every active row: they stay in step as they are)
         k = in_step_counts(state, verdict, k)
-    stopped = None
-    if stop_tokens is not None:
-        hit = torch.isin(verdict.y, stop_tokens) & (slots < k[:, None])
-        stopped = hit.any(1)
-        k = torch.where(stopped, hit.long().argmax(1) + 1, k)
-    keep = slots < k[:, None]  # [B, L]
+    k, stopped = _stopped(verdict, k, stop_tokens)
+    _write(state, verdict, k, commit_step, stats.nfe)
+    stats.record(state, verdict.index, lead, k, L, width)
+    _advance(state, verdict, k, stopped)
+    return k
+
+
+def _stopped(verdict: Verdict, k: torch.Tensor, stop_tokens: torch.Tensor | None):
+    """k [B] cut after a row's first stop token among its commits -> (k, stopped [B] or None)."""
+    if stop_tokens is None:
+        return k, None
+    hit = torch.isin(verdict.y, stop_tokens) & (torch.arange(verdict.y.shape[1], device=k.device) < k[:, None])
+    stopped = hit.any(1)
+    return torch.where(stopped, hit.long().argmax(1) + 1, k), stopped
+
+
+def _write(state: DecodeState, verdict: Verdict, k: torch.Tensor, commit_step: torch.Tensor,
+           nfe: torch.Tensor) -> None:
+    """The first k [B] outputs of each row into its sequence, and the forward that committed them."""
+    index = verdict.index  # [B, L]
+    keep = torch.arange(index.shape[1], device=index.device) < k[:, None]  # [B, L]
     state.seq.scatter_(1, index, torch.where(keep, verdict.y, state.seq.gather(1, index)))
     # an active row has run every forward so far, so its forward count is the step's number (a tensor: a compiled
     # step must not see a Python int that changes every step)
-    commit_step.scatter_(1, index, torch.where(keep, stats.nfe[:, None], commit_step.gather(1, index)))
+    commit_step.scatter_(1, index, torch.where(keep, nfe[:, None], commit_step.gather(1, index)))
 
-    stats.nfe += state.active
-    if L > 1:  # a window of one has no drafts to count
-        # a draft counts where it is inside the layout, not structural, and among the drafts given (a padded chain);
-        # an accepted one is committed too (k counts no more than the layout, the drafts given and the active rows)
-        drafted = (index[:, :-1] < N) & state.active[:, None]  # [B, L-1]
-        if state.any_forced:
-            drafted &= state.structural(index[:, :-1]) < 0
-        if width is not None:
-            drafted &= slots[:-1] < width - 1
-        accepted = drafted & (slots[:-1] < torch.minimum(lead, k)[:, None])
-        stats.drafted += drafted.sum(1)
-        stats.accepted += accepted.sum(1)
-        W = min(L, stats.window) - 1  # slots past the policy's widest (a widened step's) hold forced tokens only
-        stats.accepted_at[:, :W] += accepted[:, :W]
-        stats.forwards_at[:, :W] += state.active[:, None] if width is None else \
-            state.active[:, None] & (slots[:W] < width - 1)
 
+def _advance(state: DecodeState, verdict: Verdict, k: torch.Tensor, stopped: torch.Tensor | None) -> None:
+    """Each row's committed length and last token move on; rows at the end of the layout or at a stop are done."""
     last = verdict.y.gather(1, (k - 1).clamp(min=0)[:, None]).squeeze(1)
     state.pending = torch.where(k > 0, last, state.pending)
     state.n = state.n + k
-    active = state.active & (state.n < N)
+    active = state.active & (state.n < state.length)
     state.active = active if stopped is None else active & ~stopped
-    return k

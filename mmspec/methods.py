@@ -5,6 +5,7 @@
 | ar          | none                                                | plain sampling (Gumbel-max)   |
 | draft-model | small AR model, L-1 tokens                          | rejection sampling            |
 | lookup      | n-gram (1D), row above (2D), previous frame (3D)    | rejection sampling            |
+| unigram     | each slot drawn from the row's token frequencies    | rejection sampling            |
 | jacobi      | Jacobi window, carried slots redrawn independently  | rejection sampling (SJD)      |
 | coupled     | Jacobi window, maximal coupling of drafts (SCD-MC)  | rejection sampling            |
 | gumbel      | Jacobi window, per-position Gumbel drafts (SCD-GS)  | rejection sampling            |
@@ -17,9 +18,15 @@
 
 Every Jacobi method, draft-model and eagle take `proactive=(width, depth)`: slot 0 gets width - 1 siblings, each
 heading a branch of depth tokens, verified in the same forward (mmspec.drafters.proactive, mmspec.tree).
+
+`REGISTRY` holds every method: its factory, the options it takes (`OPTIONS`: how each is checked and given on the
+command line) and the resource a caller may supply (a draft model, a head). A spec is parsed once where it enters
+(`Spec.parse`) and its resources are bound in one place (`Spec.bind`); the CLI's flags, a job's method keys and the
+demo's choices are read from the registry, so a new method is its drafter and verifier and one entry here.
 """
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass
 from os import PathLike
 from typing import Any, Callable
@@ -28,6 +35,7 @@ from mmspec.drafters import (CoupledRedraw, DraftModelDrafter, Drafter, GumbelRe
                              JacobiDrafter, LookupDrafter, NoDraft, make_fill)
 from mmspec.drafters.proactive import (Branches, FreshBranches, ModelBranches, NoiseBranches, NoiseModelBranches,
                                       ProactiveDrafter)
+from mmspec.drafters.unigram import UnigramDrafter
 from mmspec.layouts import Layout
 from mmspec.loading import check_folder
 from mmspec.verify import (BranchVerifier, ChainVerifier, GumbelMatchVerifier, RejectionVerifier, TreeVerifier,
@@ -42,6 +50,16 @@ class Method:
     window: int | None = None  # fixed window (ar: 1), else the caller's
     tree_nodes: int = 0  # window nodes a forward may add beside the chain (proactive branches)
 
+    def drafter(self, layout: Layout) -> Drafter:
+        """A fresh drafter for a generation, checked against the verifier before any work: every kind of draft record
+        it makes (a chain, branches, a token tree) must be one the verifier reads (where both declare theirs)."""
+        drafter = self.make_drafter(layout)
+        makes, reads = getattr(drafter, "makes", None), getattr(self.verifier, "reads", None)
+        if makes is not None and reads is not None and not makes <= reads:
+            raise ValueError(f"method {self.name!r}: its drafter makes {sorted(makes - reads)} drafts, which its "
+                             f"verifier {type(self.verifier).__name__} does not read (it reads {sorted(reads)})")
+        return drafter
+
 
 def ar() -> Method:
     return Method("ar", lambda layout: NoDraft(), RejectionVerifier(), window=1)
@@ -50,10 +68,7 @@ def ar() -> Method:
 def _branches(proactive, kind: type[Branches]) -> "Branches | None":
     if proactive is None:
         return None
-    if not (isinstance(proactive, (tuple, list)) and len(proactive) == 2
-            and all(isinstance(x, int) and not isinstance(x, bool) for x in proactive)):
-        raise ValueError(f"proactive must be (width, depth), two ints, got {proactive!r}")
-    return kind(*proactive)
+    return kind(*_int_pair(proactive, "proactive"))
 
 
 def _with_branches(name: str, make_chain: Callable[[Layout], Drafter], verifier: ChainVerifier,
@@ -69,8 +84,6 @@ def _with_branches(name: str, make_chain: Callable[[Layout], Drafter], verifier:
 def _jacobi(name: str, redraw, verifier, init: "str | None", proactive=None,
             kind: type[Branches] = FreshBranches) -> Method:
     """init None: the layout's default_init (random, or the previous frame on video)."""
-    if init is not None:
-        make_fill(init)  # reject unknown policies now, not mid-generation
     branches = _branches(proactive, kind)  # (branches draw siblings from slot 0's law: the drafter keeps it)
     laws = verifier.reads_q or branches is not None
     return _with_branches(name, lambda layout: JacobiDrafter(redraw, make_fill(init or layout.default_init), laws),
@@ -101,8 +114,6 @@ def pac(init: "str | None" = None, proactive=(4, 3)) -> Method:
 
 def lookup(fill: str | None = None) -> Method:
     """fill defaults to the layout's own: 'ngram' (1D), 'above' (2D), 'prev-frame' (3D)."""
-    if fill is not None:
-        make_fill(fill)
     return Method("lookup", lambda layout: LookupDrafter(make_fill(fill or layout.default_lookup)),
                   RejectionVerifier())
 
@@ -163,23 +174,15 @@ def eagle(head=None, exact: bool = False, jacobi: "int | None" = None, init: "st
                          "(bundled models ship theirs in head/)")
     if not isinstance(head, (EagleHead, _GivenLater)):  # (a check's stand-in: the caller gives its head later)
         head = load_head(head)
-    if jacobi is not None and (isinstance(jacobi, bool) or not isinstance(jacobi, int) or jacobi < 1):
-        raise ValueError(f"jacobi must be the head's slots, an int >= 1, or None, got {jacobi!r}")
     if jacobi is not None and proactive is not None:
         raise ValueError("eagle takes proactive branches or a Jacobi window after the head's slots, not both")
     shape = _tree_shape(tree)
     if shape is not None and (jacobi is not None or proactive is not None):
         raise ValueError("eagle's token tree takes the whole window: no proactive branches or Jacobi window with it")
-    if lookup is not None and not isinstance(lookup, bool):
-        raise ValueError(f"lookup must be true, false or None, got {lookup!r}")
     if lookup and (jacobi is not None or proactive is not None):
         raise ValueError("eagle's lookup drafts whole windows: no proactive branches or Jacobi window with it")
-    if stop is not None and (isinstance(stop, bool) or not isinstance(stop, (int, float)) or not 0 <= stop < 1):
-        raise ValueError(f"stop must be a probability in [0, 1) or None, got {stop!r}")
     if stop and shape is not None:
         raise ValueError("eagle's token tree picks its nodes by the head's confidence itself: no stop with it")
-    if init is not None:
-        make_fill(init)
     draw, verifier = ("gumbel", GumbelMatchVerifier()) if exact else ("sample", RejectionVerifier())
     redraw = GumbelRedraw() if exact else CoupledRedraw()
     branches = _branches(proactive, NoiseModelBranches if exact else ModelBranches)
@@ -215,79 +218,217 @@ def eagle(head=None, exact: bool = False, jacobi: "int | None" = None, init: "st
 DEFAULT_METHOD = "exact"
 DEFAULT_WINDOW = "auto"
 
-METHODS: dict[str, Callable[..., Method]] = {
-    "ar": ar, "draft-model": draft_model, "lookup": lookup, "jacobi": jacobi,
-    "coupled": coupled, "gumbel": gumbel, "exact": exact, "pac": pac, "eagle": eagle,
+# ---------------------------------------------------------------------------------------------------------------------
+# The registry: every method by name, the options it takes and the resource a caller may supply. A spec ('coupled',
+# {'name': 'coupled', 'init': 'above'}) is parsed once, where it enters (mmspec.generate, a pipeline, the CLI, a job
+# file), into a Spec; the CLI's flags, a job's method keys and the demo's choices come from here.
+
+def _fill(value):
+    make_fill(value)  # an unknown policy fails now, not mid-generation
+    return value
+
+
+def _int_pair(value, name: str):
+    if not (isinstance(value, (tuple, list)) and len(value) == 2
+            and all(isinstance(x, int) and not isinstance(x, bool) for x in value)):
+        raise ValueError(f"{name} must be (width, depth), two ints, got {value!r}")
+    Branches(*value)  # width >= 2, depth >= 1
+    return list(value)
+
+
+def _slots(value):
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"jacobi must be the head's slots, an int >= 1, or None, got {value!r}")
+    return value
+
+
+def _flag(name: str):
+    def check(value):
+        if not isinstance(value, bool):
+            raise ValueError(f"{name} must be true, false or None, got {value!r}")
+        return value
+    return check
+
+
+def _probability(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+        raise ValueError(f"stop must be a probability in [0, 1) or None, got {value!r}")
+    return value
+
+
+def _tree(value):
+    _tree_shape(value)
+    return value
+
+
+def _head(value):
+    if isinstance(value, (str, PathLike)):
+        check_folder(value, "EAGLE-3 head")  # checked to be a head here, loaded where resources are bound
+    return value
+
+
+def _as_is(value):
+    return value
+
+
+def _cli_pair(text: str) -> "list[int]":
+    try:
+        width, depth = (int(x) for x in text.split(","))
+    except ValueError:
+        raise ValueError(f"--proactive: expected WIDTH,DEPTH (e.g. 8,3), got {text!r}") from None
+    return [width, depth]
+
+
+def _cli_tree(text: str) -> "int | list[int] | bool":
+    if text == "":  # --tree alone: the default shape
+        return True
+    try:
+        shape = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise ValueError(f"--tree: expected NODES or NODES,TOP_K (e.g. 32,8), got {text!r}") from None
+    return shape[0] if len(shape) == 1 else shape
+
+
+@dataclass(frozen=True)
+class Option:
+    """One method option: `check` takes a given value to the value (or raises ValueError); `flag` the argparse
+    keywords of its command-line flag --NAME (None: none, as for a Python object), `parse` the flag's text to a
+    value; `path`: a folder, relative to a job file where a job names it."""
+    help: str
+    check: Callable[[Any], Any] = _as_is
+    flag: "dict | None" = None
+    parse: "Callable[[str], Any] | None" = None
+    path: bool = False
+
+
+OPTIONS: dict[str, Option] = {
+    "init": Option("fill policy for fresh window slots: random, left, above, prev-frame, ngram, pool (default: "
+                   "prev-frame for video, random otherwise)", _fill, {}),
+    "fill": Option("the lookup's fill policy (default: ngram for text, above for images, prev-frame for video)",
+                   _fill, {}),
+    "proactive": Option("WIDTH-1 siblings of the window's first draft, each heading DEPTH tokens, verified in the "
+                        "same forward (pac: 4,3)", lambda v: _int_pair(v, "proactive"), {"metavar": "WIDTH,DEPTH"},
+                        _cli_pair),
+    "model": Option("the draft model (a pipeline's own unless given)"),
+    "sampling": Option("the draft model's sampling (default: the target's)"),
+    "head": Option("a draft head folder (mmspec's or a published EAGLE-3 one; default: the model folder's head/)",
+                   _head, {"metavar": "DIR"}, path=True),
+    "exact": Option("draft and verify on AR's noise, so the tokens are those of --method ar with the same seed "
+                    "(default: rejection sampling, the same law)", _flag("exact"),
+                    {"action": "store_true", "default": None}),
+    "jacobi": Option("the head drafts the first N slots of each window, a Jacobi window the rest (--init fills it)",
+                     _slots, {"type": int, "metavar": "N"}),
+    "tree": Option("EAGLE-2's token tree of NODES nodes, TOP_K children per expanded node, as deep as the window's "
+                   "drafts (alone: 32,4; TOP_K default 4): the same tokens as --method ar with the same seed", _tree,
+                   {"metavar": "NODES[,TOP_K]", "nargs": "?", "const": ""}, _cli_tree),
+    "lookup": Option("the n-gram lookup's drafts in the steps where the head agrees with its first one (default: on "
+                     "for text, off for images and video)", _flag("lookup"),
+                     {"action": argparse.BooleanOptionalAction, "default": None}),
+    "stop": Option("the head's chain ends after a slot whose most likely token has probability below P under the "
+                   "head (default: 0.1 for text, 0 for images and video: the whole window)", _probability,
+                   {"type": float, "metavar": "P"}),
 }
-# options a caller may hold and give a spec that names none (a pipeline's draft model, a bundled model's head)
-SUPPLIED = {"draft-model": "model", "eagle": "head"}
 
 
-def _parse(method: "str | dict[str, Any]") -> tuple[str, dict[str, Any]]:
-    """'coupled' or {'name': 'coupled', 'init': 'above'} -> (name, options), the name checked."""
-    options: dict[str, Any] = {}
-    if isinstance(method, dict):
-        options = dict(method)
-        method = options.pop("name", None)
-    if not isinstance(method, str) or method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; choose one of {sorted(METHODS)}")
-    return method, options
+@dataclass(frozen=True)
+class Entry:
+    """A registered method: `build(**options) -> Method`, the options it takes (from OPTIONS) and `needs`, the option
+    that holds a resource (a draft model, a head) a caller may supply when the spec names none."""
+    build: Callable[..., Method]
+    options: tuple[str, ...] = ()
+    needs: "str | None" = None
 
 
-def _needs(method, name_: str) -> bool:
-    if isinstance(method, Method):
-        return False
-    name, options = _parse(method)
-    return name == name_ and SUPPLIED[name] not in options
+_JACOBI = ("init", "proactive")
+REGISTRY: dict[str, Entry] = {
+    "ar": Entry(ar),
+    "draft-model": Entry(draft_model, ("model", "sampling", "proactive"), needs="model"),
+    "lookup": Entry(lookup, ("fill",)),
+    "jacobi": Entry(jacobi, _JACOBI),
+    "coupled": Entry(coupled, _JACOBI),
+    "gumbel": Entry(gumbel, _JACOBI),
+    "exact": Entry(exact, _JACOBI),
+    "pac": Entry(pac, _JACOBI),
+    "eagle": Entry(eagle, ("head", "exact", "jacobi", "init", "proactive", "tree", "lookup", "stop"), needs="head"),
+    "unigram": Entry(lambda: Method("unigram", lambda layout: UnigramDrafter(), RejectionVerifier())),
+}
+METHODS: dict[str, Callable[..., Method]] = {name: entry.build for name, entry in REGISTRY.items()}
 
 
-def needs_draft_model(method: "str | dict[str, Any] | Method") -> bool:
-    """Whether a spec takes its draft model from the caller (resolve_method's draft_model): a draft-model method
-    that names none."""
-    return _needs(method, "draft-model")
+def takers(option: str) -> list[str]:
+    """The methods that take an option, in registry order."""
+    return [name for name, entry in REGISTRY.items() if option in entry.options]
 
 
-def needs_head(method: "str | dict[str, Any] | Method") -> bool:
-    """Whether a spec takes its draft head from the caller (resolve_method's head): an eagle method that names none."""
-    return _needs(method, "eagle")
+@dataclass(frozen=True)
+class Spec:
+    """A method spec, checked: its name and options (each checked by its Option). `needs`: the resource option the
+    caller must supply (a draft model, a head), None when the spec names it or the method needs none."""
+    name: str
+    options: dict
+
+    @classmethod
+    def parse(cls, method: "str | dict[str, Any] | Spec") -> "Spec":
+        """'coupled' or {'name': 'coupled', 'init': 'above'} -> a Spec; an unknown name, an option the method does
+        not take or a bad value raises ValueError."""
+        if isinstance(method, Spec):
+            return method
+        options: dict[str, Any] = {}
+        if isinstance(method, dict):
+            options = dict(method)
+            method = options.pop("name", None)
+        if not isinstance(method, str) or method not in REGISTRY:
+            raise ValueError(f"unknown method {method!r}; choose one of {sorted(REGISTRY)}")
+        entry = REGISTRY[method]
+        unknown = sorted(set(options) - set(entry.options))
+        if unknown:
+            takes = ", ".join(entry.options) or "none"
+            raise ValueError(f"bad options {unknown} for method {method!r}: it takes {takes}")
+        return cls(method, {k: v if v is None else OPTIONS[k].check(v) for k, v in options.items()})
+
+    @property
+    def needs(self) -> "str | None":
+        need = REGISTRY[self.name].needs
+        return need if need is not None and self.options.get(need) is None else None
+
+    @property
+    def value(self) -> "str | dict[str, Any]":
+        """The spec as given by a caller: its name alone when it has no options."""
+        return {"name": self.name, **self.options} if self.options else self.name
+
+    def bind(self, **resources) -> Method:
+        """The Method, with `resources` (model=, head=) filling the option the spec needs and does not name."""
+        options = dict(self.options)
+        if self.needs is not None and resources.get(self.needs) is not None:
+            options[self.needs] = resources[self.needs]
+        return REGISTRY[self.name].build(**options)
 
 
-def resolve_method(method: "str | dict[str, Any] | Method", draft_model=None, head=None) -> Method:
-    """'coupled', {'name': 'coupled', 'init': 'above'} or a Method object -> a Method. The one place where a
-    spec meets what its caller holds: `draft_model` (a pipeline's draft model) is the model of a spec that
-    needs one (needs_draft_model), `head` (a bundled model's draft head) the head of an eagle spec that names
-    none (needs_head)."""
+def resolve_method(method: "str | dict[str, Any] | Spec | Method", draft_model=None, head=None) -> Method:
+    """'coupled', {'name': 'coupled', 'init': 'above'}, a Spec or a Method object -> a Method, with `draft_model` (a
+    pipeline's draft model) or `head` (a bundled model's draft head) for a spec that needs it and names none."""
     if isinstance(method, Method):
         return method
-    name, options = _parse(method)
-    given = sorted(options)
-    for held, needs in ((draft_model, needs_draft_model), (head, needs_head)):
-        if held is not None and needs(method):
-            options[SUPPLIED[name]] = held
-    try:
-        return METHODS[name](**options)
-    except TypeError as err:
-        raise ValueError(f"bad options {given} for method {name!r}: {err}") from None
+    return Spec.parse(method).bind(model=draft_model, head=head)
 
 
 class _GivenLater:
     """Stands for a draft model or head the caller gives when it runs (a pipeline's, loaded after the check)."""
 
 
-def check_method(method: "str | dict[str, Any] | Method", has_draft_model: bool = False) -> Method:
+def check_method(method: "str | dict[str, Any] | Spec | Method", has_draft_model: bool = False) -> Method:
     """Refuse an unknown method or bad options before any work (building a Method loads nothing: a head named by
-    its folder is checked to be one, not loaded) -> the Method, for its name, window and width. has_draft_model:
-    the caller will give a draft model (or head) when it runs."""
+    its folder is checked to be one, not loaded) -> the Method, for its name, window and tree nodes.
+    has_draft_model: the caller will give a draft model (or head) when it runs."""
+    if isinstance(method, Method):
+        return method
+    spec = Spec.parse(method)
     later = _GivenLater() if has_draft_model else None
-    if not isinstance(method, Method):
-        name, options = _parse(method)
-        if name == "eagle" and isinstance(options.get("head"), (str, PathLike)):
-            check_folder(options["head"], "EAGLE-3 head")
-            method = {**options, "name": name, "head": _GivenLater()}
-    return resolve_method(method, draft_model=later, head=later)
+    stand_ins = {k: _GivenLater() for k, v in spec.options.items() if OPTIONS[k].path and isinstance(v, (str, PathLike))}
+    return Spec(spec.name, {**spec.options, **stand_ins}).bind(model=later, head=later)
 
 
 def method_names(has_draft_model: bool = False, has_head: bool = False) -> list[str]:
     """The methods a caller can run by name: draft-model with a draft model, eagle with a head, the others always."""
-    return [name for name in METHODS
-            if (has_draft_model or not needs_draft_model(name)) and (has_head or not needs_head(name))]
+    held = {"model": has_draft_model, "head": has_head}
+    return [name for name, entry in REGISTRY.items() if entry.needs is None or held[entry.needs]]

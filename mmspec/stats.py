@@ -7,8 +7,12 @@ accepted drafts / drafts verified. Structural tokens are committed but never cou
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:
+    from mmspec.state import DecodeState
 
 
 @dataclass
@@ -32,6 +36,30 @@ class Stats:
     def written(self) -> tuple[torch.Tensor, ...]:
         """The counts a step adds to in place."""
         return self.nfe, self.drafted, self.accepted, self.accepted_at, self.forwards_at
+
+    def record(self, state: "DecodeState", index: torch.Tensor, lead: torch.Tensor, k: torch.Tensor, L: int,
+               width: "torch.Tensor | None" = None) -> None:
+        """One forward over a window of L (index [B, L] of its positions), where each row accepted `lead` [B] drafts
+        before its first rejection and committed k [B] tokens (before the state moves on). `width` [] (a padded
+        chain): the window the drafts were given for, slots past it not drafted."""
+        self.nfe += state.active
+        if L == 1:  # a window of one has no drafts to count
+            return
+        # a draft counts where it is inside the layout, not structural, and among the drafts given (a padded chain);
+        # an accepted one is committed too (k counts no more than the layout, the drafts given and the active rows)
+        slots = torch.arange(L - 1, device=index.device)
+        drafted = (index[:, :-1] < state.length) & state.active[:, None]  # [B, L-1]
+        if state.any_forced:
+            drafted &= state.structural(index[:, :-1]) < 0
+        if width is not None:
+            drafted &= slots < width - 1
+        accepted = drafted & (slots < torch.minimum(lead, k)[:, None])
+        self.drafted += drafted.sum(1)
+        self.accepted += accepted.sum(1)
+        D = min(L, self.window) - 1  # slots past the policy's widest (a widened step's) hold forced tokens only
+        self.accepted_at[:, :D] += accepted[:, :D]
+        self.forwards_at[:, :D] += state.active[:, None] if width is None else \
+            state.active[:, None] & (slots[:D] < width - 1)
 
     @property
     def mean_acceptance_length(self) -> float:

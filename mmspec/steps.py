@@ -2,11 +2,37 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar, Protocol
 
 import torch
 
 from mmspec.tree import Tree
+
+
+# the kinds of draft record, along one axis: a chain, a chain with proactive branches, a token tree
+CHAIN, BRANCHES, TOKEN_TREE = "chain", "branches", "token tree"
+
+
+class DraftRecord(Protocol):
+    """What every draft record offers the loop, the executor and the verifiers, so that none tells them apart by
+    class: a chain (`Draft`), a chain with proactive branches (`TreeDraft`) or a token tree (`TokenTree`)."""
+
+    kind: str  # CHAIN, BRANCHES or TOKEN_TREE
+
+    @property
+    def tree(self) -> "Tree | None":
+        """The forward's nodes beyond a chain (its W positions and their visibility); None for a chain."""
+
+    @property
+    def slots(self) -> int:
+        """D = L-1: the window's draft slots (a token tree's deepest level)."""
+
+    @property
+    def chain(self) -> "Draft | None":
+        """The chain of drafts drawn with their laws (a Draft itself, a TreeDraft's); None for a token tree."""
+
+    def nodes(self) -> torch.Tensor:
+        """[B, W-1] the tokens the target forward sees after the last committed token."""
 
 
 @dataclass(frozen=True)
@@ -18,9 +44,10 @@ class Draft:
     their q is never stored (vLLM passes no draft probabilities for n-gram drafts either).
     """
 
-    tokens: torch.Tensor  # [B, W] drafts for indices n .. n+W-1 (W = L-1)
-    q: torch.Tensor | None  # [B, W, V] fp32, read only where `onehot` is False; None when every slot is one-hot
-    onehot: torch.Tensor  # [B, W] bool: q is one-hot on the token
+    kind: ClassVar[str] = CHAIN
+    tokens: torch.Tensor  # [B, D] drafts for indices n .. n+D-1 (D = L-1)
+    q: torch.Tensor | None  # [B, D, V] fp32, read only where `onehot` is False; None when every slot is one-hot
+    onehot: torch.Tensor  # [B, D] bool: q is one-hot on the token
 
     @classmethod
     def copied(cls, tokens: torch.Tensor) -> "Draft":
@@ -33,9 +60,14 @@ class Draft:
         return None
 
     @property
-    def width(self) -> int:
-        """W = L-1: the window's draft slots."""
+    def slots(self) -> int:
+        """D = L-1: the window's draft slots."""
         return self.tokens.shape[1]
+
+    @property
+    def chain(self) -> "Draft":
+        """The chain of drafts: this one."""
+        return self
 
     def nodes(self) -> torch.Tensor:
         """[B, L-1] the draft tokens the target forward sees after the last committed token."""
@@ -52,14 +84,16 @@ class TreeDraft:
     or, where it is None, the chain's q of the same slot (its own token where that is one-hot).
     """
 
+    kind: ClassVar[str] = BRANCHES
     chain: Draft
     branches: torch.Tensor  # [B, S, D]
     branch_q: torch.Tensor | None  # [B, S, D-1, V] fp32: each branch's children's own laws (a draft model), or None
     tree: Tree  # the forward's nodes: the chain's L, then S * D branch nodes
 
     @property
-    def width(self) -> int:
-        return self.chain.width
+    def slots(self) -> int:
+        """D = L-1: the chain's draft slots."""
+        return self.chain.slots
 
     def nodes(self) -> torch.Tensor:
         """[B, L-1 + S * D] the chain's drafts, then every branch's nodes."""
@@ -77,18 +111,39 @@ class TokenTree:
     AR's tokens whatever the tree holds.
     """
 
+    kind: ClassVar[str] = TOKEN_TREE
     tokens: torch.Tensor  # [B, N] the nodes' tokens
     parent: torch.Tensor  # [B, N] each node's parent (0: the root), parents before children
     tree: Tree  # per row: offset [B, 1 + N] (each node's depth), visible [B, 1 + N, 1 + N] (ancestors and itself)
 
     @property
-    def width(self) -> int:
+    def slots(self) -> int:
         """D = L-1: the deepest level a row may have (the verdict's slots less the bonus)."""
         return self.tree.depth
+
+    @property
+    def chain(self) -> None:
+        """No chain: every node was chosen, none drawn."""
+        return None
 
     def nodes(self) -> torch.Tensor:
         """[B, N] every node after the last committed token."""
         return self.tokens
+
+
+@dataclass(frozen=True)
+class Window:
+    """One step's window, decided once by the loop and handed down: the positions the policy `asked` for (widened
+    over a run of forced tokens and the token after it: `widened`), L the positions verified (a drafter may draft
+    fewer than asked: D = L - 1 draft slots), and whether the batch's rows stay in step (`in_step`)."""
+    asked: int
+    widened: bool
+    L: int
+    in_step: bool = False
+
+    @property
+    def D(self) -> int:
+        return self.L - 1
 
 
 @dataclass(frozen=True)

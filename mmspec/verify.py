@@ -20,11 +20,13 @@ import torch
 
 from mmspec.sampling import sample_from
 from mmspec.state import DecodeState
-from mmspec.steps import Draft, TokenTree, TreeDraft, Verdict
+from mmspec.steps import BRANCHES, CHAIN, TOKEN_TREE, Draft, DraftRecord, TokenTree, Verdict
 
 
 class Verifier(Protocol):
-    def __call__(self, state: DecodeState, draft: "Draft | TreeDraft", logp: torch.Tensor, L: int) -> Verdict:
+    reads: frozenset[str]  # the kinds of draft record it verifies (mmspec.steps: CHAIN, BRANCHES, TOKEN_TREE)
+
+    def __call__(self, state: DecodeState, draft: DraftRecord, logp: torch.Tensor, L: int) -> Verdict:
         """p over the forward's nodes (logp [B, W, V]: the window's L slots, then any tree nodes) -> the verdict
         on the window of L slots at indices n .. n+L-1."""
         ...
@@ -137,6 +139,7 @@ class RejectionVerifier:
     Gumbel-max on the noise row of its position, so with no drafts this is plain AR sampling."""
 
     reads_q = True
+    reads = frozenset({CHAIN})
 
     def __call__(self, state: DecodeState, draft: Draft, logp: torch.Tensor, L: int) -> Verdict:
         return self.chain(state, draft, logp[:, :L], state.index(L))
@@ -166,6 +169,7 @@ class GumbelMatchVerifier:
     a draft is accepted when it equals that output, so the result is AR's, token for token."""
 
     reads_q = False
+    reads = frozenset({CHAIN})
 
     def __call__(self, state: DecodeState, draft: Draft, logp: torch.Tensor, L: int) -> Verdict:
         return self.chain(state, draft, logp[:, :L], state.index(L))
@@ -190,11 +194,13 @@ class BranchVerifier:
     is AR's whichever candidate matched, and the branch's slots take argmax(log p + g) under the branch's p,
     which is AR's p once the sibling is committed."""
 
+    reads = frozenset({CHAIN, BRANCHES})
+
     def __init__(self, chain: ChainVerifier):
         self.chain = chain
 
-    def __call__(self, state: DecodeState, draft: "Draft | TreeDraft", logp: torch.Tensor, L: int) -> Verdict:
-        if not isinstance(draft, TreeDraft):
+    def __call__(self, state: DecodeState, draft: DraftRecord, logp: torch.Tensor, L: int) -> Verdict:
+        if draft.tree is None:  # no branches this step: the chain alone
             return self.chain(state, draft, logp, L)
         chain = draft.chain
         verdict = self.chain(state, chain, logp, L)
@@ -232,12 +238,14 @@ class TreeVerifier:
     (code-text: 0.5-0.6 at slot 0 against 0.74); on AR's noise the drafter ranks by the same noise and regains
     the coupling (0.86-0.89 with 32-64 nodes; benchmarks/README.md)."""
 
+    reads = frozenset({CHAIN, TOKEN_TREE})
+
     def __init__(self, chain: ChainVerifier):
         self.chain = chain
 
-    def __call__(self, state: DecodeState, draft: "Draft | TreeDraft | TokenTree", logp: torch.Tensor,
+    def __call__(self, state: DecodeState, draft: DraftRecord, logp: torch.Tensor,
                  L: int) -> Verdict:
-        if not isinstance(draft, TokenTree):
+        if draft.chain is not None:  # a chain (a lookup's, the first window's): verified as one
             return self.chain(state, draft, logp, L)
         y_all = state.gumbel_max(logp, state.n[:, None] + draft.tree.offset)  # [B, W]: AR's draw at every node
         node = draft.tokens.new_zeros(draft.tokens.shape[0])  # [B] the path's node at the current depth

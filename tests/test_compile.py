@@ -15,7 +15,7 @@ import torch
 
 import mmspec
 from mmspec.cache import StaticKVCache
-from mmspec.loop import Faster
+from mmspec.executor import Faster
 from mmspec.verify import RejectionVerifier
 from test_distribution import ALPHA, case
 from tiny import chi_square_pvalue, sequence_id, tiny_gpt, tiny_head
@@ -36,9 +36,9 @@ class AlwaysCompiled(Faster):
 
 @pytest.fixture(autouse=True)
 def every_step_compiled(monkeypatch):
-    """Every step compiled, as on an accelerator (on a CPU `VerifyStep` times eager steps against compiled ones and
+    """Every step compiled, as on an accelerator (on a CPU the `Executor` times eager steps against compiled ones and
     runs the faster: the tests of that choice set it up themselves)."""
-    monkeypatch.setattr(mmspec.loop, "Faster", AlwaysCompiled)
+    monkeypatch.setattr(mmspec.executor, "Faster", AlwaysCompiled)
 
 
 def _target(seed=0):
@@ -275,20 +275,20 @@ def test_a_padded_chain_keeps_the_law(monkeypatch, wrong):
     """Padded to the window asked for, a chain of 2 drafts in a window of 4 commits no more than 3 tokens, the last
     p's whether its filler passed or not. A filler that claims to be drawn from a law it was not drawn from (uniform
     here; it is its own token) biases that last token: the test must see it."""
-    import mmspec.loop as loop
+    import mmspec.executor as executor
     padded = []
-    pad = loop._padded
+    pad = executor._padded
 
     def counted(draft, W):
         out = pad(draft, W)
-        padded.append(W - draft.width)
+        padded.append(W - draft.slots)
         if wrong:
             V = draft.q.shape[-1]
-            q = torch.cat([draft.q, torch.full((draft.q.shape[0], W - draft.width, V), 1.0 / V)], 1)
+            q = torch.cat([draft.q, torch.full((draft.q.shape[0], W - draft.slots, V), 1.0 / V)], 1)
             out = mmspec.steps.Draft(out.tokens, q, torch.zeros_like(out.onehot))
         return out
 
-    monkeypatch.setattr(loop, "_padded", counted)
+    monkeypatch.setattr(executor, "_padded", counted)
     target, _, layout, sampling, law = case("gpt-grid")
     g = mmspec.generate(target, torch.tensor([0]), layout, method=_short_chains(target.vocab_size), window=4,
                         sampling=sampling, seed=0, num_samples=20_000, compile={"backend": "aot_eager"})
@@ -333,7 +333,7 @@ def test_on_a_cpu_the_faster_of_compiled_and_eager_runs(compiled_s, eager_s, exp
 
 def test_a_compiled_generation_that_mixes_eager_steps_keeps_exact_equal_to_ar(monkeypatch):
     """Where eager is faster (timed on the CPU), steps run eager between compiled ones: the same tokens."""
-    import mmspec.loop as loop
+    import mmspec.executor as executor
 
     ran = []
 
@@ -342,7 +342,7 @@ def test_a_compiled_generation_that_mixes_eager_steps_keeps_exact_equal_to_ar(mo
             ran.append(len(ran) % 2 == 0)
             return ran[-1]
 
-    monkeypatch.setattr(loop, "Faster", Alternating)
+    monkeypatch.setattr(executor, "Faster", Alternating)
     got = _run("exact", compile={"backend": "aot_eager"})
     assert torch.equal(got.tokens, _run("ar").tokens)
     assert True in ran and False in ran

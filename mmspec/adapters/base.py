@@ -7,7 +7,7 @@ element (a class embedding, the last prompt token...), which the session feeds i
 """
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 
@@ -45,6 +45,28 @@ class Session(Protocol):
 
     def buffers(self) -> list[torch.Tensor]:
         """The tensors its forwards write in place (the KV cache), the same ones all generation long."""
+        ...
+
+
+@runtime_checkable
+class Selects(Protocol):
+    """What a session may offer beyond `Session`: its rows can leave. `select(rows)` keeps only the batch rows `rows`
+    [B'] (and their CFG null rows), in that order (PrefixSession has it; mmspec.adapters.rows.ActiveRows uses it)."""
+
+    def select(self, rows: torch.Tensor) -> None:
+        ...
+
+
+@runtime_checkable
+class FollowsRows(Protocol):
+    """A session that drops the rows that are done (mmspec.adapters.rows.ActiveRows): before each step the loop says
+    which rows still run; `all_rows` is whether every row of the batch is still in its forwards."""
+
+    @property
+    def all_rows(self) -> bool:
+        ...
+
+    def follow(self, active: torch.Tensor, running: int) -> None:
         ...
 
 

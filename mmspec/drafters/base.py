@@ -5,23 +5,26 @@ from typing import TYPE_CHECKING, Protocol
 
 import torch
 
-from mmspec.steps import Context, Draft, Verdict
+from mmspec.steps import CHAIN, Context, Draft, DraftRecord, Verdict
 
 if TYPE_CHECKING:
     from mmspec.state import DecodeState
 
 
 class Drafter(Protocol):
+    makes: frozenset[str]  # the kinds of draft record it proposes (mmspec.steps: CHAIN, BRANCHES, TOKEN_TREE)
+
     def start(self, state: "DecodeState", context: Context) -> None:
         """Called once, after the target session is open and before the first propose, with what the drafter may
         need beyond the decode state (the condition, the prompt's ids, the draft vocabulary)."""
 
-    def propose(self, state: "DecodeState", L: int) -> Draft:
-        """Drafts for indices n .. n+L-2 of a window of L (L may change from step to step). A drafter may return
-        fewer (a lookup with nothing to look up): the step then verifies a window of as many drafts plus one."""
+    def propose(self, state: "DecodeState", L: int) -> DraftRecord:
+        """Drafts for indices n .. n+L-2 of a window of L (L may change from step to step): a chain (`Draft`), a chain
+        with branches or a token tree, for the method's verifier. A drafter may return fewer (a lookup with nothing
+        to look up): the step then verifies a window of as many drafts plus one."""
         ...
 
-    def update(self, state: "DecodeState", draft: Draft, verdict: Verdict, logp: torch.Tensor,
+    def update(self, state: "DecodeState", draft: DraftRecord, verdict: Verdict, logp: torch.Tensor,
                k: torch.Tensor) -> None:
         """Observe the outcome: p over the window (logp [B, L, V]) and k [B] tokens committed
         (already written to state.seq, state.n moved on)."""
@@ -29,6 +32,8 @@ class Drafter(Protocol):
 
 class NoDraft:
     """Plain AR decoding: nothing to draft, the window is the single next position (or a run of forced ones)."""
+
+    makes = frozenset({CHAIN})
 
     def start(self, state, context):
         pass

@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import torch
 
-from mmspec.adapters.base import Target, window_index
+from mmspec.adapters.base import Selects, Target, window_index
 from mmspec.adapters.rows import ActiveRows
 from mmspec.tree import forest
 from mmspec.sampling import Sampling, sample_from
 from mmspec.state import DecodeState
-from mmspec.steps import Context, Draft
+from mmspec.steps import CHAIN, Context, Draft
 
 
 class DraftModelDrafter:
+    makes = frozenset({CHAIN})
+
     def __init__(self, model: Target, sampling: Sampling | dict | None = None, tree_nodes: int = 0):
         """tree_nodes: nodes proactive branches add to a window at most (the draft cache has room for them)."""
         self.model, self.tree_nodes = model, tree_nodes
@@ -31,7 +33,7 @@ class DraftModelDrafter:
         session = self.model.session(context.condition, state.layout, cfg=self._sampling.cfg,
                                      num_samples=context.num_samples, max_window=state.max_window + 1 + self.tree_nodes)
         # rows that are done leave the draft model's forwards too (as the target's: mmspec.adapters.rows)
-        self.session = ActiveRows(session) if state.batch_size > 1 and hasattr(session, "select") else session
+        self.session = ActiveRows(session) if state.batch_size > 1 and isinstance(session, Selects) else session
         self.synced = torch.full_like(state.n, -1)  # [B] the draft cache holds committed indices < synced
         self.fed = None  # [B] indices < fed were fed by the last propose (None: it drafted nothing)
 

@@ -43,7 +43,7 @@ from mmspec.drafters.base import Drafter
 from mmspec.reference.eagle import EagleHead
 from mmspec.sampling import sample_from
 from mmspec.state import DecodeState
-from mmspec.steps import Context, Draft, TokenTree
+from mmspec.steps import CHAIN, Context, Draft, TokenTree
 from mmspec.tree import Tree, best_nodes, forest, token_tree
 
 DRAWS = ("sample", "gumbel")
@@ -158,6 +158,7 @@ class _Pending:
 
 
 class EagleDrafter:
+    makes = frozenset({CHAIN})  # (a TreeDrafter around it makes its token trees)
     # steps of window 1 whose pairs wait for one head forward: a bound on the memory they hold and on the work of one
     # catch-up forward, which the next wide step pays (and a window policy sees in that step's time)
     WAIT = 16
@@ -376,6 +377,8 @@ class SplicedDrafter:
     Lossless as each part is: the verifier tests every slot's draft under its own q, and the two parts draw
     from separate randomness, so a slot's draft is distributed as its q given everything before it."""
 
+    makes = frozenset({CHAIN})
+
     def __init__(self, first: Drafter, rest: Drafter, slots: int):
         if slots < 1:
             raise ValueError(f"slots must be >= 1, got {slots}")
@@ -387,11 +390,11 @@ class SplicedDrafter:
 
     def propose(self, state, L):
         rest = self.rest.propose(state, L)
-        head = self.first.propose(state, min(self.slots, rest.width) + 1)
-        h = head.width  # (0 before the head has features)
+        head = self.first.propose(state, min(self.slots, rest.slots) + 1)
+        h = head.slots  # (0 before the head has features)
         if h == 0:
             return rest
-        if rest.width == h:
+        if rest.slots == h:
             return head
         q = None
         if head.q is not None or rest.q is not None:

@@ -16,7 +16,7 @@ import torch
 from mmspec.drafters.fill import Fill
 from mmspec.sampling import sample_from
 from mmspec.state import DecodeState
-from mmspec.steps import Draft, Verdict
+from mmspec.steps import CHAIN, Draft, Verdict
 
 
 class Redraw(Protocol):
@@ -53,6 +53,8 @@ class JacobiDrafter:
     """`laws`: keep q, the law of each carried slot, for a verifier that tests drafts by it or branches drawn from it;
     without them (`exact`'s argmax match) every draft goes out with q None, and a step saves the exp of its p, which on
     a CPU costs 20x more where top-k left -inf (exp's slow path: 0.16 ms of an emoji-image step at 16)."""
+
+    makes = frozenset({CHAIN})
 
     def __init__(self, redraw: Redraw, fill: Fill, laws: bool = True):
         self.redraw, self.fill, self.laws = redraw, fill, laws

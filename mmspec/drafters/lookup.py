@@ -11,10 +11,12 @@ import torch
 
 from mmspec.drafters.base import Drafter
 from mmspec.drafters.fill import Fill
-from mmspec.steps import Draft
+from mmspec.steps import CHAIN, Draft
 
 
 class LookupDrafter:
+    makes = frozenset({CHAIN})
+
     def __init__(self, fill: Fill):
         self.fill = fill
 
@@ -66,6 +68,7 @@ class LookupOrDrafter:
 
     def __init__(self, lookup: LookupDrafter, other: Drafter, judge: Judge):
         self.lookup, self.other, self.judge = lookup, other, judge
+        self.makes = lookup.makes | other.makes
 
     def start(self, state, context):
         self.lookup.start(state, context)
@@ -73,7 +76,7 @@ class LookupOrDrafter:
 
     def propose(self, state, L):
         lookup = self.lookup.propose(state, L)
-        if lookup.width == 0:
+        if lookup.slots == 0:
             return self.other.propose(state, L)
         take = state.active.clone()  # [B] rows that take the lookup's drafts
         evidence = getattr(self.lookup.fill, "evidence", None)
@@ -85,10 +88,10 @@ class LookupOrDrafter:
         if bool((take | ~state.active).all()):
             return lookup
         draft = self.other.propose(state, L)
-        if not take.any() or not isinstance(draft, Draft) or draft.width < lookup.width:
+        if not take.any() or draft.tree is not None or draft.slots < lookup.slots:
             return draft
-        W = lookup.width
-        mixed = take[:, None] & (torch.arange(draft.width, device=take.device) < W)  # [B, L-1] the lookup's slots
+        W = lookup.slots
+        mixed = take[:, None] & (torch.arange(draft.slots, device=take.device) < W)  # [B, L-1] the lookup's slots
         tokens = torch.where(mixed, torch.cat([lookup.tokens, draft.tokens[:, W:]], 1), draft.tokens)
         return Draft(tokens, draft.q, draft.onehot | mixed)
 

@@ -25,7 +25,7 @@ import torch
 from mmspec.drafters.base import Drafter
 from mmspec.sampling import sample_from
 from mmspec.state import DecodeState
-from mmspec.steps import Draft, TreeDraft
+from mmspec.steps import BRANCHES, CHAIN, Draft, TreeDraft
 from mmspec.tree import proactive_tree
 
 
@@ -104,7 +104,10 @@ class NoiseModelBranches(NoiseBranches):
 
 
 class ProactiveDrafter:
-    """A chain drafter with proactive branches at the first slot of every window it drafts."""
+    """A chain drafter with proactive branches at the first slot of every window it drafts (its chain alone where slot
+    0 has no law to branch from)."""
+
+    makes = frozenset({CHAIN, BRANCHES})
 
     def __init__(self, chain: Drafter, branches: Branches):
         self.chain, self.branches = chain, branches
@@ -116,4 +119,4 @@ class ProactiveDrafter:
         return self.branches.grow(state, self.chain.propose(state, L), self.chain)
 
     def update(self, state, draft, verdict, logp, k):
-        self.chain.update(state, draft.chain if isinstance(draft, TreeDraft) else draft, verdict, logp, k)
+        self.chain.update(state, draft.chain, verdict, logp, k)

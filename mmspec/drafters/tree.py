@@ -21,7 +21,7 @@ from typing import Protocol
 
 from mmspec.drafters.base import Drafter
 from mmspec.state import DecodeState
-from mmspec.steps import Draft, TokenTree
+from mmspec.steps import CHAIN, TOKEN_TREE, Draft, TokenTree
 
 
 class TreeGrower(Drafter, Protocol):
@@ -33,7 +33,9 @@ class TreeGrower(Drafter, Protocol):
 
 class TreeDrafter:
     """A chain drafter that drafts a token tree of `nodes` nodes (top_k children per expanded node) in every
-    window instead of its chain."""
+    window instead of its chain (a chain where the head has nothing to grow a tree from yet)."""
+
+    makes = frozenset({CHAIN, TOKEN_TREE})
 
     def __init__(self, chain: TreeGrower, nodes: int, top_k: int):
         self.chain, self.nodes, self.top_k = chain, nodes, top_k

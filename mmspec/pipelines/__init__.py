@@ -21,7 +21,7 @@ def load_pipeline(kind: str, model=None, draft=None, device="cpu", window_cache=
     """The pipeline of a kind (image, video, text) on a model folder (None: the bundled one); text also takes a
     draft model folder. window_cache: where auto windows' measurements are kept across processes (None: the
     user's default, $MMSPEC_WINDOW_CACHE; 'off': nowhere, so each process measures what a first call gets;
-    see mmspec.pipelines.base.WindowCache). allow_torchscript: video, a Cosmos folder's TorchScript tokenizer."""
+    see mmspec.window.WindowCache). allow_torchscript: video, a Cosmos folder's TorchScript tokenizer."""
     if kind == "text":
         return TextPipeline.from_pretrained(model, draft=draft, device=device, window_cache=window_cache,
                                             compile=compile)

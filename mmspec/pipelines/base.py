@@ -2,7 +2,6 @@
 mmspec.generate (method, window, sampling, progress, what auto windows learned, the summary)."""
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from contextlib import contextmanager
@@ -11,9 +10,9 @@ from pathlib import Path
 import torch
 
 from mmspec.methods import DEFAULT_METHOD, DEFAULT_WINDOW  # noqa: F401 - the pipelines' defaults
-from mmspec.methods import Method, needs_head, resolve_method
+from mmspec.methods import OPTIONS, Method, Spec
 from mmspec.reference.eagle import EagleHead, load_head
-from mmspec.window import AutoWindow, WindowMemory, load_prior
+from mmspec.window import AutoWindow, WindowMemories, window_policy
 
 HEAD = "head"  # a model folder's draft head for method eagle: <model>/head/ (mmspec train-head writes one)
 
@@ -49,56 +48,6 @@ def head_folder(model: "Path | None") -> Path:
     return folder
 
 
-class WindowMemories(dict):
-    """method -> WindowMemory: what window="auto" learned across a pipeline's calls. With a folder, each method's
-    memory is kept in a file there, per device and CPU thread count (both change every timing), so a new process
-    starts from it. `prior`: the model's acceptance prior by method (mmspec.window.load_prior), so that a first
-    call need not explore; `greedy_prior` at temperature 0."""
-
-    def __init__(self, folder: "Path | None" = None, device="cpu", prior: "dict | None" = None,
-                 greedy_prior: "dict | None" = None):
-        super().__init__()
-        self.folder, self.device = folder, str(device).replace(":", "")
-        self.prior, self.greedy_prior = prior or {}, greedy_prior or {}
-
-    def __missing__(self, method: str) -> WindowMemory:
-        name = f"{method}-{self.device}-{torch.get_num_threads()}threads-v{WindowMemory.version}.json"
-        path = None if self.folder is None else self.folder / name
-        memory = self[method] = WindowMemory(path, self.prior.get(method), self.greedy_prior.get(method))
-        return memory
-
-
-class WindowCache:
-    """Where pipelines keep what auto windows measured, across processes: a root folder with one folder per model
-    (its name and a hash of its path and weights files), or nowhere (root None: each process measures afresh)."""
-
-    def __init__(self, root: "str | Path | None"):
-        self.root = None if root is None else Path(root)
-
-    @classmethod
-    def coerce(cls, cache: "WindowCache | str | Path | None") -> "WindowCache":
-        """None: the user's default, $MMSPEC_WINDOW_CACHE (else ~/.cache/mmspec/windows); 'off': nowhere; a folder;
-        a WindowCache as it is."""
-        if isinstance(cache, WindowCache):
-            return cache
-        if cache is None:
-            cache = os.environ.get("MMSPEC_WINDOW_CACHE") or (
-                Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mmspec" / "windows")
-        return cls(None if cache == "off" else cache)
-
-    def folder(self, model: Path) -> "Path | None":
-        if self.root is None:
-            return None
-        model = model.resolve()
-        key = [str(model)] + [f"{f.name}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in sorted(model.iterdir())
-                              if f.suffix in (".safetensors", ".json") and f.is_file()]
-        return self.root / f"{model.name}-{hashlib.sha1(chr(0).join(key).encode()).hexdigest()[:10]}"
-
-    def memories(self, model: Path, device) -> WindowMemories:
-        """A pipeline's memories for a model folder, starting from the acceptance prior it ships (if any)."""
-        return WindowMemories(self.folder(model), device, load_prior(model), load_prior(model, greedy=True))
-
-
 @contextmanager
 def progress(total: int, desc: str, enabled: bool):
     """A tqdm bar over committed tokens; yields the on_commit hook for mmspec.generate."""
@@ -109,16 +58,6 @@ def progress(total: int, desc: str, enabled: bool):
 
     with tqdm(total=total, desc=desc, unit="tok", leave=False) as bar:
         yield lambda state, k: bar.update(int(k.sum()))
-
-
-def resolve_window(window, widest: int, memories: "WindowMemories | None" = None, method=None) -> "int | AutoWindow":
-    """None or "auto" -> an AutoWindow of up to `widest` positions (the pipeline's default_window) that starts
-    from what earlier calls with the same method learned (`memories`: the pipeline's, by method name); an int
-    or a window policy as is."""
-    if window is None or window == "auto":
-        memory = memories[method] if memories is not None and isinstance(method, str) else None
-        return AutoWindow(max_window=widest, memory=memory)
-    return window
 
 
 def chain(*hooks):
@@ -159,18 +98,18 @@ class Pipeline:
         """Whether the model folder has a draft head (head/), so that method eagle needs no head named."""
         return self.folder is not None and (self.folder / HEAD).is_dir()
 
-    def resolve(self, method: "str | dict | Method") -> Method:
-        """A method spec -> a Method with what this pipeline holds: its draft model, and the draft head of an eagle
-        spec (the model folder's head/ unless the spec names a head folder), loaded for this target the first
-        time a spec needs it: its layers picked for the target's depth when its config names none, on the
-        target's device and dtype."""
-        head = None
-        named = method.get("head") if isinstance(method, dict) and method.get("name") == "eagle" else None
-        if needs_head(method):
-            head = self._head(head_folder(self.folder))
-        elif isinstance(named, (str, os.PathLike)):
-            method = {**method, "head": self._head(Path(named))}
-        return resolve_method(method, draft_model=self.draft_model, head=head)
+    def resolve(self, method: "str | dict | Spec | Method") -> Method:
+        """A method spec -> a Method, its resources bound: this pipeline's draft model, and a draft head (the model
+        folder's head/ unless the spec names a head folder), loaded for this target the first time a spec needs
+        it: its layers picked for the target's depth when its config names none, on the target's device and
+        dtype."""
+        if isinstance(method, Method):
+            return method
+        spec = Spec.parse(method)
+        named = {k: self._head(Path(v)) for k, v in spec.options.items()
+                 if OPTIONS[k].path and isinstance(v, (str, os.PathLike))}
+        head = self._head(head_folder(self.folder)) if spec.needs == "head" else None
+        return Spec(spec.name, {**spec.options, **named}).bind(model=self.draft_model, head=head)
 
     def _head(self, folder: Path) -> EagleHead:
         key = folder.resolve()
@@ -184,7 +123,11 @@ class Pipeline:
         """A call's method and window policy, made before any of its work (an eagle spec on a model without a head
         fails here): the spec resolved, and window=None/"auto" an AutoWindow that starts from what earlier calls
         with the same method name learned."""
-        return self.resolve(method), resolve_window(window, self.default_window, self.window_memory, method)
+        spec = method if isinstance(method, Method) else Spec.parse(method)
+        if window is None or window == "auto":  # up to this pipeline's widest, from what calls of the method learned
+            name = spec.value if isinstance(spec, Spec) else None
+            window = window_policy(window, self.default_window, self.window_memory[name] if isinstance(name, str) else None)
+        return self.resolve(spec), window
 
     def _generate(self, run, *, total: int, method: Method, policy, sampling, progress_bar: bool, on_commit,
                   started: float, compile: "bool | dict | None" = None):

@@ -14,10 +14,11 @@ import torch
 
 from mmspec.adapters.chameleon import DEFAULT_SAMPLING, ChameleonImage
 from mmspec.api import generate
-from mmspec.pipelines.base import DEFAULT_METHOD, DEFAULT_WINDOW, Pipeline, WindowCache, as_list
+from mmspec.pipelines.base import DEFAULT_METHOD, DEFAULT_WINDOW, Pipeline, as_list
 from mmspec.pipelines.grid import ImageOutput, read_json
 from mmspec.tokenizers.chameleon import VQGAN_FOLDER
 from mmspec.tokenizers.vq import VQTokenizer
+from mmspec.window import WindowCache
 
 
 def check_chameleon_folder(path: Path) -> None:

@@ -16,10 +16,11 @@ import torch
 
 from mmspec.adapters.cosmos import CosmosTarget
 from mmspec.api import generate
-from mmspec.pipelines.base import DEFAULT_METHOD, Pipeline, WindowCache, model_path
+from mmspec.pipelines.base import DEFAULT_METHOD, Pipeline, model_path
 from mmspec.pipelines.grid import VideoOutput, read_config
 from mmspec.reference.cosmos_checkpoint import COSMOS_SAMPLING, load_cosmos
 from mmspec.tokenizers.cosmos import DiscreteVideoTokenizer
+from mmspec.window import WindowCache
 
 
 class CosmosPipeline(Pipeline):

@@ -14,13 +14,14 @@ import torch
 import mmspec.layouts as layouts
 from mmspec.adapters.reference import ReferenceTarget
 from mmspec.api import generate
-from mmspec.pipelines.base import DEFAULT_METHOD, DEFAULT_WINDOW, Pipeline, WindowCache, as_list, model_path
+from mmspec.pipelines.base import DEFAULT_METHOD, DEFAULT_WINDOW, Pipeline, as_list, model_path
 from mmspec.pipelines.families import CHAMELEON, family
 from mmspec.pipelines.prompts import encode_prompt, unknown_words
 from mmspec.pipelines.scene import Staging, staging
 from mmspec.reference.checkpoint import load_gpt
 from mmspec.stats import Stats
 from mmspec.tokenizers.vq import VQTokenizer
+from mmspec.window import WindowCache
 
 
 @dataclass

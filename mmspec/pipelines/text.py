@@ -13,8 +13,9 @@ import torch
 from mmspec.adapters.text import HFCausalLM
 from mmspec.api import generate
 from mmspec.layouts import Sequence1D
-from mmspec.pipelines.base import DEFAULT_METHOD, DEFAULT_WINDOW, Pipeline, WindowCache, as_list, model_path
+from mmspec.pipelines.base import DEFAULT_METHOD, DEFAULT_WINDOW, Pipeline, as_list, model_path
 from mmspec.stats import Stats
+from mmspec.window import WindowCache
 
 
 @dataclass

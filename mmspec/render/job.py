@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from mmspec.methods import DEFAULT_METHOD, DEFAULT_WINDOW, check_method, needs_draft_model, needs_head
+from mmspec.methods import DEFAULT_METHOD, DEFAULT_WINDOW, OPTIONS, Spec, check_method
 from mmspec.window import MAX_WINDOW
 from mmspec.render.inputs import INPUT_KEYS, InputFiles
 from mmspec.render.naming import file_name, output_id
@@ -117,9 +117,9 @@ def _outputs(job: Job, data: dict, path: Path, where: "_Where") -> list[Output]:
         if not isinstance(prompt, str):
             raise JobError(f"{label}prompt: must be a string, got {prompt!r}")
         merged = _merge(defaults, item)
-        settings, inputs = _settings(job, merged, label, path.parent), files.check(merged, label, whole=True)
+        (settings, spec), inputs = _settings(job, merged, label, path.parent), files.check(merged, label, whole=True)
         identity = {"kind": job.kind, "model": data.get("model"), "prompt": prompt, "settings": settings}
-        if needs_draft_model(settings["method"]):
+        if spec.needs == "model":
             identity["draft"] = data.get("draft")
         identity.update({key: file["sha256"] for key, file in inputs.items()})  # absent: ids as before inputs existed
         own_seeds = any(k in item for k in SEED_KEYS)
@@ -206,44 +206,45 @@ def _merge(defaults: dict, item: dict) -> dict:
     return merged
 
 
-def _settings(job: Job, merged: dict, label: str, base: Path) -> dict:
-    method = _method(merged.get("method", DEFAULT_METHOD), job, label, base)
+def _settings(job: Job, merged: dict, label: str, base: Path) -> "tuple[dict, Spec]":
+    """-> (the pipeline call's settings, the method's spec)."""
+    spec, fixed = _method(merged.get("method", DEFAULT_METHOD), job, label, base)
     window = merged.get("window", DEFAULT_WINDOW)
     if window != "auto":  # auto: the pipeline's AutoWindow picks L per step from measured costs
         window = _int(window, 1, MAX_WINDOW, f"{label}window")
-    window = check_method(method, has_draft_model=True).window or window  # ar verifies one position, whatever is asked
-    settings = {"method": method, "window": window, "sampling": _sampling(merged.get("sampling"), job.kind, label)}
+    window = fixed or window  # ar verifies one position, whatever is asked
+    settings = {"method": spec.value, "window": window, "sampling": _sampling(merged.get("sampling"), job.kind, label)}
     if job.kind == "text":
         settings["max_new_tokens"] = _int(merged.get("max_new_tokens", 64), 1, None, f"{label}max_new_tokens")
         stops = merged.get("stop_strings", [])
         if not isinstance(stops, list) or not all(isinstance(s, str) and s for s in stops):
             raise JobError(f"{label}stop_strings: must be a list of non-empty strings, got {stops!r}")
         settings["stop_strings"] = stops
-    return settings
+    return settings, spec
 
 
-def _method(method, job: Job, label: str, base: Path):
-    """A method name or {name, options}; a mapping with only a name becomes the name, so both hash alike. A head
-    folder an eagle method names is relative to the job file, as the model folder is."""
+def _method(method, job: Job, label: str, base: Path) -> tuple:
+    """A method name or {name, options} -> (its spec, whose value is a name or a mapping when it has options, so
+    that both hash alike; the method's fixed window or None). A folder an option names (a head) is relative to the
+    job file, as the model folder is."""
     from mmspec.pipelines.base import head_folder
 
-    if isinstance(method, dict) and set(method) == {"name"}:
-        method = method["name"]
-    if isinstance(method, dict) and method.get("name") == "eagle" and isinstance(method.get("head"), str):
-        method = {**method, "head": str(base / method["head"])}
+    if isinstance(method, dict):
+        method = {k: str(base / v) if k in OPTIONS and OPTIONS[k].path and isinstance(v, str) else v
+                  for k, v in method.items()}
     try:
-        check_method(method, has_draft_model=True)
+        spec = Spec.parse(method)
+        fixed = check_method(spec, has_draft_model=True).window
     except (ValueError, TypeError, FileNotFoundError) as err:
         raise JobError(f"{label}method: {err}") from None
-    if needs_draft_model(method) and not job.has_draft_model:  # the pipeline gives its draft model
-        name = method["name"] if isinstance(method, dict) else method
-        raise JobError(f"{label}method: {name} needs a text job with a draft model (job key draft)")
-    if needs_head(method):  # the pipeline gives its model folder's head
+    if spec.needs == "model" and not job.has_draft_model:  # the pipeline gives its draft model
+        raise JobError(f"{label}method: {spec.name} needs a text job with a draft model (job key draft)")
+    if spec.needs == "head":  # the pipeline gives its model folder's head
         try:
             head_folder(job.folder)
         except FileNotFoundError as err:
             raise JobError(f"{label}method: {err}") from None
-    return method
+    return spec, fixed
 
 
 def _sampling(sampling, kind: str, label: str) -> dict:

@@ -100,8 +100,8 @@ class PadsAStoppedChain(EagleDrafter):
 
     def propose(self, state, L):
         draft = super().propose(state, L)
-        short = L - 1 - draft.width
-        if draft.q is None or draft.width == 0 or short == 0:
+        short = L - 1 - draft.slots
+        if draft.q is None or draft.slots == 0 or short == 0:
             return draft
         pad = lambda x: torch.cat([x, x[:, -1:].expand(-1, short, *x.shape[2:])], 1)  # noqa: E731
         return Draft(pad(draft.tokens), pad(draft.q), pad(draft.onehot))
@@ -470,8 +470,8 @@ def test_a_published_head_reads_vllms_default_layers_and_drafts_its_vocabulary_o
     method = mmspec.Method("eagle", lambda layout: recording, RejectionVerifier())
     out = mmspec.generate(target, [[1, 2], [1, 4, 5]], mmspec.Sequence1D(10), method=method, window=4,
                           num_samples=8)
-    q = torch.cat([d.q.flatten(0, 1) for d in recording.drafts if d.width])  # [drafts, V]
-    tokens = torch.cat([d.tokens.flatten() for d in recording.drafts if d.width])
+    q = torch.cat([d.q.flatten(0, 1) for d in recording.drafts if d.slots])  # [drafts, V]
+    tokens = torch.cat([d.tokens.flatten() for d in recording.drafts if d.slots])
     outside = ~torch.isin(torch.arange(VOCAB), DRAFT_IDS)
     assert len(q) > 100 and (q[:, outside] == 0).all() and torch.allclose(q.sum(-1), torch.ones(len(q)))
     assert torch.isin(tokens, DRAFT_IDS).all()
@@ -488,7 +488,7 @@ def test_a_published_head_with_its_own_embedding_embeds_with_it(tmp_path):
     for drafter in drafters:
         method = mmspec.Method("eagle", lambda layout: drafter, RejectionVerifier())
         mmspec.generate(target, [[1, 2]], mmspec.Sequence1D(4), method=method, window=3, seed=0)
-    own, shared = (torch.cat([d.q for d in drafter.drafts if d.width], 1) for drafter in drafters)
+    own, shared = (torch.cat([d.q for d in drafter.drafts if d.slots], 1) for drafter in drafters)
     assert not torch.allclose(own, shared)  # the same head and features, another embedding: another q
 
 
@@ -576,7 +576,7 @@ class DraftsKept(EagleDrafter):
         draft = super().propose(state, L)
         running = state.active.nonzero()[:, 0]
         self.drafts.append((draft.tokens[running], None if draft.q is None else draft.q[running]))
-        if draft.width:
+        if draft.slots:
             self._keep_z(state)
         return draft
 

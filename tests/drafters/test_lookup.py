@@ -35,7 +35,7 @@ class Counting(LookupOrDrafter):
         before, waited = self.calls, self.other.pending.first is not None
         draft = self.choose(state, L)
         caught_up = waited and self.other.pending.first is None
-        if draft.width > 0:
+        if draft.slots > 0:
             lookup = draft.onehot[:, 0] & state.active
             self.rows["lookup"] += int(lookup.sum())
             self.rows["head"] += int((~lookup & state.active).sum())
@@ -54,10 +54,10 @@ class PeeksAtTheDraw(Counting):
     def choose(self, state, L):
         head = self.other.propose(state, L)
         lookup = self.lookup.propose(state, L)
-        if head.width == 0 or lookup.width == 0:
+        if head.slots == 0 or lookup.slots == 0:
             return head
-        take = (head.tokens[:, 0] == lookup.tokens[:, 0])[:, None] & (torch.arange(head.width) < lookup.width)
-        padded = torch.cat([lookup.tokens, head.tokens[:, lookup.width:]], 1)
+        take = (head.tokens[:, 0] == lookup.tokens[:, 0])[:, None] & (torch.arange(head.slots) < lookup.slots)
+        padded = torch.cat([lookup.tokens, head.tokens[:, lookup.slots:]], 1)
         return mmspec.steps.Draft(torch.where(take, padded, head.tokens), head.q, head.onehot | take)
 
 
@@ -68,12 +68,12 @@ class ReportsTheHeadsQ(Counting):
     def choose(self, state, L):
         draft = super().choose(state, L)
         logq = self.other.next_logq(state)
-        if draft.width == 0 or logq is None:
+        if draft.slots == 0 or logq is None:
             return draft
         q = draft.q if draft.q is not None else torch.zeros(*draft.tokens.shape, logq.shape[-1])
         q = q.clone()
         q[:, 0] = torch.where(draft.onehot[:, :1], logq.exp(), q[:, 0])
-        return mmspec.steps.Draft(draft.tokens, q, draft.onehot & (torch.arange(draft.width) > 0))
+        return mmspec.steps.Draft(draft.tokens, q, draft.onehot & (torch.arange(draft.slots) > 0))
 
 
 class NoView:

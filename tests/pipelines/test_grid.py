@@ -136,7 +136,7 @@ def test_auto_windows_remember_across_processes_in_the_window_cache(tiny_models,
 
 def test_the_window_cache_is_given_where_it_is_used(tiny_models, tmp_path, monkeypatch):
     from mmspec.pipelines import load_pipeline
-    from mmspec.pipelines.base import WindowCache
+    from mmspec.window import WindowCache
 
     monkeypatch.setenv("MMSPEC_WINDOW_CACHE", str(tmp_path / "env"))  # the user's default
     assert load_pipeline("image", tiny_models / "image").window_memory.folder.parent == tmp_path / "env"
@@ -174,11 +174,11 @@ def test_the_summary_reports_the_window_that_ran(tiny_models):
 
 
 def test_compile_reaches_the_engine_from_the_pipeline_and_from_each_call(tiny_models, monkeypatch):
-    import mmspec.loop
+    import mmspec.executor
 
     compiled = []
-    real = mmspec.loop.torch.compile
-    monkeypatch.setattr(mmspec.loop.torch, "compile",
+    real = mmspec.executor.torch.compile
+    monkeypatch.setattr(mmspec.executor.torch, "compile",
                         lambda fn, **kw: compiled.append(kw) or real(fn, **{**kw, "backend": "eager"}))
     eager = ImagePipeline.from_pretrained(tiny_models / "image")("red heart", seed=2, method="exact", window=4)
     pipe = ImagePipeline.from_pretrained(tiny_models / "image", compile=True)
