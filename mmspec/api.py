@@ -16,6 +16,7 @@ from mmspec.sampling import Sampling
 from mmspec.state import DecodeState, forced_runs
 from mmspec.stats import Stats
 from mmspec.steps import Context
+from mmspec.threads import module_device, scoped
 from mmspec.window import FixedWindow, WindowPolicy, window_policy
 
 
@@ -26,6 +27,7 @@ class Generation:
     stats: Stats
 
 
+@scoped(lambda target, *args, **kwargs: module_device(target))
 def generate(target: Target, condition: Any, layout: Layout, *, method: "str | dict | Method" = DEFAULT_METHOD,
              window: "int | str | WindowPolicy" = DEFAULT_WINDOW, sampling: "Sampling | dict | None" = None,
              seed: "int | Sequence[int]" = 0,
@@ -52,6 +54,8 @@ def generate(target: Target, condition: Any, layout: Layout, *, method: "str | d
     torch.compile, one graph per window width (`fullgraph=True`; CUDA graphs on a GPU); a dict is passed to
     torch.compile as keyword arguments. The tokens are the same as without it. On a CPU each kind of step is timed
     compiled and eager and the faster runs, and once a row is done the steps run eager (mmspec.executor).
+    On a CPU the call runs on no more threads than the cores other work leaves free, and restores the caller's
+    count after; threads the caller chose (torch.set_num_threads, OMP_NUM_THREADS) are kept (mmspec.threads).
     """
     if not isinstance(layout, Layout):
         raise TypeError(f"layout must be a Sequence1D, Grid2D or Grid3D, not {type(layout).__name__}")

@@ -20,6 +20,7 @@ from mmspec.pipelines.prompts import encode_prompt, unknown_words
 from mmspec.pipelines.scene import Staging, staging
 from mmspec.reference.checkpoint import load_gpt
 from mmspec.stats import Stats
+from mmspec.threads import module_device, scoped
 from mmspec.tokenizers.vq import VQTokenizer
 from mmspec.window import WindowCache
 
@@ -80,6 +81,7 @@ class _GridPipeline(Pipeline):
         self._warned: set[str] = set()  # unknown prompt words already named in a warning
 
     @classmethod
+    @scoped("device")
     def from_pretrained(cls, path: "str | Path | None" = None, device="cpu", dtype=torch.float32,
                         window_cache: "WindowCache | str | Path | None" = None, compile: "bool | dict" = False):
         """window_cache: where auto windows' measurements are kept across processes (see WindowCache.coerce:
@@ -111,6 +113,7 @@ class _GridPipeline(Pipeline):
     def _load_extras(self, path: Path, config: dict, device, dtype, window_cache: WindowCache) -> None:
         """Models a pipeline uses besides its own, named in config.json."""
 
+    @scoped(lambda self, *args, **kwargs: module_device(self.target))
     def __call__(self, prompt, num_outputs: int = 1, seed=0, method=DEFAULT_METHOD, window=DEFAULT_WINDOW,
                  sampling: "dict | None" = None, progress_bar: bool = False, image=None, mask=None,
                  on_commit=None, compile=None):

@@ -15,6 +15,7 @@ from mmspec.api import generate
 from mmspec.layouts import Sequence1D
 from mmspec.pipelines.base import DEFAULT_METHOD, DEFAULT_WINDOW, Pipeline, as_list, model_path
 from mmspec.stats import Stats
+from mmspec.threads import module_device, scoped
 from mmspec.window import WindowCache
 
 
@@ -91,6 +92,7 @@ class TextPipeline(Pipeline):
         return self.target.default_sampling
 
     @classmethod
+    @scoped("device")
     def from_pretrained(cls, path: "str | Path | None" = None, draft: "str | Path | None" = None, device="cpu",
                         window_cache: "WindowCache | str | Path | None" = None, compile: "bool | dict" = False):
         """draft: a draft model folder (the bundled model comes with its own); window_cache: see
@@ -111,6 +113,7 @@ class TextPipeline(Pipeline):
     def target_depth(self) -> int:
         return self.target.model.config.get_text_config().num_hidden_layers
 
+    @scoped(lambda self, *args, **kwargs: module_device(self.target))
     def __call__(self, prompt, num_outputs: int = 1, seed=0, method=DEFAULT_METHOD, window=DEFAULT_WINDOW,
                  sampling: "dict | None" = None, max_new_tokens: int = 64, stop_strings=(),
                  progress_bar: bool = False, stream=None, on_commit=None, compile=None) -> TextOutput:
