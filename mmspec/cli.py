@@ -204,7 +204,7 @@ def cmd_generate(args) -> dict:
         comparison.pop("ar_output")
     else:
         out = pipe(args.prompt, method=spec, **call)
-    paths = [str(p) for p in out.save(out_dir)]
+    paths = [str(p) for p in out.save(out_dir, overwrite=args.overwrite)]
     result = {"kind": args.kind, "prompt": args.prompt, "method": args.method, "window": args.window,
               "outputs": paths, "stats": out.summary}
     if args.compare:
@@ -560,7 +560,9 @@ def build_parser() -> argparse.ArgumentParser:
     _common(gen)
     gen.add_argument("prompt", nargs="?", help="the prompt (a Video2World folder: text with its local T5, or a "
                      ".safetensors file of T5 features, 'context'; a Cosmos base folder: none)")
-    gen.add_argument("--out", default="out", help="output folder")
+    gen.add_argument("--out", default="out", help="output folder (default out): files are numbered after those "
+                     "already there, so nothing is replaced unless --overwrite")
+    gen.add_argument("--overwrite", action="store_true", help="number the files from 000, replacing those there")
     gen.add_argument("--compare", action="store_true",
                      help="also run plain AR (--method ar) with the same prompt, seed and sampling: forwards, "
                           "seconds and the speed-up, and for --method exact whether the tokens are identical")

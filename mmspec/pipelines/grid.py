@@ -16,6 +16,7 @@ from mmspec.adapters.reference import ReferenceTarget
 from mmspec.api import generate
 from mmspec.pipelines.base import DEFAULT_METHOD, DEFAULT_WINDOW, Pipeline, as_list, model_path
 from mmspec.pipelines.families import CHAMELEON, family
+from mmspec.pipelines.files import numbered, write_file
 from mmspec.pipelines.prompts import encode_prompt, unknown_words
 from mmspec.pipelines.scene import Staging, staging
 from mmspec.reference.checkpoint import load_gpt
@@ -33,13 +34,11 @@ class ImageOutput:
     stats: Stats
     summary: dict = field(default_factory=dict)  # NFE, mean acceptance length, seconds...
 
-    def save(self, folder: "str | Path", stem: str = "image") -> list[Path]:
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        paths = [folder / f"{stem}_{i:03d}.png" for i in range(len(self.images))]
-        for img, path in zip(self.images, paths):
-            img.save(path)
-        return paths
+    def save(self, folder: "str | Path", stem: str = "image", overwrite: bool = False) -> list[Path]:
+        """PNGs stem_000.png...; numbered after those already in `folder` unless `overwrite` (files.numbered)."""
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        paths = [p for p, in numbered(folder, stem, len(self.images), ("png",), overwrite)]
+        return [write_file(path, img.save, overwrite) for img, path in zip(self.images, paths)]
 
 
 @dataclass
@@ -53,21 +52,19 @@ class VideoOutput:
     scale: int = 4  # pixels per frame pixel in saved files (the bundled 32x32 frames: 4)
 
     def save(self, folder: "str | Path", stem: str = "video", formats=("gif", "mp4"),
-             scale: "int | None" = None) -> list[Path]:
+             scale: "int | None" = None, overwrite: bool = False) -> list[Path]:
+        """stem_000.gif, stem_000.mp4...; numbered after those already in `folder` unless `overwrite`."""
         import imageio.v3 as iio
         import numpy as np
 
         scale = self.scale if scale is None else scale
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
+        Path(folder).mkdir(parents=True, exist_ok=True)
         paths = []
-        for i, frames in enumerate(self.videos):
+        for frames, names in zip(self.videos, numbered(folder, stem, len(self.videos), tuple(formats), overwrite)):
             arr = np.stack([np.asarray(f.resize((f.width * scale, f.height * scale), 0)) for f in frames])
-            for fmt in formats:
-                path = folder / f"{stem}_{i:03d}.{fmt}"
-                kw = {"duration": 1000 / self.fps, "loop": 0} if fmt == "gif" else {"fps": self.fps}
-                iio.imwrite(path, arr, **kw)
-                paths.append(path)
+            for path in names:
+                kw = {"duration": 1000 / self.fps, "loop": 0} if path.suffix == ".gif" else {"fps": self.fps}
+                paths.append(write_file(path, partial(iio.imwrite, image=arr, **kw), overwrite))
         return paths
 
 
@@ -139,7 +136,7 @@ class _GridPipeline(Pipeline):
         if unknown:  # once per word: a render job repeats its prompts batch after batch
             self._warned.update(unknown)
             warnings.warn(f"{type(self).__name__}: the model does not know {', '.join(map(repr, unknown))}; "
-                          "it reads them as an unknown word", stacklevel=3)
+                          "it reads them as an unknown word", stacklevel=4)  # (the caller of __call__, past its threads wrapper)
         return torch.tensor([encode_prompt(p, self.vocab, self.cond_len) for p in prompts])
 
     def _image_frame(self, image) -> torch.Tensor:

@@ -14,6 +14,7 @@ from mmspec.adapters.text import HFCausalLM
 from mmspec.api import generate
 from mmspec.layouts import Sequence1D
 from mmspec.pipelines.base import DEFAULT_METHOD, DEFAULT_WINDOW, Pipeline, as_list, model_path
+from mmspec.pipelines.files import numbered, write_file
 from mmspec.stats import Stats
 from mmspec.threads import module_device, scoped
 from mmspec.window import WindowCache
@@ -67,13 +68,12 @@ class TextOutput:
     stats: Stats
     summary: dict = field(default_factory=dict)
 
-    def save(self, folder: "str | Path", stem: str = "text") -> list[Path]:
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        paths = [folder / f"{stem}_{i:03d}.txt" for i in range(len(self.texts))]
-        for prompt, text, path in zip(self.prompts, self.texts, paths):
-            path.write_text(prompt + text)
-        return paths
+    def save(self, folder: "str | Path", stem: str = "text", overwrite: bool = False) -> list[Path]:
+        """stem_000.txt... (prompt and completion); numbered after those already in `folder` unless `overwrite`."""
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        paths = [p for p, in numbered(folder, stem, len(self.texts), ("txt",), overwrite)]
+        return [write_file(path, lambda tmp, t=prompt + text: tmp.write_text(t), overwrite)
+                for prompt, text, path in zip(self.prompts, self.texts, paths)]
 
 
 class TextPipeline(Pipeline):
