@@ -317,3 +317,15 @@ def check_weights(expected: dict[str, torch.Tensor], state_dict: dict[str, torch
     if missing or unexpected or shapes:
         raise ValueError(f"the weights in {source} do not match the config: missing {missing[:5]}, "
                          f"unexpected {unexpected[:5]}, shape mismatches {shapes[:5]}")
+
+
+def check_header(skeleton: torch.nn.Module, file: Path, source: str) -> None:
+    """The weights a safetensors file's header lists against those of `skeleton` (the model built on the meta device,
+    which costs no memory): a config whose dims the weights do not have is refused before any tensor is allocated."""
+    from safetensors import safe_open
+
+    if not file.is_file():
+        raise FileNotFoundError(f"{source}: no weights file {file.name}")
+    with safe_open(str(file), framework="pt") as f:
+        listed = {k: torch.empty(f.get_slice(k).get_shape(), device="meta") for k in f.keys()}
+    check_weights(skeleton.state_dict(), listed, source)

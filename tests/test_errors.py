@@ -137,7 +137,21 @@ def _lose_tokenizer(folder):
     shutil.rmtree(folder.parent / "vq")
 
 
+def _set_gpt(**fields):
+    def breaks(folder):
+        import json
+
+        config = json.loads((folder / "config.json").read_text())
+        config["gpt"].update(fields)
+        (folder / "config.json").write_text(json.dumps(config))
+    return breaks
+
+
 @pytest.mark.parametrize("breaks, names", [
+    (_set_gpt(n_layer="six"), ["config.json", "n_layer must be int, got 'six'"]),
+    (_set_gpt(norm_eps=None), ["config.json", "norm_eps must be float, got None"]),
+    # a dim that passes the rotary check but that the weights do not have: 4 TB of weights, refused from the header
+    (_set_gpt(dim=1 << 20), ["do not match the config", "(32, 24) vs config (32, 1048576)"]),
     (_truncate_weights, ["model.safetensors", "truncated or corrupt", "copy or download it again"]),
     (_drop_layout, ["config.json", "lacks 'layout'"]),
     (_lose_tokenizer, ["config.json", "names tokenizer '../vq'", "no folder at"]),

@@ -135,8 +135,9 @@ class _GridPipeline(Pipeline):
         unknown = sorted({w for p in prompts for w in unknown_words(p, self.vocab)} - self._warned)
         if unknown:  # once per word: a render job repeats its prompts batch after batch
             self._warned.update(unknown)
+            # (stacklevel: the caller of __call__, past its threads wrapper)
             warnings.warn(f"{type(self).__name__}: the model does not know {', '.join(map(repr, unknown))}; "
-                          "it reads them as an unknown word", stacklevel=4)  # (the caller of __call__, past its threads wrapper)
+                          "it reads them as an unknown word", stacklevel=4)
         return torch.tensor([encode_prompt(p, self.vocab, self.cond_len) for p in prompts])
 
     def _image_frame(self, image) -> torch.Tensor:

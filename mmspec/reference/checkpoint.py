@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from mmspec.loading import check_folder, decode_layout, load_strict, read_checkpoint, read_safetensors
+from mmspec.loading import check_folder, check_header, decode_layout, load_strict, read_checkpoint, read_safetensors
 from mmspec.reference.gpt import GPT, GPTConfig
 
 # LlamaGen's GPT_models table: (n_layer, n_head, dim)
@@ -51,11 +51,16 @@ def load_config(path: str | Path) -> GPTConfig:
         return GPTConfig(**raw)
     except TypeError as err:
         raise ValueError(f"{path}/config.json: its 'gpt' section is incomplete ({err})") from None
+    except ValueError as err:
+        raise ValueError(f"{path}/config.json: {err}") from None
 
 
 def load_gpt(path: str | Path, dtype: torch.dtype = torch.float32, device="cpu") -> GPT:
     path = check_folder(path, "reference GPT")
-    model = GPT(load_config(path))
+    config = load_config(path)
+    with torch.device("meta"):
+        check_header(GPT(config), path / "model.safetensors", str(path))
+    model = GPT(config)
     load_strict(model, read_safetensors(path / "model.safetensors"), str(path))
     return decode_layout(model.to(device=device, dtype=dtype).eval())
 

@@ -11,7 +11,7 @@ StaticKVCache, and a token-prefix condition (prompt word ids, pad id 0 = null) i
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 
 import torch
 import torch.nn.functional as F
@@ -19,6 +19,12 @@ from torch import nn
 
 from mmspec.cache import CacheView, StaticKVCache
 from mmspec.loading import W1_W3, fused_product, product
+
+
+# the Python types each annotation of GPTConfig admits (a float field takes an int too, as JSON writes 1e4 as 10000)
+_TYPES = {"int": (int,), "float": (float, int), "bool": (bool,), "str": (str,), "int | None": (int, type(None)),
+          "float | None": (float, int, type(None))}
+_COUNTS = ("vocab_size", "dim", "n_layer", "n_head", "multiple_of", "block_size")
 
 
 @dataclass
@@ -42,6 +48,13 @@ class GPTConfig:
     cond_rope: str = "zero"  # "zero": condition q/k rotate by 0 -> vanish (LlamaGen); "identity": angle 0
 
     def __post_init__(self):
+        for f in fields(self):  # a config.json may hold "six" or 6.5 where a count belongs
+            value, allowed = getattr(self, f.name), _TYPES[f.type]
+            if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
+                raise ValueError(f"{f.name} must be {f.type}, got {value!r}")
+        small = [f"{name} must be >= 1, got {getattr(self, name)}" for name in _COUNTS if getattr(self, name) < 1]
+        if small:
+            raise ValueError("; ".join(small))
         if self.rope_axes not in (1, 2, 3):
             raise ValueError(f"rope_axes must be 1, 2 or 3, got {self.rope_axes}")
         if sum(x > 0 for x in (self.num_classes, self.cond_vocab_size, self.caption_dim)) != 1:
