@@ -11,7 +11,7 @@ from mmspec.adapters.rows import ActiveRows
 from mmspec.layouts import FREE, Layout
 from mmspec.loop import decode
 from mmspec.methods import DEFAULT_METHOD, DEFAULT_WINDOW, Method, resolve_method
-from mmspec.rng import Streams
+from mmspec.rng import MAX_SEED, Streams
 from mmspec.sampling import Sampling
 from mmspec.state import DecodeState, forced_runs
 from mmspec.stats import Stats
@@ -134,8 +134,11 @@ def _rows(forced: torch.Tensor, batch: int, num_samples: int, window: int) -> to
 
 def _seeds(seed: "int | Sequence[int]", batch: int) -> list[int]:
     if isinstance(seed, int):
-        return [seed + i for i in range(batch)]
-    seeds = [int(s) for s in seed]
+        seeds = [seed + i for i in range(batch)]
+    else:
+        seeds = [int(s) for s in seed]
     if len(seeds) != batch:
         raise ValueError(f"got {len(seeds)} seeds for {batch} rows; pass one int or one seed per row")
+    if min(seeds) < 0 or max(seeds) > MAX_SEED:  # (a larger seed would wrap onto a smaller one's noise)
+        raise ValueError(f"row seeds must be in [0, 2**63-1], got {min(seeds)}..{max(seeds)}")
     return seeds

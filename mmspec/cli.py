@@ -89,6 +89,7 @@ def _check_options(args) -> Spec:
         raise ValueError(f"--window must be in [1, {MAX_WINDOW}], got {args.window}")
     if args.num < 1:
         raise ValueError(f"--num must be >= 1, got {args.num}")
+    _check_seed(args)
     if args.max_new_tokens < 1:
         raise ValueError(f"--max-new-tokens must be >= 1, got {args.max_new_tokens}")
     spec = _method(args)  # unknown --init policies, bad --proactive shapes, --head
@@ -125,6 +126,15 @@ def _check_video(args) -> None:
         raise ValueError("a Cosmos folder is benchmarked over clips: mmspec bench video --model FOLDER --videos DIR")
     if getattr(args, "command", None) == "generate" and args.prompt is None and not cosmos:
         raise ValueError("generate needs a prompt (only a Cosmos folder continues a --video without one)")
+
+
+def _check_seed(args) -> None:
+    """Seeds are 64-bit patterns: a larger one would wrap onto a smaller one's outputs (render jobs refuse them too)."""
+    from mmspec.rng import MAX_SEED
+
+    if not 0 <= args.seed <= MAX_SEED - (args.num - 1):
+        raise ValueError(f"--seed must be in [0, 2**63-1] for every output (seed + {args.num - 1} at --num "
+                         f"{args.num}), got {args.seed}")
 
 
 def _use_threads(args) -> None:
@@ -523,10 +533,25 @@ def cmd_render(args) -> dict:
 
     if args.backend == "local":  # (Ray's actors run one thread each)
         _use_threads(args)
-    summary = render_job(args.job, args.out, backend=args.backend, ray_address=args.ray_address,
-                         batch_size=args.batch_size)
+    try:
+        summary = render_job(args.job, args.out, backend=args.backend, ray_address=args.ray_address,
+                             batch_size=args.batch_size)
+    except OSError as err:  # a read-only folder, a full disk: what is recorded is complete (mmspec.render.store)
+        if not _writing(err, args.out):
+            raise
+        raise ValueError(f"cannot write to --out {args.out} ({err.strerror or err}): the manifest there lists every "
+                         "complete file; make room or fix the folder and rerun: only what is missing is rendered") \
+            from err
     print(" ".join(f"{k}={v}" for k, v in summary.items()))
     return {**summary, "exit_status": 1 if summary["failed"] else 0}
+
+
+def _writing(err: OSError, folder: str) -> bool:
+    """Whether `err` came from writing into `folder`: a full or read-only disk, or a file in it."""
+    import errno
+
+    inside = err.filename is not None and Path(str(err.filename)).resolve().is_relative_to(Path(folder).resolve())
+    return inside or err.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
 
 
 def cmd_train_head(args) -> dict:
@@ -661,14 +686,27 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         result = args.func(args)
-    except (ValueError, FileNotFoundError) as err:  # what the user can fix: bad options, files, folders
+    except (ValueError, OSError, KeyboardInterrupt) as err:  # what the user can fix (files, folders, disk) or stop
         if args.debug:
             raise
-        print(f"mmspec: error: {' '.join(str(err).split())} (--debug shows the traceback)", file=sys.stderr)
-        return 2
+        return _report(err, args)
     if args.json:
         print(json.dumps(result))
     return result.get("exit_status", 0)
+
+
+def _report(err: BaseException, args) -> int:
+    """One line on stderr for an error the user can fix (exit 2) or a Ctrl-C (exit 130, as a shell reports SIGINT);
+    -> the exit status."""
+    if isinstance(err, KeyboardInterrupt):
+        kept = ("the manifest lists every complete file and a rerun renders only what is missing" if args.command
+                == "render" else "no partial file was written")
+        print(f"mmspec: interrupted: {kept}", file=sys.stderr)
+        return 130
+    text = str(err) if isinstance(err, ValueError) or not err.strerror else \
+        f"{err.strerror}: {err.filename}" if err.filename else err.strerror
+    print(f"mmspec: error: {' '.join(text.split())} (--debug shows the traceback)", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

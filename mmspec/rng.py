@@ -17,6 +17,7 @@ import math
 import torch
 
 _MASK64 = (1 << 64) - 1
+MAX_SEED = 2 ** 63 - 1  # seeds are 64-bit patterns: a larger one would wrap onto a smaller one's noise
 _NOISE_SALT = 0x3C6EF372FE94F82B  # separate the two streams of one seed
 _AUX_SALT = 0x5DEECE66D
 _GOLDEN = 0x9E3779B97F4A7C15  # SplitMix64's increment: spreads consecutive counters apart

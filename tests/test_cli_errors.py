@@ -2,6 +2,8 @@
 one line and an exit status before any work."""
 import json
 
+import pytest
+
 from mmspec.cli import main
 
 
@@ -20,3 +22,63 @@ def test_a_second_run_into_the_same_folder_keeps_the_first_s_files(tiny_models, 
     assert _generate(tiny_models, tmp_path, "--seed", "5", "--overwrite") == 0
     assert [p.split("/")[-1] for p in json.loads(capsys.readouterr().out)["outputs"]] == ["image_000.png"]
     assert (tmp_path / "image_000.png").read_bytes() == (tmp_path / "image_002.png").read_bytes()
+
+
+def _one_line(capsys, *parts) -> str:
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert all(part in err for part in parts), err
+    return err
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--seed", str(2 ** 64)], "--seed must be in [0, 2**63-1]"),
+    (["--seed", "-1"], "--seed must be in [0, 2**63-1]"),
+    (["--seed", str(2 ** 63 - 1), "--num", "2"], "(seed + 1 at --num 2)"),
+])
+def test_seeds_that_would_wrap_are_refused_before_models_load(tmp_path, capsys, extra, message):
+    argv = ["generate", "image", "red heart", "--model", str(tmp_path / "none"), "--out", str(tmp_path / "out")]
+    assert main([*argv, *extra]) == 2
+    _one_line(capsys, message)
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_the_library_refuses_seeds_that_would_wrap():
+    import torch
+
+    from tiny import tiny_gpt
+    import mmspec
+
+    for seed in (2 ** 64, -1, [0, 2 ** 63]):
+        with pytest.raises(ValueError, match=r"row seeds must be in \[0, 2\*\*63-1\]"):
+            mmspec.generate(mmspec.ReferenceTarget(tiny_gpt()), torch.tensor([0]), mmspec.Grid2D(2, 2), seed=seed,
+                            num_samples=2 if isinstance(seed, list) else 1)
+
+
+def test_ctrl_c_is_one_line_exit_130_and_leaves_no_partial_file(tiny_models, tmp_path, capsys, monkeypatch):
+    from mmspec.pipelines.grid import ImageOutput
+
+    assert _generate(tiny_models, tmp_path) == 0
+    kept = (tmp_path / "image_000.png").read_bytes()
+    capsys.readouterr()
+    real = ImageOutput.save
+
+    def interrupted_save(self, folder, *args, **kw):  # Ctrl-C while the second image is being written
+        images = self.images
+        self.images = [images[0], _Interrupting()]
+        return real(self, folder, *args, **kw)
+    monkeypatch.setattr(ImageOutput, "save", interrupted_save)
+    assert _generate(tiny_models, tmp_path, "--num", "2", "--overwrite") == 130
+    _one_line(capsys, "mmspec: interrupted: no partial file was written")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["image_000.png"]
+    assert (tmp_path / "image_000.png").read_bytes() == kept  # (the same seed's image, written whole)
+    with pytest.raises(KeyboardInterrupt):  # --debug: the exception itself, with its traceback
+        _generate(tiny_models, tmp_path, "--debug")
+
+
+class _Interrupting:
+    def save(self, path):
+        with open(path, "wb") as f:
+            f.write(b"\x89PNG half")
+        raise KeyboardInterrupt
+

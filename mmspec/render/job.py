@@ -15,6 +15,7 @@ from mmspec.methods import DEFAULT_METHOD, DEFAULT_WINDOW, OPTIONS, Spec, check_
 from mmspec.window import MAX_WINDOW
 from mmspec.render.inputs import INPUT_KEYS, InputFiles
 from mmspec.render.naming import file_name, output_id
+from mmspec.rng import MAX_SEED
 from mmspec.sampling import Sampling
 
 PIPELINES = {"image": "ImagePipeline", "video": "VideoPipeline", "text": "TextPipeline"}
@@ -22,7 +23,6 @@ JOB_KEYS = ("kind", "model", "draft", "batch_size", "compile", "defaults", "item
 CALL_KEYS = ("method", "window", "sampling")
 TEXT_KEYS = ("max_new_tokens", "stop_strings")
 SEED_KEYS = ("seeds", "num")
-MAX_SEED = 2 ** 63 - 1
 
 
 class JobError(ValueError):

@@ -44,11 +44,15 @@ class OutputFolder:
     def write(self, name: str, data: bytes) -> str:
         """Atomically put `data` at `name`; -> its sha256."""
         tmp = self.path / f"{TMP_PREFIX}{name}"
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path / name)
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path / name)
+        except BaseException:  # a full disk, a Ctrl-C: no partial file stays (a kill's is removed on the next start)
+            tmp.unlink(missing_ok=True)
+            raise
         _fsync_dir(self.path)
         return hashlib.sha256(data).hexdigest()
 
