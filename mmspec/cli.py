@@ -90,6 +90,7 @@ def _check_options(args) -> Spec:
     if args.num < 1:
         raise ValueError(f"--num must be >= 1, got {args.num}")
     _check_seed(args)
+    _check_prompts(args)
     if args.max_new_tokens < 1:
         raise ValueError(f"--max-new-tokens must be >= 1, got {args.max_new_tokens}")
     spec = _method(args)  # unknown --init policies, bad --proactive shapes, --head
@@ -126,6 +127,15 @@ def _check_video(args) -> None:
         raise ValueError("a Cosmos folder is benchmarked over clips: mmspec bench video --model FOLDER --videos DIR")
     if getattr(args, "command", None) == "generate" and args.prompt is None and not cosmos:
         raise ValueError("generate needs a prompt (only a Cosmos folder continues a --video without one)")
+
+
+def _check_prompts(args) -> None:
+    """An empty prompt is refused before any model loads, as the demo refuses it."""
+    from mmspec.pipelines.prompts import check_prompt
+
+    given = getattr(args, "prompt", None)  # (generate: one; bench: a list or None)
+    for prompt in [given] if isinstance(given, str) else given or []:
+        check_prompt(prompt)
 
 
 def _check_seed(args) -> None:

@@ -82,3 +82,10 @@ class _Interrupting:
             f.write(b"\x89PNG half")
         raise KeyboardInterrupt
 
+
+
+@pytest.mark.parametrize("argv", [["generate", "image", ""], ["generate", "text", "  \n"],
+                                  ["bench", "image", "--prompt", "red heart", "--prompt", " "]])
+def test_an_empty_prompt_is_refused_before_models_load(tmp_path, capsys, argv):
+    assert main([*argv, "--model", str(tmp_path / "none"), "--out", str(tmp_path / "out")]) == 2
+    _one_line(capsys, "the prompt is empty: say what to generate")

@@ -185,7 +185,7 @@ def test_unknown_prompt_words_are_named_once(tiny_models):
     import warnings
 
     pipe = mmspec.ImagePipeline.from_pretrained(tiny_models / "image")
-    with pytest.warns(UserWarning, match="does not know 'elephant', 'purple', 'skateboarding'; it reads them as"):
+    with pytest.warns(UserWarning, match=r"does not know 'elephant', 'purple', 'skateboarding' \(it reads them as"):
         pipe("purple elephant skateboarding", method="ar")
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -1,12 +1,14 @@
 """The numbers of a run and of a comparison with plain AR, as the app shows them."""
 from __future__ import annotations
 
+from mmspec.pipelines.prompts import shorten
+
 
 def run_stats(out, method: str) -> dict:
     """A pipeline output's summary (NFE, acceptance, the window that ran, time and throughput) with its prompt and
     method; rows are called outputs here, as in the tab's controls."""
     summary = dict(out.summary)
-    return {"prompt": out.prompts[0], "method": method, "outputs": summary.pop("rows"), **summary}
+    return {"prompt": shorten(out.prompts[0], 200), "method": method, "outputs": summary.pop("rows"), **summary}
 
 
 def comparison(method: str, fast, ar, identical: "bool | None") -> dict:

@@ -17,7 +17,8 @@ from mmspec.api import generate
 from mmspec.pipelines.base import DEFAULT_METHOD, DEFAULT_WINDOW, Pipeline, as_list, model_path
 from mmspec.pipelines.families import CHAMELEON, family
 from mmspec.pipelines.files import numbered, write_file
-from mmspec.pipelines.prompts import encode_prompt, unknown_words
+from mmspec.pipelines.prompts import (check_prompt, encode_prompt, listing, shorten, unknown_words, unreadable,
+                                      words)
 from mmspec.pipelines.scene import Staging, staging
 from mmspec.reference.checkpoint import load_gpt
 from mmspec.stats import Stats
@@ -117,6 +118,8 @@ class _GridPipeline(Pipeline):
         """on_commit(state, k) is called after every forward (see mmspec.generate), e.g. to show partial grids;
         compile: mmspec.generate's (None: the pipeline's, from from_pretrained)."""
         prompts = as_list(prompt)
+        for p in prompts:
+            check_prompt(p)
         rows = [p for p in prompts for _ in range(num_outputs)]
         started = time.perf_counter()
         method, policy = self._plan(method, window)  # before a first frame is drawn
@@ -130,14 +133,20 @@ class _GridPipeline(Pipeline):
         return self._output(out, rows, {**summary, **extra})
 
     def condition(self, prompts: list[str]) -> torch.Tensor:
-        """[C, cond_len] prompt word ids; words the model does not know get the unknown word's id, and a warning
-        naming them (the model learnt nothing from them)."""
+        """[C, cond_len] prompt word ids. One warning names what the model cannot take in: words it does not know
+        (they get the unknown word's id), characters outside ASCII (another script, emoji: dropped), and words past
+        its cond_len (cut off), saying what it kept."""
         unknown = sorted({w for p in prompts for w in unknown_words(p, self.vocab)} - self._warned)
-        if unknown:  # once per word: a render job repeats its prompts batch after batch
-            self._warned.update(unknown)
+        foreign = sorted({w for p in prompts for w in unreadable(p)} - self._warned)
+        long = [p for p in prompts if len(words(p)) > self.cond_len and p not in self._warned]
+        said = [f"does not know {listing(unknown)} (it reads them as an unknown word)"] * bool(unknown)
+        said += [f"cannot read {listing(foreign)} (it reads only ASCII letters and digits: dropped)"] * bool(foreign)
+        said += [f"reads {self.cond_len} words of a prompt: it kept {shorten(' '.join(words(p)[:self.cond_len]), 80)!r} "
+                 f"of {shorten(p)!r} ({len(words(p)) - self.cond_len} words dropped)" for p in long[:3]]
+        if said:  # once per word and prompt: a render job repeats its prompts batch after batch
+            self._warned.update(unknown + foreign + long)
             # (stacklevel: the caller of __call__, past its threads wrapper)
-            warnings.warn(f"{type(self).__name__}: the model does not know {', '.join(map(repr, unknown))}; "
-                          "it reads them as an unknown word", stacklevel=4)
+            warnings.warn(f"{type(self).__name__}: the model {'; '.join(said)}", stacklevel=4)
         return torch.tensor([encode_prompt(p, self.vocab, self.cond_len) for p in prompts])
 
     def _image_frame(self, image) -> torch.Tensor:

@@ -28,3 +28,26 @@ def unknown_words(text: str, vocab: "list[str] | dict[str, int]") -> list[str]:
     """The words of a prompt that the vocabulary lacks (encode_prompt gives them the unknown id)."""
     known = vocab if isinstance(vocab, dict) else set(vocab)
     return [w for w in words(text) if w not in known]
+
+
+def unreadable(text: str) -> list[str]:
+    """The runs of a prompt outside ASCII (another script, emoji...), which `words` drops: the model never sees them."""
+    return re.findall(r"[^\x00-\x7f]+", text)
+
+
+def shorten(text: str, limit: int = 40) -> str:
+    """`text` cut to `limit` characters for a message, saying how much was left out."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit} more characters)"
+
+
+def listing(items: list[str], limit: int = 8) -> str:
+    """At most `limit` items, each shortened and quoted, then how many more there were."""
+    shown = ", ".join(repr(shorten(item)) for item in items[:limit])
+    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
+
+
+def check_prompt(prompt) -> None:
+    """A text prompt must say something: an empty one is refused (a picture of nothing in particular is no answer to
+    a typo), as the demo does."""
+    if isinstance(prompt, str) and not prompt.strip():
+        raise ValueError("the prompt is empty: say what to generate")

@@ -15,6 +15,7 @@ from mmspec.api import generate
 from mmspec.layouts import Sequence1D
 from mmspec.pipelines.base import DEFAULT_METHOD, DEFAULT_WINDOW, Pipeline, as_list, model_path
 from mmspec.pipelines.files import numbered, write_file
+from mmspec.pipelines.prompts import check_prompt
 from mmspec.stats import Stats
 from mmspec.threads import module_device, scoped
 from mmspec.window import WindowCache
@@ -120,6 +121,8 @@ class TextPipeline(Pipeline):
         """stream(row, text) gets each row's new text as it is committed; on_commit(state, k) is called
         after every forward (see mmspec.generate)."""
         prompts = as_list(prompt)
+        for p in prompts:
+            check_prompt(p)
         method, policy = self._plan(method, window)
         run = partial(generate_text, self.target, prompts, max_new_tokens, stop_strings=stop_strings, stream=stream,
                       seed=seed, num_samples=num_outputs)
