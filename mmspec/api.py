@@ -10,6 +10,7 @@ from mmspec.adapters.base import Selects, Target
 from mmspec.adapters.rows import ActiveRows
 from mmspec.layouts import FREE, Layout
 from mmspec.loop import decode
+from mmspec.memory import plan, row_bytes
 from mmspec.methods import DEFAULT_METHOD, DEFAULT_WINDOW, Method, resolve_method
 from mmspec.rng import MAX_SEED, Streams
 from mmspec.sampling import Sampling
@@ -33,7 +34,8 @@ def generate(target: Target, condition: Any, layout: Layout, *, method: "str | d
              seed: "int | Sequence[int]" = 0,
              num_samples: int = 1, stop_tokens: "Sequence[int] | None" = None,
              on_commit: "Callable[[DecodeState, torch.Tensor], None] | None" = None,
-             given: "torch.Tensor | None" = None, compile: "bool | dict" = False) -> Generation:
+             given: "torch.Tensor | None" = None, compile: "bool | dict" = False,
+             batch_size: "int | None" = None) -> Generation:
     """Generate `num_samples` token sequences per condition, losslessly, with speculation.
 
     target: a Target (e.g. `ReferenceTarget(gpt)`); condition: what the target is conditioned on
@@ -54,6 +56,9 @@ def generate(target: Target, condition: Any, layout: Layout, *, method: "str | d
     torch.compile, one graph per window width (`fullgraph=True`; CUDA graphs on a GPU); a dict is passed to
     torch.compile as keyword arguments. The tokens are the same as without it. On a CPU each kind of step is timed
     compiled and eager and the faster runs, and once a row is done the steps run eager (mmspec.executor).
+    batch_size: rows run at a time (None: as many as fit). The memory a row needs (KV cache, logits, drafts, CFG's
+    copies) is estimated before any work, and rows run in batches that fit in half the memory free (mmspec.memory);
+    a batch_size that does not fit, or a row that does not, is refused. Rows are the same in any batch.
     On a CPU the call runs on no more threads than the cores other work leaves free, and restores the caller's
     count after; threads the caller chose (torch.set_num_threads, OMP_NUM_THREADS) are kept (mmspec.threads).
     """
@@ -72,7 +77,33 @@ def generate(target: Target, condition: Any, layout: Layout, *, method: "str | d
     fixed = _forced(layout, given)  # [R, N]
     # room for a window over the longest run of forced tokens and the one after it, committed in one forward
     L = max(policy.max_window, int(forced_runs(fixed).max()) + 1)
+    run = dict(method=method, policy=policy, sampling=sampling, L=L, stop_tokens=stop_tokens, on_commit=on_commit,
+               compile=compile)
+    conditions = _count(condition)
+    if conditions is None:  # (a condition whose rows this cannot tell: run as asked)
+        return _run(target, condition, layout, seed=seed, num_samples=num_samples, given=given, **run)
+    B = conditions * num_samples
+    seeds = _seeds(seed, B)
+    _rows(fixed, B, num_samples, 0)  # given rows that fit none of the forms are refused here, before any work
     # the cache holds a window's chain and its proactive branches
+    per_row = row_bytes(target, layout, sampling.cfg, L + method.tree_nodes)
+    at_once = plan(per_row, B, module_device(target), batch_size)
+    if at_once >= B:
+        return _run(target, condition, layout, seed=seeds, num_samples=num_samples, given=given, **run)
+    parts = []
+    for first in range(0, B, at_once):  # rows are condition-major: each part's rows one by one, with their seeds
+        rows = torch.arange(first, min(first + at_once, B))
+        parts.append(_run(target, _take(condition, rows // num_samples), layout, seed=seeds[first:first + at_once],
+                          num_samples=1, given=_given_rows(given, rows, B, num_samples), first_row=first, **run))
+    return Generation(torch.cat([p.tokens for p in parts]), torch.cat([p.lengths for p in parts]),
+                      Stats.cat([p.stats for p in parts]))
+
+
+def _run(target, condition, layout, *, method, policy, sampling, L, seed, num_samples, given, stop_tokens, on_commit,
+         compile, first_row: int = 0) -> Generation:
+    """One batch of `generate`; `first_row`: the index of its first row in the whole request (on_commit hooks read
+    it from the state)."""
+    fixed = _forced(layout, given)  # [R, N]
     session = target.session(condition, layout, cfg=sampling.cfg, num_samples=num_samples,
                              max_window=L + method.tree_nodes)
     B, device = session.batch_size, session.device
@@ -86,7 +117,7 @@ def generate(target: Target, condition: Any, layout: Layout, *, method: "str | d
         layout=layout, max_window=L, vocab_size=target.vocab_size, sampling=sampling,
         streams=Streams(seeds, target.vocab_size, device),
         seq=torch.full((B, N + L), -1, dtype=torch.long, device=device),
-        forced=_rows(fixed, B, num_samples, L).to(device))
+        forced=_rows(fixed, B, num_samples, L).to(device), first_row=first_row)
     context = Context(session=session, condition=condition, num_samples=num_samples, prompt=session.prompt,
                       draft_vocab=session.draft_vocab)
     stop = None if stop_tokens is None else torch.as_tensor(list(stop_tokens), device=device)
@@ -94,6 +125,30 @@ def generate(target: Target, condition: Any, layout: Layout, *, method: "str | d
                    compile)
     tokens = state.seq[:, :N].masked_fill(torch.arange(N, device=device) >= state.n[:, None], -1)
     return Generation(tokens, state.n.clone(), stats)
+
+
+def _count(condition) -> "int | None":
+    """How many conditions: class ids [C], prompt ids [C, P], a list of prompts; None for other forms (caption
+    features with their mask...)."""
+    if torch.is_tensor(condition) and condition.dim() in (1, 2) and not condition.is_floating_point():
+        return condition.shape[0]
+    if isinstance(condition, list) and all(isinstance(c, str) for c in condition):
+        return len(condition)
+    return None
+
+
+def _take(condition, index: torch.Tensor):
+    """The conditions at `index` [b], as `_count` reads them."""
+    return condition[index.to(condition.device)] if torch.is_tensor(condition) else [condition[i] for i in index]
+
+
+def _given_rows(given: "torch.Tensor | None", rows: torch.Tensor, batch: int,
+                num_samples: int) -> "torch.Tensor | None":
+    """`given` [R, N] (per row, per condition or for all; checked by `_rows`) for the rows `rows` [b] of a request of
+    `batch` rows -> [b, N] (or [1, N] for all)."""
+    if given is None or given.shape[0] == 1:
+        return given
+    return given[rows] if given.shape[0] == batch else given[rows // num_samples]
 
 
 def _check_given(given, layout: Layout, vocab_size: int) -> torch.Tensor:

@@ -91,6 +91,8 @@ def _check_options(args) -> Spec:
         raise ValueError(f"--num must be >= 1, got {args.num}")
     _check_seed(args)
     _check_prompts(args)
+    if getattr(args, "batch_size", None) is not None and args.batch_size < 1:
+        raise ValueError(f"--batch-size must be >= 1, got {args.batch_size}")
     if args.max_new_tokens < 1:
         raise ValueError(f"--max-new-tokens must be >= 1, got {args.max_new_tokens}")
     spec = _method(args)  # unknown --init policies, bad --proactive shapes, --head
@@ -212,7 +214,7 @@ def cmd_generate(args) -> dict:
     _use_threads(args)
     pipe = _pipeline(args, remember=True)
     call = dict(num_outputs=args.num, seed=args.seed, window=args.window, sampling=_sampling(args, pipe),
-                progress_bar=not args.json)
+                progress_bar=not args.json, batch_size=args.batch_size)
     if args.kind == "text":
         call["max_new_tokens"] = args.max_new_tokens
     call.update(_given_pictures(args))
@@ -598,6 +600,8 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--out", default="out", help="output folder (default out): files are numbered after those "
                      "already there, so nothing is replaced unless --overwrite")
     gen.add_argument("--overwrite", action="store_true", help="number the files from 000, replacing those there")
+    gen.add_argument("--batch-size", type=int, help="outputs generated at a time (default: as many as fit in half "
+                     "the memory free, estimated before any work)")
     gen.add_argument("--compare", action="store_true",
                      help="also run plain AR (--method ar) with the same prompt, seed and sampling: forwards, "
                           "seconds and the speed-up, and for --method exact whether the tokens are identical")

@@ -21,7 +21,7 @@ MAX_SEED = 2 ** 63 - 1  # seeds are 64-bit patterns: a larger one would wrap ont
 _NOISE_SALT = 0x3C6EF372FE94F82B  # separate the two streams of one seed
 _AUX_SALT = 0x5DEECE66D
 _GOLDEN = 0x9E3779B97F4A7C15  # SplitMix64's increment: spreads consecutive counters apart
-_MEMO_BYTES = 64 << 20  # noise rows a generation keeps on a CPU (per Streams)
+MEMO_BYTES = 64 << 20  # noise rows a generation keeps on a CPU (per Streams)
 _MEMO_CHUNK = 64  # positions hashed at once
 _UNIFORM_BITS = 23  # (k + 0.5) / 2^23 needs 24 significant bits: exact in fp32, and never 0 or 1
 _FEW_DRAWS = 64  # aux draws of a call up to which a CPU hashes them in Python (see Streams.uniform)
@@ -91,7 +91,7 @@ class Streams:
 
         On a CPU the rows are hashed once per position, _MEMO_CHUNK positions at a time, and read back from
         memory after that (a Jacobi window asks for each position about L / (accepted + 1) times, and each row
-        costs ~20 passes over [B, V] int64 to hash); a copy of the same values, while the rows fit in _MEMO_BYTES.
+        costs ~20 passes over [B, V] int64 to hash); a copy of the same values, while the rows fit in MEMO_BYTES.
         Elsewhere, and in a compiled step, they are hashed where asked for: reading which positions are asked would
         wait for the device."""
         index = index if index.device == self.device else index.to(self.device)
@@ -116,9 +116,9 @@ class Streams:
         need = max(positions, have + _MEMO_CHUNK)
         if need > self._memo.shape[1]:  # grow the storage geometrically: few copies over a generation
             room = max(need, 2 * self._memo.shape[1])
-            if B * room * V * 4 > _MEMO_BYTES:
+            if B * room * V * 4 > MEMO_BYTES:
                 room = need
-                if B * room * V * 4 > _MEMO_BYTES:
+                if B * room * V * 4 > MEMO_BYTES:
                     return False
             grown = self._memo.new_empty(B, room, V)
             grown[:, :have] = self._memo[:, :have]

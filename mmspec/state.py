@@ -22,6 +22,7 @@ class DecodeState:
     pending: torch.Tensor = field(init=False)  # [B] last committed token, fed first in the next window
     active: torch.Tensor = field(init=False)  # [B] rows still generating
     step: int = 0
+    first_row: int = 0  # the index of row 0 in the whole request (mmspec.generate runs a large one in batches)
     any_forced: bool = field(init=False)  # any row has a forced token at all
     forced_run: torch.Tensor = field(init=False)  # [B, N + max_window] forced indices in a row from each index on
     forced_until: int = field(init=False)  # 1 + the last index forced in any row (0: none)

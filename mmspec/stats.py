@@ -33,6 +33,14 @@ class Stats:
         return cls(z(batch), z(batch), z(batch), z(batch), z(batch, max(window - 1, 0)), z(batch, max(window - 1, 0)),
                    torch.full((batch, length), -1, dtype=torch.long, device=device), window=window)
 
+    @classmethod
+    def cat(cls, parts: "list[Stats]") -> "Stats":
+        """The stats of a request run in batches, rows in order (seconds add up)."""
+        def rows(name):
+            return torch.cat([getattr(p, name) for p in parts])
+        names = ("nfe", "committed", "drafted", "accepted", "accepted_at", "forwards_at", "commit_step")
+        return cls(*map(rows, names), seconds=sum(p.seconds for p in parts), window=parts[0].window)
+
     def written(self) -> tuple[torch.Tensor, ...]:
         """The counts a step adds to in place."""
         return self.nfe, self.drafted, self.accepted, self.accepted_at, self.forwards_at

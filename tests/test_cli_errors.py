@@ -89,3 +89,24 @@ class _Interrupting:
 def test_an_empty_prompt_is_refused_before_models_load(tmp_path, capsys, argv):
     assert main([*argv, "--model", str(tmp_path / "none"), "--out", str(tmp_path / "out")]) == 2
     _one_line(capsys, "the prompt is empty: say what to generate")
+
+
+def test_more_outputs_than_fit_run_in_batches_and_a_batch_that_cannot_fit_is_refused(tiny_models, tmp_path, capsys,
+                                                                                        monkeypatch):
+    import mmspec.api
+    from mmspec import memory
+    from mmspec.layouts import Grid2D
+    from mmspec.pipelines import ImagePipeline
+
+    pipe = ImagePipeline.from_pretrained(tiny_models / "image", window_cache="off")
+    per_row = memory.row_bytes(pipe.target, Grid2D(4, 4), cfg=True, window=16)
+    monkeypatch.setattr(memory, "free_bytes", lambda device: 2 * (memory.fixed_bytes() + 3 * per_row))
+    rows = []  # rows at a time, as planned
+    monkeypatch.setattr(mmspec.api, "plan", lambda *a, **kw: rows.append(memory.plan(*a, **kw)) or rows[-1])
+    assert _generate(tiny_models, tmp_path, "--num", "7", "--window", "16") == 0
+    assert len(json.loads(capsys.readouterr().out)["outputs"]) == 7 and rows == [3]
+    assert _generate(tiny_models, tmp_path / "b", "--num", "7", "--window", "16", "--batch-size", "5") == 2
+    _one_line(capsys, "5 rows at a time need about", "which holds 3 rows: pass batch_size=3 (CLI: --batch-size 3)")
+    assert not (tmp_path / "b").exists() or not list((tmp_path / "b").iterdir())
+    assert _generate(tiny_models, tmp_path / "c", "--batch-size", "0") == 2
+    _one_line(capsys, "--batch-size must be >= 1, got 0")

@@ -114,9 +114,10 @@ class _GridPipeline(Pipeline):
     @scoped(lambda self, *args, **kwargs: module_device(self.target))
     def __call__(self, prompt, num_outputs: int = 1, seed=0, method=DEFAULT_METHOD, window=DEFAULT_WINDOW,
                  sampling: "dict | None" = None, progress_bar: bool = False, image=None, mask=None,
-                 on_commit=None, compile=None):
+                 on_commit=None, compile=None, batch_size: "int | None" = None):
         """on_commit(state, k) is called after every forward (see mmspec.generate), e.g. to show partial grids;
-        compile: mmspec.generate's (None: the pipeline's, from from_pretrained)."""
+        compile: mmspec.generate's (None: the pipeline's, from from_pretrained); batch_size: rows at a time (None: as
+        many as fit in memory; mmspec.generate's)."""
         prompts = as_list(prompt)
         for p in prompts:
             check_prompt(p)
@@ -124,9 +125,10 @@ class _GridPipeline(Pipeline):
         started = time.perf_counter()
         method, policy = self._plan(method, window)  # before a first frame is drawn
         given, extra = self._given(rows, image, mask, seed=seed, progress_bar=progress_bar,
-                                   speculate=(method.window or policy) != 1)
+                                   speculate=(method.window or policy) != 1, batch_size=batch_size)
         cond = self.condition(prompts)
-        run = partial(generate, self.target, cond, self.layout, seed=seed, num_samples=num_outputs, given=given)
+        run = partial(generate, self.target, cond, self.layout, seed=seed, num_samples=num_outputs, given=given,
+                      batch_size=batch_size)
         out, summary = self._generate(run, total=len(rows) * self.layout.length, method=method, policy=policy,
                                       sampling=sampling, progress_bar=progress_bar, on_commit=on_commit,
                                       started=started, compile=compile)
@@ -308,7 +310,8 @@ class VideoPipeline(_GridPipeline):
         given[:, : frames.shape[1]] = frames
         return given, extra
 
-    def _render_first_frames(self, rows, *, seed, progress_bar, speculate: bool = True) -> "ImageOutput":
+    def _render_first_frames(self, rows, *, seed, progress_bar, speculate: bool = True,
+                             batch_size: "int | None" = None) -> "ImageOutput":
         """One picture per video row by the first-frame model, of what its prompt asks for (with staging, the
         subject it names), with the same seed: plain AR's picture for the seed, at the image model's own sampling,
         whatever the video's method. Every method starts a video from the same picture, so methods differ only in
@@ -317,7 +320,8 @@ class VideoPipeline(_GridPipeline):
         with plain `ar`, so that a plain run, the baseline speed-ups are measured against, is plain throughout."""
         subjects = [self.staging.subject(r) for r in rows] if self.staging is not None else rows
         method, window = ("exact", "auto") if speculate else ("ar", 1)
-        return self.image_model(subjects, seed=seed, method=method, window=window, progress_bar=progress_bar)
+        return self.image_model(subjects, seed=seed, method=method, window=window, progress_bar=progress_bar,
+                                batch_size=batch_size)
 
     def _staged(self, picture, prompt: str):
         """A first-frame model's picture -> the first frame the video model expects for the prompt."""

@@ -47,9 +47,10 @@ def generate_text(target: HFCausalLM, prompts, max_new_tokens: int = 64, *, stop
                 n = next(m for m in range(1, n + 1) if len(decode(state.seq[row, :m].tolist())) >= end)
                 state.finish(row, n)
                 text = decode(state.seq[row, :n].tolist())
-            if stream is not None and len(text) > shown.get(row, 0):
-                stream(row, text[shown.get(row, 0):])
-                shown[row] = len(text)
+            key = row + state.first_row  # (the request's row: a large one runs in batches)
+            if stream is not None and len(text) > shown.get(key, 0):
+                stream(key, text[shown.get(key, 0):])
+                shown[key] = len(text)
         if on_commit is not None:
             on_commit(state, k)
 
@@ -117,15 +118,16 @@ class TextPipeline(Pipeline):
     @scoped(lambda self, *args, **kwargs: module_device(self.target))
     def __call__(self, prompt, num_outputs: int = 1, seed=0, method=DEFAULT_METHOD, window=DEFAULT_WINDOW,
                  sampling: "dict | None" = None, max_new_tokens: int = 64, stop_strings=(),
-                 progress_bar: bool = False, stream=None, on_commit=None, compile=None) -> TextOutput:
+                 progress_bar: bool = False, stream=None, on_commit=None, compile=None,
+                 batch_size: "int | None" = None) -> TextOutput:
         """stream(row, text) gets each row's new text as it is committed; on_commit(state, k) is called
-        after every forward (see mmspec.generate)."""
+        after every forward (see mmspec.generate); batch_size: mmspec.generate's."""
         prompts = as_list(prompt)
         for p in prompts:
             check_prompt(p)
         method, policy = self._plan(method, window)
         run = partial(generate_text, self.target, prompts, max_new_tokens, stop_strings=stop_strings, stream=stream,
-                      seed=seed, num_samples=num_outputs)
+                      seed=seed, num_samples=num_outputs, batch_size=batch_size)
         out, summary = self._generate(run, total=len(prompts) * num_outputs * max_new_tokens, method=method,
                                       policy=policy, sampling=sampling, progress_bar=progress_bar,
                                       on_commit=on_commit, started=time.perf_counter(), compile=compile)

@@ -74,8 +74,12 @@ class VQTokenizer:
         # the thread count, and an image's pixels must depend on its tokens only (render jobs rely on it)
         return torch.cat([self.vq.decode(e[None], force_not_quantize=True).sample for e in emb]).clamp(-1, 1)
 
-    def decode_pil(self, ids: torch.Tensor) -> list:
-        """codebook ids -> list of PIL RGB images."""
+    def decode_pil(self, ids: torch.Tensor, chunk: int = 256) -> list:
+        """codebook ids -> list of PIL RGB images, decoded `chunk` at a time (the float pictures of a large request
+        would hold 48 KiB each at 64 x 64)."""
         from PIL import Image
-        x = ((self.decode(ids).float().permute(0, 2, 3, 1) + 1) * 127.5).round().clamp(0, 255).byte().cpu().numpy()
-        return [Image.fromarray(a) for a in x]
+        images = []
+        for part in torch.as_tensor(ids).split(chunk):
+            x = ((self.decode(part).float().permute(0, 2, 3, 1) + 1) * 127.5).round().clamp(0, 255).byte().cpu().numpy()
+            images += [Image.fromarray(a) for a in x]
+        return images
