@@ -12,6 +12,7 @@ from mmspec.layouts import FREE, Layout
 from mmspec.loop import decode
 from mmspec.memory import plan, row_bytes
 from mmspec.methods import DEFAULT_METHOD, DEFAULT_WINDOW, Method, resolve_method
+from mmspec.options import NUM_OUTPUTS, one_of
 from mmspec.rng import MAX_SEED, Streams
 from mmspec.sampling import Sampling
 from mmspec.state import DecodeState, forced_runs
@@ -32,11 +33,11 @@ class Generation:
 def generate(target: Target, condition: Any, layout: Layout, *, method: "str | dict | Method" = DEFAULT_METHOD,
              window: "int | str | WindowPolicy" = DEFAULT_WINDOW, sampling: "Sampling | dict | None" = None,
              seed: "int | Sequence[int]" = 0,
-             num_samples: int = 1, stop_tokens: "Sequence[int] | None" = None,
+             num_outputs: "int | None" = None, stop_tokens: "Sequence[int] | None" = None,
              on_commit: "Callable[[DecodeState, torch.Tensor], None] | None" = None,
              given: "torch.Tensor | None" = None, compile: "bool | dict" = False,
-             batch_size: "int | None" = None) -> Generation:
-    """Generate `num_samples` token sequences per condition, losslessly, with speculation.
+             batch_size: "int | None" = None, num_samples: "int | None" = None) -> Generation:
+    """Generate `num_outputs` token sequences per condition (default 1), losslessly, with speculation.
 
     target: a Target (e.g. `ReferenceTarget(gpt)`); condition: what the target is conditioned on
     (class ids [C], prompt ids [C, P]...); layout: Sequence1D / Grid2D / Grid3D; method: a name,
@@ -44,7 +45,8 @@ def generate(target: Target, condition: Any, layout: Layout, *, method: "str | d
     window: positions verified per target forward (1..256), "auto" (AutoWindow) or a window policy that picks
     L at every step;
     sampling: Sampling or a dict of its fields; seed: an int (row i gets seed + i) or one seed per
-    row. Rows are ordered condition-major: row i is sample i % num_samples of condition i // num_samples.
+    row. Rows are ordered condition-major: row i is sample i % num_outputs of condition i // num_outputs
+    (`num_samples` is num_outputs's old name, until 0.2).
     stop_tokens end a row when committed (kept as its last token); on_commit(state, k) is called after
     every forward with the k [B] new tokens per row (streaming; it may end rows with state.finish).
     given: [R, N] tokens fixed in advance (-1 = generate), per row (R = B), per condition (R = C, the same
@@ -65,8 +67,9 @@ def generate(target: Target, condition: Any, layout: Layout, *, method: "str | d
     if not isinstance(layout, Layout):
         raise TypeError(f"layout must be a Sequence1D, Grid2D or Grid3D, not {type(layout).__name__}")
     policy = window_policy(window)
+    num_samples = one_of(num_outputs, num_samples, "num_samples", "mmspec.generate", NUM_OUTPUTS)
     if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 1:
-        raise ValueError(f"num_samples must be >= 1, got {num_samples}")
+        raise ValueError(f"num_outputs must be >= 1, got {num_samples}")
     sampling = Sampling.coerce(sampling)
     method = resolve_method(method)
     drafter = method.drafter(layout)  # (a drafter whose drafts its verifier cannot read fails here)

@@ -9,6 +9,7 @@ import tempfile
 from pathlib import Path
 
 from mmspec.methods import DEFAULT_METHOD, DEFAULT_WINDOW, OPTIONS, REGISTRY, Spec, check_method, takers
+from mmspec.options import BATCH_SIZE_HELP, NUM_OUTPUTS, NUM_OUTPUTS_HELP, OVERWRITE_HELP, SEED_HELP
 from mmspec.sampling import Sampling
 from mmspec.window import MAX_WINDOW
 
@@ -88,7 +89,7 @@ def _check_options(args) -> Spec:
     if isinstance(args.window, int) and not 1 <= args.window <= MAX_WINDOW:
         raise ValueError(f"--window must be in [1, {MAX_WINDOW}], got {args.window}")
     if args.num < 1:
-        raise ValueError(f"--num must be >= 1, got {args.num}")
+        raise ValueError(f"--num-outputs must be >= 1, got {args.num}")
     _check_seed(args)
     _check_prompts(args)
     if getattr(args, "batch_size", None) is not None and args.batch_size < 1:
@@ -145,7 +146,7 @@ def _check_seed(args) -> None:
     from mmspec.rng import MAX_SEED
 
     if not 0 <= args.seed <= MAX_SEED - (args.num - 1):
-        raise ValueError(f"--seed must be in [0, 2**63-1] for every output (seed + {args.num - 1} at --num "
+        raise ValueError(f"--seed must be in [0, 2**63-1] for every output (seed + {args.num - 1} at --num-outputs "
                          f"{args.num}), got {args.seed}")
 
 
@@ -177,7 +178,7 @@ def _check_writable(folder: "str | Path") -> Path:
 
 
 def _common(p: argparse.ArgumentParser, kind_nargs: str | None = None, window=DEFAULT_WINDOW):
-    p.add_argument("kind", choices=KINDS, nargs=kind_nargs)
+    p.add_argument("kind", choices=KINDS, nargs=kind_nargs, help="what to generate: " + ", ".join(KINDS))
     p.add_argument("--model", help="model folder (default: the bundled model for the kind)")
     p.add_argument("--draft", help="text: a draft model folder, for the methods that draft with one")
     p.add_argument("--method", default=DEFAULT_METHOD, choices=sorted(REGISTRY),
@@ -191,8 +192,9 @@ def _common(p: argparse.ArgumentParser, kind_nargs: str | None = None, window=DE
                         + ("; generate keeps what it measured in $MMSPEC_WINDOW_CACHE, default ~/.cache/mmspec/windows, "
                            "'off' to forget" if window == "auto" else "; measured afresh in every run")
                         + "); default: " + ("auto" if window == "auto" else "16 image, 64 video, 6 text"))
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--num", type=int, default=1, help="outputs per prompt")
+    p.add_argument("--seed", type=int, default=0, help=SEED_HELP)
+    p.add_argument("--num-outputs", "--num", dest="num", type=int, default=NUM_OUTPUTS,
+                   help=NUM_OUTPUTS_HELP + "; --num: its old name, until 0.2")
     p.add_argument("--max-new-tokens", type=int, default=64, help="text only")
     for name, typ in (("temperature", float), ("top-k", int), ("top-p", float), ("cfg-scale", float)):
         p.add_argument(f"--{name}", type=typ, help="override the model's default sampling")
@@ -441,7 +443,7 @@ def _check_bench_options(args) -> None:
         if args.kind is None:
             raise ValueError(f"mmspec bench needs a kind ({', '.join(KINDS)}) or --suite NAME")
         if args.rows is not None:
-            raise ValueError("--rows is for --suite; a single benchmark takes --num (outputs per prompt)")
+            raise ValueError("--rows is for --suite; a single benchmark takes --num-outputs (outputs per prompt)")
         _bench_methods(args)
     else:
         _check_suite_options(args)
@@ -454,7 +456,8 @@ def _check_bench_options(args) -> None:
 def _check_suite_options(args) -> None:
     given = [f"--{n}" for n in ("window", "methods", "prompt", *FLAGS, "image", "mask", "video", "videos")
              if getattr(args, n) is not None]
-    given += ["--num"] * (args.num != 1) + [f"--{k.replace('_', '-')}" for k in _given_sampling(args)]
+    given += ["--num-outputs"] * (args.num != NUM_OUTPUTS)
+    given += [f"--{k.replace('_', '-')}" for k in _given_sampling(args)]
     if given:
         raise ValueError(f"{', '.join(given)}: not for --suite, which sets its own methods, windows, prompts, rows "
                          "and sampling (the models' defaults)")
@@ -599,9 +602,8 @@ def build_parser() -> argparse.ArgumentParser:
                      ".safetensors file of T5 features, 'context'; a Cosmos base folder: none)")
     gen.add_argument("--out", default="out", help="output folder (default out): files are numbered after those "
                      "already there, so nothing is replaced unless --overwrite")
-    gen.add_argument("--overwrite", action="store_true", help="number the files from 000, replacing those there")
-    gen.add_argument("--batch-size", type=int, help="outputs generated at a time (default: as many as fit in half "
-                     "the memory free, estimated before any work)")
+    gen.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
+    gen.add_argument("--batch-size", type=int, help=BATCH_SIZE_HELP)
     gen.add_argument("--compare", action="store_true",
                      help="also run plain AR (--method ar) with the same prompt, seed and sampling: forwards, "
                           "seconds and the speed-up, and for --method exact whether the tokens are identical")
@@ -639,7 +641,8 @@ def build_parser() -> argparse.ArgumentParser:
                             help="render a job file into a folder: resumable, exactly once per output")
     render.add_argument("job", help="job file (YAML; see configs/)")
     render.add_argument("--out", required=True, help="output folder (files + manifest.jsonl)")
-    render.add_argument("--backend", default="local", choices=["local", "ray"])
+    render.add_argument("--backend", default="local", choices=["local", "ray"],
+                        help="local: this process; ray: a Ray cluster's workers (default %(default)s)")
     render.add_argument("--ray-address", help="an existing Ray cluster (default: start a local one)")
     render.add_argument("--batch-size", type=int, help="rows per engine call (default: the job's)")
     _threads_option(render)
@@ -649,9 +652,9 @@ def build_parser() -> argparse.ArgumentParser:
                                "reference GPT folder), cosmos (a Cosmos-1 autoregressive checkpoint), janus (deepseek's "
                                "Janus / Janus-Pro folder -> transformers' Janus), chameleon-vq (Chameleon's vqgan.ckpt "
                                "+ --config vqgan.yaml -> a VQModel folder: put it in the Chameleon model folder as vqgan/)")
-    conv.add_argument("family", choices=sorted(CONVERTERS))
+    conv.add_argument("family", choices=sorted(CONVERTERS), help="the checkpoint's family")
     conv.add_argument("checkpoint", help="the checkpoint file (llamagen, cosmos) or the release's folder (janus)")
-    conv.add_argument("out")
+    conv.add_argument("out", help="the model folder to write")
     conv.add_argument("--config", help="chameleon-vq: the VQGAN's vqgan.yaml")
     conv.add_argument("--model", help="llamagen: GPT-B (default), GPT-L...; cosmos: 4b (default), 12b, 5b, 13b "
                                       "(5b, 13b: Video2World)")
@@ -661,11 +664,14 @@ def build_parser() -> argparse.ArgumentParser:
                       "OUT/tokenizer")
     conv.add_argument("--text-encoder", help="cosmos Video2World: a local T5 encoder folder (transformers, "
                       "safetensors) for text prompts, named in OUT/config.json")
-    conv.add_argument("--type", default="c2i", choices=["c2i", "t2i"])
-    conv.add_argument("--image-size", type=int, default=256)
-    conv.add_argument("--num-classes", type=int, default=1000)
-    conv.add_argument("--cls-token-num", type=int, default=120)
-    conv.add_argument("--vocab-size", type=int, default=16384)
+    conv.add_argument("--type", default="c2i", choices=["c2i", "t2i"],
+                      help="llamagen: class-to-image or text-to-image (default %(default)s)")
+    conv.add_argument("--image-size", type=int, default=256,
+                      help="llamagen: pixels per side it generates (default %(default)s)")
+    conv.add_argument("--num-classes", type=int, default=1000, help="llamagen c2i: class labels (default %(default)s)")
+    conv.add_argument("--cls-token-num", type=int, default=120, help="llamagen t2i: caption tokens (default %(default)s)")
+    conv.add_argument("--vocab-size", type=int, default=16384,
+                      help="llamagen: the VQ codebook's size (default %(default)s)")
     conv.add_argument("--allow-pickle", action="store_true", help="read a .pt with torch's weights-only unpickler")
     conv.set_defaults(func=cmd_convert, json=False)
     head = sub.add_parser("train-head", parents=[debug],
@@ -680,11 +686,12 @@ def build_parser() -> argparse.ArgumentParser:
     head.add_argument("--seed", type=int, help="prompts, samples and initial weights (default 0)")
     head.add_argument("--draft-vocab", type=int, help="a smaller draft vocabulary of the N tokens the samples use "
                       "most (EAGLE-3's d2t / t2d): a cheaper lm_head (default: the target's whole vocabulary)")
-    head.add_argument("--device", default="cpu")
+    head.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1... (default %(default)s)")
     head.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's)")
     head.set_defaults(func=cmd_train_head, json=False)
     demo = sub.add_parser("demo", parents=[debug], help="the Gradio demo on the bundled models (needs the demo extra)")
-    demo.add_argument("--host", default="127.0.0.1", help="address to bind (0.0.0.0: reachable from other machines)")
+    demo.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s, this machine only; "
+                      "0.0.0.0: reachable from other machines)")
     demo.add_argument("--port", type=int, help="port (default: the first free one from 7860)")
     for kind in KINDS:
         demo.add_argument(f"--{kind}-model", help=f"{kind} model folder (default: the bundled one)")

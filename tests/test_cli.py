@@ -80,7 +80,7 @@ def _refused(argv, capsys, message):
 @pytest.mark.parametrize("argv, message", [
     (["--window", "0"], "--window must be in [1, 256]"),
     (["--window", "300"], "--window must be in [1, 256]"),
-    (["--num", "0"], "--num must be >= 1"),
+    (["--num", "0"], "--num-outputs must be >= 1"),
     (["--init", "diagonal"], "unknown fill policy 'diagonal'"),
     (["--temperature", "nan"], "temperature must be a finite number"),
     (["--cfg-scale", "inf"], "cfg_scale must be a finite number"),

@@ -34,7 +34,7 @@ def _one_line(capsys, *parts) -> str:
 @pytest.mark.parametrize("extra, message", [
     (["--seed", str(2 ** 64)], "--seed must be in [0, 2**63-1]"),
     (["--seed", "-1"], "--seed must be in [0, 2**63-1]"),
-    (["--seed", str(2 ** 63 - 1), "--num", "2"], "(seed + 1 at --num 2)"),
+    (["--seed", str(2 ** 63 - 1), "--num", "2"], "(seed + 1 at --num-outputs 2)"),
 ])
 def test_seeds_that_would_wrap_are_refused_before_models_load(tmp_path, capsys, extra, message):
     argv = ["generate", "image", "red heart", "--model", str(tmp_path / "none"), "--out", str(tmp_path / "out")]
@@ -110,3 +110,36 @@ def test_more_outputs_than_fit_run_in_batches_and_a_batch_that_cannot_fit_is_ref
     assert not (tmp_path / "b").exists() or not list((tmp_path / "b").iterdir())
     assert _generate(tiny_models, tmp_path / "c", "--batch-size", "0") == 2
     _one_line(capsys, "--batch-size must be >= 1, got 0")
+
+
+def test_every_option_of_every_command_says_what_it_does():
+    import argparse
+
+    from mmspec.cli import build_parser
+
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+    bare = [f"{name} {a.option_strings or a.dest}" for name, p in commands.items() for a in p._actions
+            if not a.help and not isinstance(a, argparse._HelpAction)]
+    assert bare == []
+
+
+def test_one_name_per_option_with_the_old_names_kept_for_a_release(tiny_models, tmp_path, capsys):
+    import warnings
+
+    import torch
+
+    import mmspec
+    from mmspec.cli import build_parser
+    from tiny import tiny_gpt
+
+    assert build_parser().parse_args(["generate", "image", "x", "--num", "3"]).num == 3
+    assert build_parser().parse_args(["generate", "image", "x", "--num-outputs", "3"]).num == 3
+    target, layout = mmspec.ReferenceTarget(tiny_gpt()), mmspec.Grid2D(2, 2)
+    new = mmspec.generate(target, torch.tensor([0]), layout, num_outputs=2)
+    with pytest.warns(DeprecationWarning, match="num_samples is the old name of num_outputs"):
+        old = mmspec.generate(target, torch.tensor([0]), layout, num_samples=2)
+    assert torch.equal(new.tokens, old.tokens) and new.tokens.shape[0] == 2
+    with pytest.raises(ValueError, match="give num_outputs or its old name num_samples, not both"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            mmspec.generate(target, torch.tensor([0]), layout, num_outputs=2, num_samples=2)

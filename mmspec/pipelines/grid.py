@@ -127,7 +127,7 @@ class _GridPipeline(Pipeline):
         given, extra = self._given(rows, image, mask, seed=seed, progress_bar=progress_bar,
                                    speculate=(method.window or policy) != 1, batch_size=batch_size)
         cond = self.condition(prompts)
-        run = partial(generate, self.target, cond, self.layout, seed=seed, num_samples=num_outputs, given=given,
+        run = partial(generate, self.target, cond, self.layout, seed=seed, num_outputs=num_outputs, given=given,
                       batch_size=batch_size)
         out, summary = self._generate(run, total=len(rows) * self.layout.length, method=method, policy=policy,
                                       sampling=sampling, progress_bar=progress_bar, on_commit=on_commit,

@@ -127,7 +127,7 @@ class TextPipeline(Pipeline):
             check_prompt(p)
         method, policy = self._plan(method, window)
         run = partial(generate_text, self.target, prompts, max_new_tokens, stop_strings=stop_strings, stream=stream,
-                      seed=seed, num_samples=num_outputs, batch_size=batch_size)
+                      seed=seed, num_outputs=num_outputs, batch_size=batch_size)
         out, summary = self._generate(run, total=len(prompts) * num_outputs * max_new_tokens, method=method,
                                       policy=policy, sampling=sampling, progress_bar=progress_bar,
                                       on_commit=on_commit, started=time.perf_counter(), compile=compile)

@@ -13,6 +13,7 @@ import yaml
 
 from mmspec.methods import DEFAULT_METHOD, DEFAULT_WINDOW, OPTIONS, Spec, check_method
 from mmspec.window import MAX_WINDOW
+from mmspec.options import deprecated
 from mmspec.render.inputs import INPUT_KEYS, InputFiles
 from mmspec.render.naming import file_name, output_id
 from mmspec.rng import MAX_SEED
@@ -22,7 +23,7 @@ PIPELINES = {"image": "ImagePipeline", "video": "VideoPipeline", "text": "TextPi
 JOB_KEYS = ("kind", "model", "draft", "batch_size", "compile", "defaults", "items", "items_file")
 CALL_KEYS = ("method", "window", "sampling")
 TEXT_KEYS = ("max_new_tokens", "stop_strings")
-SEED_KEYS = ("seeds", "num")
+SEED_KEYS = ("seeds", "num_outputs", "num")  # (num: num_outputs's old name, until 0.2)
 
 
 class JobError(ValueError):
@@ -116,6 +117,8 @@ def _outputs(job: Job, data: dict, path: Path, where: "_Where") -> list[Output]:
         prompt = item.get("prompt")
         if not isinstance(prompt, str):
             raise JobError(f"{label}prompt: must be a string, got {prompt!r}")
+        if not prompt.strip():  # (as the pipelines, the CLI and the demo refuse it)
+            raise JobError(f"{label}prompt: empty; say what to generate")
         merged = _merge(defaults, item)
         (settings, spec), inputs = _settings(job, merged, label, path.parent), files.check(merged, label, whole=True)
         identity = {"kind": job.kind, "model": data.get("model"), "prompt": prompt, "settings": settings}
@@ -262,11 +265,15 @@ def _sampling(sampling, kind: str, label: str) -> dict:
 
 
 def _seeds(source: dict, label: str) -> list[int]:
-    """`seeds: [..]`, or `num: n` for seeds 0..n-1 (the item's, else the defaults'); seed 0 if neither."""
-    if "seeds" in source and "num" in source:
-        raise JobError(f"{label}seeds, num: give one of them, not both")
+    """`seeds: [..]`, or `num_outputs: n` for seeds 0..n-1 (the item's, else the defaults'); seed 0 if neither."""
+    given = [k for k in SEED_KEYS if k in source]
+    if len(given) > 1:
+        raise JobError(f"{label}{', '.join(given)}: give one of them, not both")
     if "num" in source:
-        return list(range(_int(source["num"], 1, None, f"{label}num")))
+        deprecated("num", f"{label}num", stacklevel=2)
+    for key in ("num_outputs", "num"):
+        if key in source:
+            return list(range(_int(source[key], 1, None, f"{label}{key}")))
     seeds = source.get("seeds", [0])
     if not isinstance(seeds, list) or not seeds:
         raise JobError(f"{label}seeds: must be a non-empty list of ints, got {seeds!r}")

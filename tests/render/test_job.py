@@ -58,6 +58,7 @@ BAD = [
     ("kind: image\nitems: []\n", "items: must be a non-empty list"),
     ("kind: image\nitems:\n  - {prompt: x}\n  - {prompt: y, windw: 4}\n", "line 4: items[1].windw: unknown key"),
     ("kind: image\nitems:\n  - {prompt: 3}\n", "items[0].prompt: must be a string"),
+    ("kind: image\nitems:\n  - {prompt: \"  \"}\n", "items[0].prompt: empty; say what to generate"),
     ("kind: image\nitems:\n  - {prompt: x, window: 300}\n", "items[0].window: must be an int 1..256, got 300"),
     ("kind: image\nitems:\n  - {prompt: x, window: fast}\n", "items[0].window: must be an int 1..256"),
     ("kind: image\nitems:\n  - {prompt: x, window: 0}\n", "items[0].window: must be an int 1..256"),
@@ -144,3 +145,14 @@ def test_eagle_needs_the_model_folders_head_or_names_a_head_folder_beside_the_jo
     assert output.settings["method"]["head"] == str(tmp_path / "heads" / "image")
     (own,) = load_job(write_job({**base, "model": str(tiny_heads / "image")})).outputs
     assert own.settings["method"] == "eagle"
+
+
+def test_num_outputs_is_the_seed_count_and_num_its_old_name(models, write_job):
+    job = {"kind": "image", "model": str(models / "image"), "items": [{"prompt": "red heart", "num_outputs": 2}]}
+    assert [o.seed for o in load_job(write_job(job)).outputs] == [0, 1]
+    old = {**job, "items": [{"prompt": "red heart", "num": 2}]}
+    with pytest.warns(DeprecationWarning, match="num is the old name of num_outputs"):
+        assert [o.seed for o in load_job(write_job(old)).outputs] == [0, 1]
+    both = {**job, "items": [{"prompt": "red heart", "num": 2, "num_outputs": 2}]}
+    with pytest.raises(JobError, match="num_outputs, num: give one of them, not both"):
+        load_job(write_job(both))

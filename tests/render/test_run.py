@@ -37,16 +37,19 @@ def test_batch_size_does_not_change_a_byte(image_job, models, write_job, folder,
         assert folder(one).files == folder(eight).files and len(set(folder(one).files.values())) == 7
 
 
+LONG = "<s>" + " w3" * 130  # 131 tokens: with 6 new ones, past the tiny model's context of 128
+
+
 def test_text_job_batches_alike_and_a_failing_item_is_recorded(tiny_text, write_job, folder, tmp_path, capsys):
     job = write_job({"kind": "text", "model": str(tiny_text / "target"), "draft": str(tiny_text / "draft"),
                      "defaults": {"method": "draft-model", "window": 3, "max_new_tokens": 6, "num": 2},
-                     "items": [{"prompt": "<s> w3 w4"}, {"prompt": ""}, {"prompt": "<s> w9", "method": "ar"},
+                     "items": [{"prompt": "<s> w3 w4"}, {"prompt": LONG}, {"prompt": "<s> w9", "method": "ar"},
                                {"prompt": "<s> w5", "method": {"name": "draft-model", "proactive": [3, 2]}}]})
     out = tmp_path / "out"
-    assert main(["render", str(job), "--out", str(out)]) == 1  # the empty prompt has no token to start from
+    assert main(["render", str(job), "--out", str(out)]) == 1  # the prompt too long for the context fails its rows
     lines = {(line["prompt"], line["seed"]): line for line in folder(out).manifest}
-    assert [k for k, line in lines.items() if line["status"] == "failed"] == [("", 0), ("", 1)]
-    assert "at least one token" in lines[("", 0)]["error"] and folder(out).verified()
+    assert [k for k, line in lines.items() if line["status"] == "failed"] == [(LONG, 0), (LONG, 1)]
+    assert "context of 128" in lines[(LONG, 0)]["error"] and folder(out).verified()
     printed = capsys.readouterr()
     assert "rendered=6 failed=2" in printed.out  # the summary; the bar counts and rates on stderr
     assert "8/8, done 6, failed 2" in printed.err and "out/min" in printed.err and "tok/s" in printed.err
@@ -59,7 +62,7 @@ def test_text_job_batches_alike_and_a_failing_item_is_recorded(tiny_text, write_
 
 
 def test_hostile_prompts_stay_inside_the_folder(image_job, write_job, folder, tmp_path):
-    prompts = ["../../etc/passwd", "/abs/path", "a/b\\c", "..", ".", "", "x" * 10_000, "red\x00heart\n\r\t\x1b[31m",
+    prompts = ["../../etc/passwd", "/abs/path", "a/b\\c", "..", ".", "-", "x" * 10_000, "red\x00heart\n\r\t\x1b[31m",
                "heart" + "\u202e" + "gnp.exe", "~user/$HOME `rm -rf /`"]
     job = write_job({**image_job, "items": [{"prompt": p} for p in prompts]})
     out = tmp_path / "out"

@@ -1,0 +1,101 @@
+"""Peak memory of `mmspec generate image "red heart" --num N` against the estimate it planned its batches with.
+
+Runs the CLI in this process twice: `--num 1` (imports, the model, one row: the baseline), then `--num N`. The peak
+resident memory (VmHWM) after each; what the second added over the first is what its batches took, which must stay
+under the estimate mmspec.memory made for them (rows at a time x bytes per row + the fixed part). `--batches K` stops
+the request after its first K batches (all batches but the last have the same rows, so the first holds the peak: on a
+2-core CPU a batch of ~1400 rows takes minutes). With --device cuda, the pipeline on the GPU and torch's peak
+allocated memory instead. Prints one JSON object; --out keeps it.
+
+  python benchmarks/memory_peak.py --num 10000 [--batches 1] [--device cpu] [--out benchmarks/results/memory_peak]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+import mmspec.api
+from mmspec import memory
+from mmspec.cli import main as cli
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def peak_rss() -> int:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
+
+
+class Enough(Exception):
+    """The batches asked for have run."""
+
+
+def run(num: int, folder: Path, device: str) -> float:
+    start = time.perf_counter()
+    if device == "cpu":
+        assert cli(["generate", "image", "red heart", "--num", str(num), "--out", str(folder), "--json"]) == 0
+    else:
+        from mmspec.pipelines import ImagePipeline
+
+        ImagePipeline.from_pretrained(device=device, window_cache="off")("red heart", num_outputs=num).save(folder)
+    return time.perf_counter() - start
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--num", type=int, default=10000)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--batches", type=int, help="stop after this many batches (default: all)")
+    ap.add_argument("--out")
+    a = ap.parse_args(argv)
+    plans: list = []
+    real, run_batch, ran = memory.plan, mmspec.api._run, []
+
+    def one_batch(*args, **kw):
+        out = run_batch(*args, **kw)
+        ran.append(kw.get("first_row", 0))
+        if a.batches and len(ran) >= a.batches and kw.get("first_row") is not None:
+            raise Enough
+        return out
+
+    def plan(per_row, rows, device, batch_size=None):  # what the request planned, recorded
+        at_once = real(per_row, rows, device, batch_size)
+        plans.append({"rows": rows, "rows_at_once": at_once, "bytes_per_row": per_row,
+                      "free_bytes": memory.free_bytes(device),
+                      "estimate_bytes": memory.fixed_bytes() + at_once * (per_row or 0)})
+        return at_once
+    mmspec.api.plan = plan
+    with tempfile.TemporaryDirectory() as scratch:
+        run(1, Path(scratch) / "one", a.device)
+        base = torch.cuda.max_memory_allocated() if a.device != "cpu" else peak_rss()
+        if a.device != "cpu":
+            torch.cuda.reset_peak_memory_stats()
+        mmspec.api._run, ran[:] = one_batch, []
+        start = time.perf_counter()
+        try:
+            run(a.num, Path(scratch) / "many", a.device)
+        except Enough:
+            pass
+        seconds = time.perf_counter() - start
+        peak = torch.cuda.max_memory_allocated() if a.device != "cpu" else peak_rss()
+    big = plans[-1]
+    added = peak - base if a.device == "cpu" else peak
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
+    result = {"date": time.strftime("%Y-%m-%d"), "commit": commit.strip(), "device": a.device, "num": a.num,
+              "seconds": round(seconds, 1), "batches_run": len(ran), "plan": big, "baseline_peak_bytes": base, "peak_bytes": peak,
+              "added_bytes": added, "within_estimate": added <= big["estimate_bytes"]}
+    print(json.dumps(result))
+    if a.out:
+        Path(a.out).mkdir(parents=True, exist_ok=True)
+        (Path(a.out) / f"memory_peak_{a.device}_{a.num}.json").write_text(json.dumps(result, indent=1))
+    return result
+
+
+if __name__ == "__main__":
+    main()

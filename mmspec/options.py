@@ -1,0 +1,29 @@
+"""The options every entry point shares (command line, pipelines, mmspec.generate, render jobs, demo): one name each,
+with its help text and default from here, and the old names, kept as deprecated aliases until 0.2."""
+from __future__ import annotations
+
+import warnings
+
+NUM_OUTPUTS = 1  # outputs per prompt (per condition in mmspec.generate)
+NUM_OUTPUTS_HELP = f"outputs per prompt (default {NUM_OUTPUTS})"
+BATCH_SIZE_HELP = "outputs generated at a time (default: as many as fit in half the memory free, estimated first)"
+SEED_HELP = "seed of the first output; output i gets seed + i (default 0; at most 2**63-1)"
+OVERWRITE_HELP = "number the files from 000, replacing those there (default: after the folder's, replacing nothing)"
+RENAMED = {"num_samples": "num_outputs", "num": "num_outputs", "--num": "--num-outputs"}  # old -> the one name
+
+
+def deprecated(old: str, where: str, stacklevel: int = 3) -> None:
+    """Warn that `old` is the old name of an option (RENAMED) and goes in 0.2."""
+    warnings.warn(f"{where}: {old} is the old name of {RENAMED[old]}, which replaces it in 0.2", DeprecationWarning,
+                  stacklevel=stacklevel)
+
+
+def one_of(new_value, old_value, old: str, where: str, default):
+    """An option given by its name (`new_value`) or by its old name (`old_value`, with a deprecation warning), not
+    both; `default` when neither."""
+    if old_value is None:
+        return default if new_value is None else new_value
+    if new_value is not None:
+        raise ValueError(f"{where}: give {RENAMED[old]} or its old name {old}, not both")
+    deprecated(old, where, stacklevel=4)
+    return old_value
