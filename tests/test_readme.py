@@ -21,7 +21,8 @@ def needs_your_checkpoint(code: str) -> bool:
 
 def test_readme_starts_with_the_two_commands_and_ci_runs_the_second():
     lines = README.splitlines()
-    assert lines[2:6] == ["```bash", 'pip install -e . && mmspec generate image "red heart" --out out/ --compare',
+    assert lines[2:6] == ["```bash", 'pip install -e . && mmspec generate video "bounce red apple" --window 64 --out out/ '
+                          '--compare',
                           TEST_COMMAND, "```"]
     assert (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1] == TEST_COMMAND
 
