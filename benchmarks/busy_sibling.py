@@ -4,7 +4,7 @@ one core busy, as on most laptops.
 Each run is a fresh process with an empty window cache and without OMP_NUM_THREADS / MKL_NUM_THREADS, timed whole
 (imports, loading, two images, saving). Arms, alternating, `--repeats` times each:
   quick-start  the README's ImagePipeline block, as a user pastes it (the library picks its threads per call)
-  cli          mmspec generate image "red heart" --num 2 --seed 0 (the CLI picks its threads per process)
+  cli          mmspec generate image "red heart" --num-outputs 2 --seed 0 (the CLI picks its threads per process)
   torch-threads  (with --torch-threads) the quick start on torch's own thread count (OMP_NUM_THREADS = the cores),
                what the library did before it picked threads per call
 The sibling is one Python process spinning on one core.
@@ -36,7 +36,7 @@ def quick_start() -> str:
 def commands(folder: Path) -> dict[str, tuple[list[str], dict]]:
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    cli = [sys.executable, "-m", "mmspec.cli", "generate", "image", "red heart", "--num", "2", "--seed", "0",
+    cli = [sys.executable, "-m", "mmspec.cli", "generate", "image", "red heart", "--num-outputs", "2", "--seed", "0",
            "--out", str(folder / "cli"), "--json"]
     return {"quick-start": ([sys.executable, "-c", quick_start()], env), "cli": (cli, env),
             "torch-threads": ([sys.executable, "-c", quick_start()], {**env, "OMP_NUM_THREADS": str(os.cpu_count())})}

@@ -1,6 +1,6 @@
-"""Peak memory of `mmspec generate image "red heart" --num N` against the estimate it planned its batches with.
+"""Peak memory of `mmspec generate image "red heart" --num-outputs N` against the estimate its batches were planned on.
 
-Runs the CLI in this process twice: `--num 1` (imports, the model, one row: the baseline), then `--num N`. The peak
+Runs the CLI in this process twice: `--num-outputs 1` (imports, the model, one row: the baseline), then with N. The peak
 resident memory (VmHWM) after each; what the second added over the first is what its batches took, which must stay
 under the estimate mmspec.memory made for them (rows at a time x bytes per row + the fixed part). `--batches K` stops
 the request after its first K batches (all batches but the last have the same rows, so the first holds the peak: on a
@@ -39,7 +39,7 @@ class Enough(Exception):
 def run(num: int, folder: Path, device: str) -> float:
     start = time.perf_counter()
     if device == "cpu":
-        assert cli(["generate", "image", "red heart", "--num", str(num), "--out", str(folder), "--json"]) == 0
+        assert cli(["generate", "image", "red heart", "--num-outputs", str(num), "--out", str(folder), "--json"]) == 0
     else:
         from mmspec.pipelines import ImagePipeline
 
@@ -88,8 +88,8 @@ def main(argv=None) -> dict:
     added = peak - base if a.device == "cpu" else peak
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
     result = {"date": time.strftime("%Y-%m-%d"), "commit": commit.strip(), "device": a.device, "num": a.num,
-              "seconds": round(seconds, 1), "batches_run": len(ran), "plan": big, "baseline_peak_bytes": base, "peak_bytes": peak,
-              "added_bytes": added, "within_estimate": added <= big["estimate_bytes"]}
+              "seconds": round(seconds, 1), "batches_run": len(ran), "plan": big, "baseline_peak_bytes": base,
+              "peak_bytes": peak, "added_bytes": added, "within_estimate": added <= big["estimate_bytes"]}
     print(json.dumps(result))
     if a.out:
         Path(a.out).mkdir(parents=True, exist_ok=True)

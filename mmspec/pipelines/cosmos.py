@@ -19,6 +19,7 @@ from mmspec.api import generate
 from mmspec.pipelines.base import DEFAULT_METHOD, Pipeline, model_path
 from mmspec.pipelines.grid import VideoOutput, read_config
 from mmspec.reference.cosmos_checkpoint import COSMOS_SAMPLING, load_cosmos
+from mmspec.threads import module_device, scoped
 from mmspec.tokenizers.cosmos import DiscreteVideoTokenizer
 from mmspec.window import WindowCache
 
@@ -38,6 +39,7 @@ class CosmosPipeline(Pipeline):
         self.default_sampling = default_sampling
 
     @classmethod
+    @scoped("device")
     def from_pretrained(cls, path: "str | Path", device="cpu", dtype=torch.float32,
                         window_cache: "WindowCache | str | Path | None" = None, compile: "bool | dict" = False,
                         allow_torchscript: bool = False) -> "CosmosPipeline":
@@ -82,6 +84,7 @@ class CosmosPipeline(Pipeline):
             raise ValueError(f"{what} has {F} frames of {size}; this model's tokenizer takes {counts} RGB frames of "
                              f"{W}x{H} (a first frame, then {self.tokenizer.compression[0]} per latent frame)")
 
+    @scoped(lambda self, *args, **kwargs: module_device(self.target))
     def __call__(self, prompt=None, video=None, num_outputs: int = 1, seed=0, method=DEFAULT_METHOD, window=None,
                  sampling: "dict | None" = None, progress_bar: bool = False, on_commit=None, compile=None):
         """video: the given frames (a file imageio reads, or uint8 [F, H, W, 3]); prompt (Video2World): T5 features
@@ -102,7 +105,7 @@ class CosmosPipeline(Pipeline):
         elif not self.target.model.config.video2world:
             raise ValueError("a Cosmos base model continues a video: pass video= (the CLI's --video), "
                              f"{' or '.join(map(str, self.accepted_frames))} frames")
-        run = partial(generate, self.target, condition, self.layout, seed=seed, num_samples=num_outputs, given=given)
+        run = partial(generate, self.target, condition, self.layout, seed=seed, num_outputs=num_outputs, given=given)
         out, summary = self._generate(run, total=num_outputs * self.layout.length, method=method, policy=policy,
                                       sampling=sampling, progress_bar=progress_bar, on_commit=on_commit,
                                       started=started, compile=compile)
