@@ -83,12 +83,12 @@ def test_remembered_noise_rows_are_the_hashed_ones(monkeypatch):
     for _ in range(60):
         start = torch.randint(0, 300, (3,), generator=g)
         windows.append(start[:, None] + torch.arange(int(torch.randint(1, 17, (1,), generator=g))))
-    monkeypatch.setattr(rng, "_MEMO_BYTES", 0)
+    monkeypatch.setattr(rng, "MEMO_BYTES", 0)
     hashed = Streams([5, 6, 7], V)
     expected = [hashed.gumbel(w) for w in windows]
     assert hashed._remembered == 0
     for budget in (3 * 200 * V * 4, 1 << 30):  # room for the first 200 positions only, then for all
-        monkeypatch.setattr(rng, "_MEMO_BYTES", budget)
+        monkeypatch.setattr(rng, "MEMO_BYTES", budget)
         s = Streams([5, 6, 7], V)
         assert all(torch.equal(s.gumbel(w), e) for w, e in zip(windows, expected))
         assert 0 < s._remembered <= 200 if budget < 1 << 30 else s._remembered >= 316

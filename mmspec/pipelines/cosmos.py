@@ -86,11 +86,12 @@ class CosmosPipeline(Pipeline):
 
     @scoped(lambda self, *args, **kwargs: module_device(self.target))
     def __call__(self, prompt=None, video=None, num_outputs: int = 1, seed=0, method=DEFAULT_METHOD, window=None,
-                 sampling: "dict | None" = None, progress_bar: bool = False, on_commit=None, compile=None):
+                 sampling: "dict | None" = None, progress_bar: bool = False, on_commit=None, compile=None,
+                 batch_size: "int | None" = None):
         """video: the given frames (a file imageio reads, or uint8 [F, H, W, 3]); prompt (Video2World): T5 features
         [S, context_dim] or [1, S, context_dim], or (features, mask), or a .safetensors file holding "context" (and
         "context_mask"), as Cosmos's pipeline passes them, or text with a local T5 encoder (`text_encoder`);
-        `num_outputs` continuations."""
+        `num_outputs` continuations; batch_size: mmspec.generate's."""
         started = time.perf_counter()
         method, policy = self._plan(method, window)
         condition = self.condition(prompt)
@@ -105,7 +106,8 @@ class CosmosPipeline(Pipeline):
         elif not self.target.model.config.video2world:
             raise ValueError("a Cosmos base model continues a video: pass video= (the CLI's --video), "
                              f"{' or '.join(map(str, self.accepted_frames))} frames")
-        run = partial(generate, self.target, condition, self.layout, seed=seed, num_outputs=num_outputs, given=given)
+        run = partial(generate, self.target, condition, self.layout, seed=seed, num_outputs=num_outputs, given=given,
+                      batch_size=batch_size)
         out, summary = self._generate(run, total=num_outputs * self.layout.length, method=method, policy=policy,
                                       sampling=sampling, progress_bar=progress_bar, on_commit=on_commit,
                                       started=started, compile=compile)
