@@ -16,6 +16,7 @@ from mmspec.adapters.chameleon import DEFAULT_SAMPLING, ChameleonImage
 from mmspec.api import generate
 from mmspec.pipelines.base import DEFAULT_METHOD, DEFAULT_WINDOW, Pipeline, as_list
 from mmspec.pipelines.grid import ImageOutput, read_json
+from mmspec.pipelines.prompts import check_prompt
 from mmspec.tokenizers.chameleon import VQGAN_FOLDER
 from mmspec.tokenizers.vq import VQTokenizer
 from mmspec.window import WindowCache
@@ -66,14 +67,17 @@ class ChameleonPipeline(Pipeline):
 
     def __call__(self, prompt, num_outputs: int = 1, seed=0, method=DEFAULT_METHOD, window=DEFAULT_WINDOW,
                  sampling: "dict | None" = None, progress_bar: bool = False, image=None, mask=None,
-                 on_commit=None, compile=None):
+                 on_commit=None, compile=None, batch_size: "int | None" = None):
         if image is not None or mask is not None:
             raise ValueError("a Chameleon model generates from text only here (no image= or mask=)")
         prompts = as_list(prompt)
+        for p in prompts:
+            check_prompt(p)
         rows = [p for p in prompts for _ in range(num_outputs)]
         started = time.perf_counter()
         method, policy = self._plan(method, window)
-        run = partial(generate, self.target, prompts, self.layout, seed=seed, num_samples=num_outputs)
+        run = partial(generate, self.target, prompts, self.layout, seed=seed, num_outputs=num_outputs,
+                      batch_size=batch_size)
         out, summary = self._generate(run, total=len(rows) * self.layout.length, method=method, policy=policy,
                                       sampling=sampling, progress_bar=progress_bar, on_commit=on_commit,
                                       started=started, compile=compile)
