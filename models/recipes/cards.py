@@ -105,6 +105,25 @@ def _motion_rows(m: dict) -> str:
             f"{v['motion_shown_control']:.2f} |\n")
 
 
+def _image_eval_rows(m: dict) -> str:
+    """The rows of recipes/eval_image.py's figures, where the metrics have them."""
+    v = m.get("eval_image")
+    if not v:
+        return ""
+    d, loss = v["default"], v["loss"]
+    other = v.get("no_cfg") or v.get("cfg_3")
+    other_name = "without CFG (same temperature and top-k)" if "no_cfg" in v else "with CFG scale 3"
+    return (f"| variety: of {v['prompts']} held-out prompts (training subjects, fresh wordings), those whose 4 seeds give "
+            f"3+ visibly different pictures (mean absolute pixel difference >= {v['visibly_different_mean_abs_pixels']:g} "
+            f"of 255; `recipes/eval_image.py`) | **{d['prompts_with_3_of_4_different']:.2f}** (mean "
+            f"{d['mean_different_of_4']} different pictures of 4) |\n"
+            f"| prompt followed: samples whose subject the classifier (`recipes/classifier.py`, trained on the art) "
+            f"names, same prompts | **{d['classifier_names_subject']:.2f}** at the default sampling; "
+            f"{other['classifier_names_subject']:.2f} {other_name} |\n"
+            f"| generalising: loss at placements never trained on / at training placements | "
+            f"**{loss['ratio']}** ({loss['heldout_placements']} / {loss['training_placements']} nats/token) |\n")
+
+
 def card_gpt(name: str, m: dict, cfg: dict) -> str:
     g = cfg["gpt"]
     tokenizer = Path(cfg["tokenizer"]).name
@@ -166,6 +185,15 @@ are tokenized one by one with `{tokenizer}`. The sprite's poses and the scene ar
                  "or event (`SUBJECTS` in `recipes/data.py`), both art sets, without skin-tone variants, "
                  f"{m.get('train_sequences', 'about 1200')} training images. Few enough for a model of this size to "
                  "learn to draw each; other emoji (flags, people, most symbols and objects) it does not draw.")
+    staging = m.get("staging")
+    if staging:
+        data += (f"\n\nThis model draws {staging['subjects']} subjects (`IMAGE_SUBJECTS` in `recipes/data.py`: faces, "
+                 "hearts, animals, plants, food, vehicles, weather, sport and things), the base emoji of both art sets, "
+                 f"each staged {staging['per_image']} times at random (`build_staged_images`): an edge of "
+                 f"{', '.join(map(str, staging['edges']))} pixels, then a place on the 64-pixel white canvas with "
+                 "its corner on the 4-pixel token grid. The seed picks the art set and the staging, the prompt the "
+                 f"subject. {staging['held_out_placements_percent']}% of the placements below full size (the same "
+                 "for every subject) are never trained on: the held-out pictures are the training subjects there.")
     init_flag = ((f" --clips {m['clips']}" if given else "") + " --subjects everyday" * everyday +
                  " --init <previous model folder>" * bool(init) +
                  " --bf16" * bool(m.get("bf16_autocast")) + (f" --lr {m['lr']}" if given else ""))
@@ -187,7 +215,7 @@ pipe = mmspec.{pipe}.from_pretrained("models/{name}")
 
 | | |
 |---|---|
-{loss_rows}{_motion_rows(m)}| mean per-token entropy of p, default sampling | **{m['mean_entropy_nats']['default']} nats** (raw: t=1, no CFG, no top-k: {m['mean_entropy_nats']['raw_t1_nocfg']} nats) |
+{loss_rows}{_motion_rows(m)}{_image_eval_rows(m)}| mean per-token entropy of p, default sampling | **{m['mean_entropy_nats']['default']} nats** (raw: t=1, no CFG, no top-k: {m['mean_entropy_nats']['raw_t1_nocfg']} nats) |
 | default sampling | temperature {s.get('temperature', 1.0)}, top-k {s.get('top_k')}, {f"CFG scale {s['cfg_scale']} (logit mixing)" if s.get('cfg_scale', 1.0) != 1.0 else "no CFG"} |
 | training | {m['steps']} steps of batch {m['batch']} ({m['tokens_seen'] / 1e6:.1f}M tokens), {minutes(m)} |
 
@@ -209,8 +237,8 @@ python models/recipes/train_gpt.py --model {name} --max-minutes {m['train_minute
 Teacher-forced cross-entropy through `GPT.forward_sequence(cond, tokens, layout.positions())`.{what_trained}
 Prompt words: the CLDR label, then the Unicode name, short names, skin tones and category, e.g.
 "red heart heavy black smileys emotion"; the word vocabulary comes from emoji.json (label words
-outside it become `<unk>`). {'Each (art set, emoji) is sampled equally often, then one of its skin-tone variants. ' if not video else ''}The
-condition is dropped (all padding) for 10% of sequences, otherwise it is {'the label alone ("red apple", as users write it), the full word list or a random half of its words (30% each)' if m.get('label_prompts') else 'the full word list (45%) or a random half of its words (45%)'}, so short prompts are in distribution. AdamW (0.9, 0.95), weight
+outside it become `<unk>`). {'Each (art set, emoji) is sampled equally often, then one of its skin-tone variants. ' if not (video or staging) else ''}The
+condition is dropped (all padding) for {m.get('condition_dropout', 0.1):.0%} of sequences, otherwise it is {'the label alone ("red apple", as users write it), the full word list or a random half of its words (' + format((1 - m.get('condition_dropout', 0.1)) / 3, '.0%') + ' each)' if m.get('label_prompts') else 'the full word list (45%) or a random half of its words (45%)'}, so short prompts are in distribution. AdamW (0.9, 0.95), weight
 decay 0.05, lr {m.get('lr', '1e-3')} on a cosine over the time budget, batch {m['batch']}. Checkpoints in
 `.cache/train/{name}/` (rerun to resume), losses in `.cache/train/{name}/log.jsonl`.
 """

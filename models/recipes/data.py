@@ -173,6 +173,89 @@ def load_images(with_alpha: bool = False):
     return out + (z["alpha"],) if with_alpha else out
 
 
+# ----------------------------------------------------------------------------------------------- staged images
+
+# emoji-image's subjects: CLDR labels of everyday things people name in a prompt, drawn in both art sets; few
+# enough that a 3.5M model learns to draw each one at every staging on this CPU
+IMAGE_SUBJECTS = [
+    "red heart", "smiling face", "dog face", "pizza", "rocket", "sun", "evergreen tree", "red apple", "cat face",
+    "grinning face", "penguin", "fire", "star", "rainbow", "green apple", "banana", "soccer ball", "racing car",
+    "snowman", "ghost", "robot", "unicorn", "panda", "guitar", "birthday cake", "face with tears of joy",
+    "smiling face with heart-eyes", "winking face", "thinking face", "alien", "skull", "blue heart", "green heart",
+    "yellow heart", "purple heart", "broken heart", "monkey face", "tiger face", "horse face", "cow face",
+    "pig face", "mouse face", "rabbit face", "fox", "bear", "koala", "frog", "chicken", "bird", "turtle", "snake",
+    "dolphin", "whale", "octopus", "butterfly", "rose", "sunflower", "cactus", "palm tree", "maple leaf",
+    "mushroom", "grapes", "watermelon", "lemon", "strawberry", "cherries", "pineapple", "carrot", "avocado",
+    "hamburger", "french fries", "hot dog", "taco", "doughnut", "ice cream", "hot beverage", "automobile", "bus",
+    "bicycle", "airplane", "ship", "cloud", "snowflake", "high voltage", "crescent moon", "basketball",
+    "american football", "trophy", "video game", "balloon", "wrapped gift", "musical note", "drum", "trumpet",
+    "crown", "light bulb"]
+# a staging: the emoji's edge on the 64-pixel canvas and its corner, all in whole 4-pixel emoji-vq tokens, so one
+# emoji staged anywhere is (nearly) the same tokens shifted: the model learns a subject once, not per place
+STAGE_CANVAS, STAGE_STEP, STAGE_EDGES = 64, 4, (32, 40, 48, 56, 64)
+HELD_OUT_STAGING_PERCENT = 15
+
+
+def placements(edge: int) -> list[tuple[int, int, int]]:
+    """Every (edge, x, y) with the emoji inside the canvas, corners on the token grid."""
+    xs = range(0, STAGE_CANVAS - edge + 1, STAGE_STEP)
+    return [(edge, x, y) for y in xs for x in xs]
+
+
+def held_out_staging(edge: int, x: int, y: int) -> bool:
+    """~15% of the placements of each edge below full size, the same for every subject, are never trained on."""
+    h = int(hashlib.sha1(f"{edge},{x},{y}".encode()).hexdigest(), 16) % 100
+    return edge < STAGE_CANVAS and h < HELD_OUT_STAGING_PERCENT
+
+
+def stage(sprite: Image.Image, edge: int, x: int, y: int) -> np.ndarray:
+    """An RGBA emoji at edge pixels with its corner at (x, y) on the white canvas -> uint8 [64, 64, 3]."""
+    canvas = Image.new("RGBA", (STAGE_CANVAS, STAGE_CANVAS), (255, 255, 255, 255))
+    canvas.alpha_composite(sprite.resize((edge, edge), Image.LANCZOS), (x, y))
+    return np.asarray(canvas.convert("RGB"))
+
+
+def subject_records() -> list[dict]:
+    """The IMAGE_SUBJECTS' base emoji (no skin tones) in both art sets, each with its subject index."""
+    index = {s: i for i, s in enumerate(IMAGE_SUBJECTS)}
+    recs = [dict(r, subject=index[r["label"]]) for r in emoji_records("google") + emoji_records("twitter")
+            if not r["tone"] and r["label"] in index]
+    assert len(recs) == 2 * len(IMAGE_SUBJECTS), "every subject in both art sets"
+    return recs
+
+
+def build_staged_images(per_image: int = 48, held_per_image: int = 4, seed: int = 0) -> Path:
+    """.cache/data/emoji_staged.npz: images uint8 [N,64,64,3] on white, each an IMAGE_SUBJECTS emoji at a random
+    staging (edge first, uniform over STAGE_EDGES, then a placement); `test` marks the held-out placements."""
+    path = CACHE / "data" / f"emoji_staged_{per_image}_{held_per_image}.npz"
+    if path.exists():
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    pools = {split: {e: [p for p in placements(e) if held_out_staging(*p) == split] for e in STAGE_EDGES}
+             for split in (False, True)}
+    imgs, test, meta = [], [], []
+    for r in subject_records():
+        sprite = load_rgba(r["file"])
+        for split, n in ((False, per_image), (True, held_per_image)):
+            edges = [e for e in STAGE_EDGES if pools[split][e]]
+            for _ in range(n):
+                pool = pools[split][edges[int(rng.integers(len(edges)))]]
+                e, x, y = pool[int(rng.integers(len(pool)))]
+                imgs.append(stage(sprite, e, x, y))
+                test.append(split)
+                meta.append({k: r[k] for k in ("art", "code", "base", "label", "words", "subject")} | {
+                    "edge": e, "x": x, "y": y})
+    np.savez(path, images=np.stack(imgs), test=np.array(test), meta=np.array(json.dumps(meta)))
+    print(f"staged emoji: {len(imgs)} ({sum(test)} at held-out placements) -> {path}")
+    return path
+
+
+def load_staged():
+    z = np.load(build_staged_images())
+    return z["images"], z["test"], json.loads(str(z["meta"]))
+
+
 # ----------------------------------------------------------------------------------------------- vocab
 
 def build_vocab(meta: list[dict]) -> list[str]:
@@ -278,5 +361,6 @@ def build_text(vocab_size: int = 4096) -> Path:
 if __name__ == "__main__":
     fetch_emoji()
     build_images()
+    build_staged_images()
     build_text()
     build_videos()

@@ -13,6 +13,8 @@ sampling, plain AR's law), for 8 motions x 4 subjects x 2 samples, seed 0.
   1/1.3 (out), a bounce lift it 3+ pixels, and the foreground must last (a quarter of its area; zoom out:
   a twentieth). Control: the opposite motion judged on the same clips (what a direction-blind model gets).
   On 400 held-out training clips the check passes 1.00 (zoom out 0.98).
+- **Subject named**: the share of clips whose frame 7 (and, beside it, frame 0) the subject classifier
+  (`classifier.py`, trained on the art) names as the prompt's subject; skipped when it is not trained.
 """
 from __future__ import annotations
 
@@ -22,6 +24,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 MOTIONS = ["slide left", "slide right", "slide up", "slide down", "zoom in", "zoom out", "bounce", "rotate"]
 SUBJECTS = ["red apple", "dog face", "rocket", "pizza"]
@@ -83,13 +87,27 @@ def figures(folder: Path, device: str = "cpu") -> dict:
             if motion in OPPOSITE:
                 control.append(shown(OPPOSITE[motion], track_))
     judged = [s for v in show.values() for s in v]
-    return {"clips": len(rows), "psnr_to_ideal_db": round(float(np.mean(gen)), 2),
+    named = subject_named(rows, out.videos)
+    return named | {"clips": len(rows), "psnr_to_ideal_db": round(float(np.mean(gen)), 2),
             "psnr_still_frame0_db": round(float(np.mean(still)), 2),
             "psnr_to_ideal_frame7_db": round(float(np.mean([g[-1] for g in gen])), 2),
             "psnr_frame0_db": round(float(np.mean(first)), 2),
             "motion_shown": round(float(np.mean(judged)), 2), "motion_judged": len(judged),
             "motion_shown_control": round(float(np.mean(control)), 2),
             "motion_shown_per_motion": {m: round(float(np.mean(v)), 2) for m, v in show.items() if v}}
+
+
+def subject_named(rows: list[str], videos) -> dict:
+    """Share of clips whose frame 0 and frame 7 the classifier names as the row's subject ({} without one)."""
+    import classifier
+    from mmspec.pipelines.scene import parse
+    if not (classifier.WORK / "model.safetensors").exists():
+        return {}
+    import data
+    net = classifier.load()
+    subjects = np.array([data.IMAGE_SUBJECTS.index(parse(r)[2]) for r in rows])
+    return {f"subject_named_frame{i}": round(float((classifier.predict(net, np.stack(
+        [np.asarray(v[i].convert("RGB")) for v in videos])) == subjects).mean()), 2) for i in (0, len(videos[0]) - 1)}
 
 
 def main():

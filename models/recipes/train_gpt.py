@@ -5,11 +5,14 @@
 
 mmspec's reference GPT with a token-prefix condition: the prompt's word ids (vocab.json, id 0 = pad =
 the null condition, cond_rope "identity"), trained teacher-forced with
-`model.forward_sequence(cond, tokens, layout.positions())`. Condition dropout 0.1 (all-pad prompt) so
-classifier-free guidance works; otherwise the full word list or a random subset of its words (45% each),
-for emoji-image the label alone, the full list or a random subset (30% each), so short prompts like "red
-heart" are in distribution. `--subjects everyday` trains emoji-image on the ~650 everyday subjects only.
-Images/frames are tokenized once with the VQ and cached in .cache/data/.
+`model.forward_sequence(cond, tokens, layout.positions())`. Condition dropout (all-pad prompt: 0.1 for
+emoji-video, 0.15 for emoji-image, whose default sampling guides) trains the null condition that
+classifier-free guidance needs; otherwise the full word list or a random subset of its words (45% each),
+for emoji-image the label alone, the full list or a random subset (28% each), so short prompts like "red
+heart" are in distribution. emoji-image trains on data.IMAGE_SUBJECTS staged at random sizes and places
+(data.build_staged_images: the seed picks the staging, the prompt the subject); its held-out sequences are
+the same subjects at placements never trained on. Images/frames are tokenized once with the VQ and cached
+in .cache/data/.
 """
 from __future__ import annotations
 
@@ -32,15 +35,13 @@ ROOT = common.ROOT
 COND_LEN = 12
 MODELS = {
     "emoji-image": dict(tokenizer="emoji-vq", gpt=dict(dim=192, n_layer=6, n_head=6, multiple_of=32, rope_axes=2, block_size=256),
-                        layout=("Grid2D", [16, 16]), frame=64,  # t < 1: clearer shapes from a small model
-                        # no CFG: a model that has learnt its subjects draws them from the prompt alone, and its
-                        # null condition (10% of training prompts) learnt none, so mixing it in breaks the picture
-                        sampling={"temperature": 0.6, "top_k": 20},
+                        layout=("Grid2D", [16, 16]), frame=64, drop=0.15,
+                        sampling={"temperature": 1.0, "top_k": 100, "cfg_scale": 3.0},
                         prompts=["red heart", "smiling face", "dog face", "pizza", "rocket", "sun", "racing car",
                                  "red apple"]),
     # frame 0 is always given (an image, or the emoji-image model's output): the loss covers frames 1..7
     "emoji-video": dict(tokenizer="emoji-vq-video", gpt=dict(dim=192, n_layer=6, n_head=4, multiple_of=32, rope_axes=3, block_size=512),
-                        layout=("Grid3D", [8, 8, 8]), frame=32, given_frames=1,
+                        layout=("Grid3D", [8, 8, 8]), frame=32, given_frames=1, drop=0.1,
                         # t < 1: with frame 0 given, the subject lasts longer and drafts are accepted more often
                         sampling={"temperature": 0.7, "top_k": 50, "cfg_scale": 3.0},
                         prompts=["bounce red apple", "slide right racing car", "zoom in red heart", "rotate sun",
@@ -59,15 +60,15 @@ def tokenize(name: str, vq_path: Path, batch: int = 64, clips: int = 6000):
     from mmspec.tokenizers import VQTokenizer
     import hashlib
     h = hashlib.sha1((vq_path / "diffusion_pytorch_model.safetensors").read_bytes()).hexdigest()[:10]
-    suffix = "" if name == "emoji-image" or clips == 6000 else f"_{clips}"
+    suffix = "_" + data.build_staged_images().stem if name == "emoji-image" else "" if clips == 6000 else f"_{clips}"
     path = common.CACHE / "data" / f"tokens_{name}_{h}{suffix}.npz"
     if path.exists():  # prompt words always come from the current data (they are cheap and may be improved)
         z = np.load(path)
-        meta = (data.load_images() if name == "emoji-image" else data.load_videos(clips))[2]
+        meta = (data.load_staged() if name == "emoji-image" else data.load_videos(clips))[2]
         return z["tokens"], [m["words"] for m in meta], z["test"]
     vq = VQTokenizer.from_pretrained(vq_path)
     if name == "emoji-image":
-        imgs, test, meta = data.load_images()
+        imgs, test, meta = data.load_staged()
         words = [m["words"] for m in meta]
         toks = np.concatenate([vq.encode(imgs[i:i + batch]).flatten(1).numpy() for i in range(0, len(imgs), batch)])
     else:
@@ -80,16 +81,6 @@ def tokenize(name: str, vq_path: Path, batch: int = 64, clips: int = 6000):
     np.savez(path, tokens=toks.astype(np.int16), words=np.array(json.dumps(words)), test=test)
     print(f"tokenized {name}: {toks.shape} -> {path}", flush=True)
     return toks.astype(np.int16), words, test
-
-
-def groups(name: str, tr: np.ndarray) -> list[np.ndarray]:
-    if name != "emoji-image":
-        return [np.array([i]) for i in tr]
-    _, _, meta = data.load_images()
-    by = {}
-    for i in tr:
-        by.setdefault((meta[i]["art"], meta[i]["base"]), []).append(i)
-    return [np.array(v) for v in by.values()]
 
 
 def condition_batch(word_lists, index, rng, drop: float = 0.1, cond_len: int = COND_LEN, labels=None):
@@ -144,9 +135,6 @@ def main():
     p.add_argument("--vq", help="the VQ tokenizer folder (default: the model's own, models/emoji-vq[-video])")
     p.add_argument("--clips", type=int, default=6000, help="synthetic video clips to train on (emoji-video)")
     p.add_argument("--init", help="an exported model folder to start from (a fresh run only)")
-    p.add_argument("--subjects", choices=["all", "everyday"], default="all",
-                   help="emoji-image: train on every emoji, or on the ~650 everyday subjects without skin-tone "
-                        "variants (data.SUBJECTS), few enough for this small model to learn to draw each")
     p.add_argument("--bf16", action="store_true",
                    help="bf16 autocast for the forward (1.3x faster steps on an avx512_bf16 CPU; weights and the "
                         "optimiser stay fp32)")
@@ -183,14 +171,7 @@ def main():
     tr, te = np.flatnonzero(~test), np.flatnonzero(test)
     labels = None
     if args.model == "emoji-image":  # a third of the prompts are the label alone ("red apple"), as users write it
-        labels = [data.words(m["label"]) for m in meta]
-        if args.subjects == "everyday":
-            codes = data.subject_codes()
-            keep = np.array([m["base"] in codes and not m["tone"] for m in meta])
-            tr, te = tr[keep[tr]], te[keep[te]]
-    # balanced sampling: every (art set, emoji) group is equally likely, then one of its skin-tone variants
-    # (otherwise the ~1900 skin-tone variants of ~400 people emoji would be half of all images)
-    group_of = groups(args.model, tr)
+        labels = [data.words(m["label"]) for m in data.load_staged()[2]]
     print(f"{args.model}: {common.count_params(model) / 1e6:.2f}M params, {len(tr)} train / {len(te)} held out "
           f"sequences of {layout.length} tokens", flush=True)
     rng = np.random.default_rng(args.seed + run.step)
@@ -198,9 +179,9 @@ def main():
     model.train()
     while not run.done and not args.export_only:
         run.set_lr(lr)
-        idx = np.array([rng.choice(group_of[g]) for g in rng.integers(len(group_of), size=args.batch)])
+        idx = tr[rng.integers(len(tr), size=args.batch)]
         x = torch.from_numpy(toks[idx].astype(np.int64)).to(device)
-        c = condition_batch([words[i] for i in idx], index, rng,
+        c = condition_batch([words[i] for i in idx], index, rng, drop=spec["drop"],
                             labels=None if labels is None else [labels[i] for i in idx]).to(device)
         with run.autocast():
             logits = model.forward_sequence(c, x, positions)  # [B, N, V]
@@ -210,9 +191,11 @@ def main():
         if run.step % 10 == 0:
             run.log(loss=round(loss.item(), 4), lr=round(lr, 6))
         if run.step % 200 == 0:
-            sub = te[:: max(1, len(te) // 96)]
+            sub, fit = te[:: max(1, len(te) // 96)], tr[:: max(1, len(tr) // 96)]
             run.log(heldout_loss=round(heldout_loss(model, toks[sub], [words[i] for i in sub], index, positions,
-                                                    device, start), 4))
+                                                    device, start), 4),
+                    train_loss=round(heldout_loss(model, toks[fit], [words[i] for i in fit], index, positions,
+                                                  device, start), 4))
     run.save()
     export(model, cfg, vocab, toks, words, tr, te, positions, device, args, run, spec)
 
@@ -247,7 +230,7 @@ def export(model, cfg, vocab, toks, words, tr, te, positions, device, args, run,
                "steps": run.step, "batch": args.batch, "tokens_seen": run.step * args.batch * positions.shape[0],
                "train_minutes": round(run.elapsed / 60, 1), "threads": args.threads, "device": args.device,
                "params": common.count_params(m16), "given_tokens": start, "lr": args.lr, "bf16_autocast": args.bf16,
-               "subjects": args.subjects, "train_sequences": int(len(tr)), "label_prompts": args.model == "emoji-image",
+               "condition_dropout": spec["drop"], "train_sequences": int(len(tr)), "label_prompts": args.model == "emoji-image",
                "train_loss_nats_bf16": fit_loss(m16), "train_sequences_scored": int(len(fit))}
     if spec["layout"][0] == "Grid3D":
         import eval_video

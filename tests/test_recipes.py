@@ -1,0 +1,51 @@
+"""The pure parts of the bundled models' recipes (models/recipes): staging layout, variety count, classifier shapes.
+Training and evaluation themselves need the npm art in .cache/ and are not run here."""
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models" / "recipes"))
+import classifier  # noqa: E402
+import data  # noqa: E402
+import eval_image  # noqa: E402
+
+
+def test_placements_sit_on_the_token_grid_inside_the_canvas_and_some_are_held_out():
+    for edge in data.STAGE_EDGES:
+        spots = data.placements(edge)
+        assert spots and all(x % data.STAGE_STEP == 0 and y % data.STAGE_STEP == 0 and
+                             0 <= x <= data.STAGE_CANVAS - edge and 0 <= y <= data.STAGE_CANVAS - edge
+                             for _, x, y in spots)
+        assert any(not data.held_out_staging(*p) for p in spots)  # every edge is trained on
+    assert not data.held_out_staging(data.STAGE_CANVAS, 0, 0)
+    small = data.placements(32)
+    assert 0.05 < np.mean([data.held_out_staging(*p) for p in small]) < 0.3
+
+
+def _square(x: int, y: int) -> np.ndarray:
+    im = np.full((64, 64, 3), 255, np.uint8)
+    im[y:y + 24, x:x + 24] = (200, 30, 30)
+    return im
+
+
+def test_distinct_counts_visibly_different_pictures_only():
+    rng = np.random.default_rng(0)
+    same = np.stack([_square(8, 8)] * 4)
+    noisy = np.clip(same.astype(int) + rng.integers(-6, 7, same.shape), 0, 255).astype(np.uint8)
+    assert eval_image.distinct(same) == 1 and eval_image.distinct(noisy) == 1
+    moved = np.stack([_square(0, 0), _square(36, 0), _square(0, 36), _square(1, 0)])
+    assert eval_image.distinct(moved) == 3  # the last is the first moved by one pixel
+
+
+def test_eval_prompts_name_forty_training_subjects():
+    assert len(eval_image.EVAL_PROMPTS) == 40
+    assert all(s in data.IMAGE_SUBJECTS and s in p for p, s in eval_image.EVAL_PROMPTS)
+
+
+@pytest.mark.parametrize("size", [32, 64])
+def test_the_classifier_takes_image_and_video_frames(size):
+    net = classifier.SubjectNet(len(data.IMAGE_SUBJECTS))
+    frames = np.zeros((3, size, size, 3), np.uint8)
+    assert classifier.predict(net, frames).shape == (3,)
