@@ -78,8 +78,7 @@ def parse(prompt: str) -> tuple[str | None, str | None, str]:
 
 def cut_out(image: Image.Image, threshold: int = 40) -> Image.Image:
     """An emoji on a white background -> RGBA sprite: near-white pixels connected to the border become
-    transparent (white inside the emoji, such as eyes, stays), cropped to the square around the emoji, so an
-    emoji drawn small or off-centre becomes the same sprite as one that fills the picture."""
+    transparent (white inside the emoji, such as eyes, stays)."""
     rgb = np.asarray(image.convert("RGB")).astype(np.int16)
     near_white = (255 - rgb).max(-1) < threshold  # [H, W]
     marks = Image.fromarray(np.where(near_white, 255, 0).astype(np.uint8)).copy()  # floodfill needs its own pixels
@@ -88,21 +87,7 @@ def cut_out(image: Image.Image, threshold: int = 40) -> Image.Image:
         if marks.getpixel(corner) == 255:
             ImageDraw.floodfill(marks, corner, 128)
     alpha = np.where(np.asarray(marks) == 128, 0, 255).astype(np.uint8)
-    sprite = Image.fromarray(np.dstack([rgb.astype(np.uint8), alpha]), "RGBA")
-    return sprite.crop(square_box(alpha > 0))
-
-
-def square_box(mask: np.ndarray, min_count: int = 2) -> tuple[int, int, int, int]:
-    """The square (left, top, right, bottom) around the rows and columns of mask [H, W] with at least min_count
-    set pixels (a stray pixel does not widen it), centred on them; the whole picture when none are."""
-    h, w = mask.shape
-    ys, xs = np.flatnonzero(mask.sum(1) >= min_count), np.flatnonzero(mask.sum(0) >= min_count)
-    if not len(ys) or not len(xs):
-        return 0, 0, w, h
-    edge = max(ys[-1] - ys[0], xs[-1] - xs[0]) + 1
-    cx, cy = (xs[0] + xs[-1] + 1) / 2, (ys[0] + ys[-1] + 1) / 2
-    left, top = int(round(cx - edge / 2)), int(round(cy - edge / 2))
-    return left, top, left + edge, top + edge
+    return Image.fromarray(np.dstack([rgb.astype(np.uint8), alpha]), "RGBA")
 
 
 def first_frame(image: Image.Image, motion: str | None, colour: str | None, size: int = 32) -> Image.Image:

@@ -32,16 +32,6 @@ def test_cut_out_makes_the_surrounding_white_transparent_and_keeps_white_inside(
     assert alpha[0, 0] == 0 and alpha[32, 32] == 255 and alpha[28, 26] == 255
 
 
-def test_cut_out_crops_to_the_emoji_so_a_small_one_off_centre_is_the_same_sprite():
-    full = cut_out(_emoji())
-    small = Image.new("RGB", (64, 64), "white")
-    small.paste(_emoji().resize((32, 32), Image.LANCZOS), (28, 4))
-    small = cut_out(small)
-    assert abs(full.width - 2 * small.width) <= 2 and full.width == full.height and small.width == small.height
-    a, b = (place(sprite, (16, 0.0, 0, 0), (0, 0, 0), 16).astype(int) for sprite in (full, small))
-    assert np.abs(a - b).mean() < 12
-
-
 @pytest.mark.parametrize("motion,where", [("slide left", "right"), ("slide right", "left"), ("bounce", "bottom"),
                                           ("slide down", "top")])
 def test_first_frame_puts_the_sprite_where_the_motion_starts(motion, where):
