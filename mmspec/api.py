@@ -72,7 +72,6 @@ def generate(target: Target, condition: Any, layout: Layout, *, method: "str | d
         raise ValueError(f"num_outputs must be >= 1, got {num_samples}")
     sampling = Sampling.coerce(sampling)
     method = resolve_method(method)
-    method.drafter(layout)  # (a drafter whose drafts its verifier cannot read fails here, before any work)
     if given is not None:
         given = _check_given(given, layout, target.vocab_size)
     if method.window is not None:
@@ -107,6 +106,7 @@ def _run(target, condition, layout, *, method, policy, sampling, L, seed, num_sa
     """One batch of `generate`; `first_row`: the index of its first row in the whole request (on_commit hooks read
     it from the state)."""
     fixed = _forced(layout, given)  # [R, N]
+    drafter = method.drafter(layout)  # (a drafter whose drafts its verifier cannot read fails here, before any work)
     session = target.session(condition, layout, cfg=sampling.cfg, num_samples=num_samples,
                              max_window=L + method.tree_nodes)
     B, device = session.batch_size, session.device
@@ -124,7 +124,7 @@ def _run(target, condition, layout, *, method, policy, sampling, L, seed, num_sa
     context = Context(session=session, condition=condition, num_samples=num_samples, prompt=session.prompt,
                       draft_vocab=session.draft_vocab)
     stop = None if stop_tokens is None else torch.as_tensor(list(stop_tokens), device=device)
-    stats = decode(session, method.drafter(layout), method.verifier, policy, state, context, stop, on_commit,
+    stats = decode(session, drafter, method.verifier, policy, state, context, stop, on_commit,
                    compile)
     tokens = state.seq[:, :N].masked_fill(torch.arange(N, device=device) >= state.n[:, None], -1)
     return Generation(tokens, state.n.clone(), stats)
