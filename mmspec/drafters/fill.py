@@ -8,7 +8,7 @@ q = one-hot(d) keeps verification exact.
 from __future__ import annotations
 
 import bisect
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import torch
 
@@ -17,14 +17,21 @@ from mmspec.steps import Context
 
 
 class Fill(Protocol):
-    """A fill may also set `evidence` after each call: [B] how many fresh slots of each row, from the first one,
-    came from evidence (a match) rather than guesses; fills without it guess everywhere they write."""
+    """Writes the fresh draft slots of a window; one that can tell matches from guesses is also a MatchingFill."""
 
     def start(self, state: DecodeState, context: Context) -> None:
         """Called once per generation, before the first fill."""
 
     def __call__(self, state: DecodeState, first: torch.Tensor, L: int) -> None:
         """Write state.seq at indices first[b] .. n[b]+L-2 of each row (the fresh draft slots of a window of L)."""
+
+
+@runtime_checkable
+class MatchingFill(Fill, Protocol):
+    """A fill that sets `evidence` after each call: [B] how many fresh slots of each row, from the first one, came
+    from evidence (a match) rather than guesses (other fills guess everywhere they write)."""
+
+    evidence: "torch.Tensor | None"
 
 
 def _fresh_index(state: DecodeState, first: torch.Tensor, L: int):

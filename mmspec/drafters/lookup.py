@@ -10,7 +10,7 @@ from typing import Protocol
 import torch
 
 from mmspec.drafters.base import Drafter
-from mmspec.drafters.fill import Fill
+from mmspec.drafters.fill import Fill, MatchingFill
 from mmspec.steps import CHAIN, Draft
 
 
@@ -27,7 +27,7 @@ class LookupDrafter:
         if L == 1:
             return Draft.copied(state.draft_tokens(1))
         self.fill(state, state.n, L)
-        evidence = getattr(self.fill, "evidence", None)
+        evidence = self.fill.evidence if isinstance(self.fill, MatchingFill) else None
         if evidence is not None:
             # slots after a row's matched n-gram hold guesses (copies of the left token) that rarely pass: verify only
             # the longest match of the batch (plain AR where nothing matched), as prompt lookup does, or the run of
@@ -79,7 +79,7 @@ class LookupOrDrafter:
         if lookup.slots == 0:
             return self.other.propose(state, L)
         take = state.active.clone()  # [B] rows that take the lookup's drafts
-        evidence = getattr(self.lookup.fill, "evidence", None)
+        evidence = self.lookup.fill.evidence if isinstance(self.lookup.fill, MatchingFill) else None
         if evidence is not None:
             take &= evidence > 0
         logq = self.judge.next_logq(state)  # [B, V]
