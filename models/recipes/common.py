@@ -123,5 +123,11 @@ def write_json(path, obj):
     Path(path).write_text(json.dumps(obj, indent=2) + "\n")
 
 
+def add_metrics(folder: Path, key: str, result: dict) -> None:
+    """Record an evaluation's figures under `key` in a model folder's metrics.json (the cards read them there)."""
+    path = Path(folder) / "metrics.json"
+    write_json(path, {**json.loads(path.read_text()), key: result})
+
+
 def count_params(model: torch.nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())

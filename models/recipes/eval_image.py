@@ -27,6 +27,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import classifier  # noqa: E402
+import common  # noqa: E402
 import data  # noqa: E402
 
 VISIBLY_DIFFERENT = 17.0
@@ -112,10 +113,7 @@ def main():
     result = figures(folder, sheet)
     print(json.dumps(result, indent=2))
     if "--write" in sys.argv[2:]:
-        path = folder / "metrics.json"
-        metrics = json.loads(path.read_text())
-        metrics["eval_image"] = result
-        path.write_text(json.dumps(metrics, indent=2) + "\n")
+        common.add_metrics(folder, "eval_image", result)
 
 
 if __name__ == "__main__":

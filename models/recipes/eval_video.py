@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import common  # noqa: E402
 
 MOTIONS = ["slide left", "slide right", "slide up", "slide down", "zoom in", "zoom out", "bounce", "rotate"]
 SUBJECTS = ["red apple", "dog face", "rocket", "pizza"]
@@ -118,10 +119,7 @@ def main():
     result = figures(folder)
     print(json.dumps(result, indent=2))
     if "--write" in sys.argv[2:]:
-        path = folder / "metrics.json"
-        metrics = json.loads(path.read_text())
-        metrics["motion"] = result
-        path.write_text(json.dumps(metrics, indent=2) + "\n")
+        common.add_metrics(folder, "motion", result)
 
 
 if __name__ == "__main__":
