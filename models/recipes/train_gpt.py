@@ -58,8 +58,7 @@ def make_layout(spec):
 def tokenize(name: str, vq_path: Path, batch: int = 64, clips: int = 6000):
     """-> tokens int16 [N, L], words (list of lists), test mask; cached per VQ weights (and clip count)."""
     from mmspec.tokenizers import VQTokenizer
-    import hashlib
-    h = hashlib.sha1((vq_path / "diffusion_pytorch_model.safetensors").read_bytes()).hexdigest()[:10]
+    h = vq_hash(vq_path)
     suffix = "_" + data.build_staged_images().stem if name == "emoji-image" else "" if clips == 6000 else f"_{clips}"
     path = common.CACHE / "data" / f"tokens_{name}_{h}{suffix}.npz"
     if path.exists():  # prompt words always come from the current data (they are cheap and may be improved)
@@ -81,6 +80,42 @@ def tokenize(name: str, vq_path: Path, batch: int = 64, clips: int = 6000):
     np.savez(path, tokens=toks.astype(np.int16), words=np.array(json.dumps(words)), test=test)
     print(f"tokenized {name}: {toks.shape} -> {path}", flush=True)
     return toks.astype(np.int16), words, test
+
+
+def training_data(args):
+    """-> tokens [N, L], prompt word lists, test mask, prompt vocabulary, label word lists (emoji-image: a third of
+    its prompts are the label alone, "red apple", as users write it; None for emoji-video)."""
+    if args.pack:
+        return read_pack(Path(args.pack), args)
+    toks, words, test = tokenize(args.model, Path(args.vq), clips=args.clips)
+    vocab = data.build_vocab(data.load_images()[2])
+    labels = [data.words(m["label"]) for m in data.load_staged()[2]] if args.model == "emoji-image" else None
+    return toks, words, test, vocab, labels
+
+
+def write_pack(path: Path, args) -> None:
+    """Everything training reads, in one small file, so a machine without the emoji art (a rented GPU) can train:
+    `--write-pack FILE` here, `--pack FILE` there."""
+    toks, words, test, vocab, labels = training_data(args)
+    np.savez_compressed(path, tokens=toks, words=np.array(json.dumps(words)), test=test,
+                        vocab=np.array(json.dumps(vocab)), labels=np.array(json.dumps(labels)),
+                        vq=np.array(vq_hash(Path(args.vq))), model=np.array(args.model))
+    print(f"wrote {path}: {toks.shape[0]} sequences of {toks.shape[1]} tokens", flush=True)
+
+
+def read_pack(path: Path, args):
+    """-> tokens, words, test, vocab, labels from `write_pack`'s file; refused if made for another model or VQ."""
+    z = np.load(path)
+    for key, want in (("model", args.model), ("vq", vq_hash(Path(args.vq)))):
+        if str(z[key]) != want:
+            raise SystemExit(f"{path} was packed for {key} {str(z[key])!r}, not {want!r}: rerun --write-pack")
+    return (z["tokens"], json.loads(str(z["words"])), z["test"], json.loads(str(z["vocab"])),
+            json.loads(str(z["labels"])))
+
+
+def vq_hash(vq_path: Path) -> str:
+    import hashlib
+    return hashlib.sha1((vq_path / "diffusion_pytorch_model.safetensors").read_bytes()).hexdigest()[:10]
 
 
 def condition_batch(word_lists, index, rng, drop: float = 0.1, cond_len: int = COND_LEN, labels=None):
@@ -135,6 +170,9 @@ def main():
     p.add_argument("--vq", help="the VQ tokenizer folder (default: the model's own, models/emoji-vq[-video])")
     p.add_argument("--clips", type=int, default=6000, help="synthetic video clips to train on (emoji-video)")
     p.add_argument("--init", help="an exported model folder to start from (a fresh run only)")
+    p.add_argument("--write-pack", metavar="FILE", help="write the tokenized data to FILE for --pack, and exit")
+    p.add_argument("--pack", metavar="FILE", help="train from a --write-pack file instead of the emoji art (the "
+                   "motion figures of emoji-video are then left to eval_video.py)")
     p.add_argument("--bf16", action="store_true",
                    help="bf16 autocast for the forward (1.3x faster steps on an avx512_bf16 CPU; weights and the "
                         "optimiser stay fp32)")
@@ -147,10 +185,10 @@ def main():
     device = common.setup(args)
     spec = MODELS[args.model]
     args.vq = args.vq or str(ROOT / "models" / spec["tokenizer"])
-    toks, words, test = tokenize(args.model, Path(args.vq), clips=args.clips)
+    if args.write_pack:
+        return write_pack(Path(args.write_pack), args)
+    toks, words, test, vocab, labels = training_data(args)
     start = given_length(spec)
-    _, _, meta = data.load_images()
-    vocab = data.build_vocab(meta)
     index = {w: i for i, w in enumerate(vocab)}
     import mmspec
     layout = make_layout(spec["layout"])
@@ -169,9 +207,6 @@ def main():
     run = common.Run(args, model, opt)
     positions = layout.positions().to(device)
     tr, te = np.flatnonzero(~test), np.flatnonzero(test)
-    labels = None
-    if args.model == "emoji-image":  # a third of the prompts are the label alone ("red apple"), as users write it
-        labels = [data.words(m["label"]) for m in data.load_staged()[2]]
     print(f"{args.model}: {common.count_params(model) / 1e6:.2f}M params, {len(tr)} train / {len(te)} held out "
           f"sequences of {layout.length} tokens", flush=True)
     rng = np.random.default_rng(args.seed + run.step)
@@ -233,9 +268,10 @@ def export(model, cfg, vocab, toks, words, tr, te, positions, device, args, run,
                "condition_dropout": spec["drop"], "train_sequences": int(len(tr)), "label_prompts": args.model == "emoji-image",
                "train_loss_nats_bf16": fit_loss(m16), "train_sequences_scored": int(len(fit))}
     if spec["layout"][0] == "Grid3D":
-        import eval_video
-        metrics["clips"] = args.clips
-        metrics["motion"] = eval_video.figures(out, str(device))
+        metrics["clips"] = len(toks)
+        if not args.pack:  # the ideal clips need the emoji art
+            import eval_video
+            metrics["motion"] = eval_video.figures(out, str(device))
     if args.init:  # the model this one started from, on the same measures
         m0 = load_bf16(Path(args.init), device)
         metrics["init"] = {"folder": Path(args.init).name, "heldout_loss_nats_bf16": round(
