@@ -52,7 +52,7 @@ class Executor:
             # what the step writes in place, kept at one address all generation long: CUDA graphs run a step only
             # when every input it writes is static ("skipping cudagraphs due to mutated inputs" otherwise: an eager
             # launch of every kernel). Unguarded: the next generation's tensors re-record the graphs, no recompile.
-            for t in (*step.buffers(), state.seq):
+            for t in (*step.buffers(), *state.buffers()):
                 torch._dynamo.mark_static_address(t, guard=False)
         # on a CPU a compiled step is not always the faster (it attends over every slot, and a wide step's cost is the
         # host's): each kind of step is timed both ways, and the faster runs. On an accelerator the compiled step

@@ -205,7 +205,7 @@ def _write(state: DecodeState, verdict: Verdict, k: torch.Tensor, commit_step: t
 def _advance(state: DecodeState, verdict: Verdict, k: torch.Tensor, stopped: torch.Tensor | None) -> None:
     """Each row's committed length and last token move on; rows at the end of the layout or at a stop are done."""
     last = verdict.y.gather(1, (k - 1).clamp(min=0)[:, None]).squeeze(1)
-    state.pending = torch.where(k > 0, last, state.pending)
-    state.n = state.n + k
+    state.pending.copy_(torch.where(k > 0, last, state.pending))
+    state.n.add_(k)
     active = state.active & (state.n < state.length)
-    state.active = active if stopped is None else active & ~stopped
+    state.active.copy_(active if stopped is None else active & ~stopped)

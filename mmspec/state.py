@@ -18,6 +18,8 @@ class DecodeState:
     streams: Streams
     seq: torch.Tensor  # [B, N + max_window] committed tokens, then the current drafts (-1 = nothing yet)
     forced: torch.Tensor  # [B, N + max_window] token each row must have at each index (structural or given), or FREE
+    # n, pending and active change in place (one address all generation long: a compiled step's CUDA graphs replay
+    # over them; an output of one replay would be overwritten by the next), so a reader that keeps one clones it
     n: torch.Tensor = field(init=False)  # [B] committed tokens per row
     pending: torch.Tensor = field(init=False)  # [B] last committed token, fed first in the next window
     active: torch.Tensor = field(init=False)  # [B] rows still generating
@@ -36,6 +38,10 @@ class DecodeState:
         self.n = torch.zeros(B, dtype=torch.long, device=device)
         self.pending = torch.full((B,), -1, dtype=torch.long, device=device)
         self.active = torch.ones(B, dtype=torch.bool, device=device)
+
+    def buffers(self) -> tuple[torch.Tensor, ...]:
+        """What a step writes in place: the tokens, and each row's committed length, last token and activity."""
+        return self.seq, self.n, self.pending, self.active
 
     @property
     def batch_size(self) -> int:

@@ -80,7 +80,7 @@ class DraftModelDrafter:
             qs.append(q)
             nodes = torch.cat([nodes, sample_from(q, u[:, :, t - 1])[..., None]], 2)
         if D > 1:
-            self.fed = state.n  # the forest overwrote the chain's drafts in the draft cache
+            self.fed = state.n.clone()  # the forest overwrote the chain's drafts in the draft cache
         return nodes, torch.stack(qs, 2) if qs else None
 
     def update(self, state, draft, verdict, logp, k):

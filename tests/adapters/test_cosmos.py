@@ -46,7 +46,7 @@ def test_exact_equals_ar_token_for_token_with_given_frames(video2world, method):
     target, rows = CosmosTarget(model), 3
     context = torch.randn(1, 5, 12) if video2world else None
     given = _given(model, rows=rows)
-    kw = dict(sampling=COSMOS, seed=5, given=given, num_samples=rows)
+    kw = dict(sampling=COSMOS, seed=5, given=given, num_outputs=rows)
     ar = mmspec.generate(target, context, model.layout, method="ar", **kw)
     for window in (4, 16):
         spec = mmspec.generate(target, context, model.layout, method=method, window=window, **kw)
@@ -81,7 +81,7 @@ def _sample(model, given, condition, method):
     for i, t in given.items():
         g[0, i] = t
     out = mmspec.generate(CosmosTarget(model), condition, model.layout, method=method, window=4, sampling=COSMOS,
-                          seed=0, num_samples=SAMPLES, given=g if given else None)
+                          seed=0, num_outputs=SAMPLES, given=g if given else None)
     return out.tokens
 
 
@@ -161,7 +161,7 @@ def test_the_cosmos_step_traces_whole_and_gives_the_same_tokens(video2world):
 def test_exact_equals_ar_on_cuda_with_bf16_weights(video2world, compile):
     model = tiny_cosmos(video2world, dtype=torch.bfloat16).float().cuda()  # bf16 values, computed in fp32
     context = torch.randn(1, 5, 12, device="cuda") if video2world else None
-    kw = dict(sampling=COSMOS, seed=3, given=_given(model, rows=4), num_samples=4, compile=compile)
+    kw = dict(sampling=COSMOS, seed=3, given=_given(model, rows=4), num_outputs=4, compile=compile)
     ar = mmspec.generate(CosmosTarget(model), context, model.layout, method="ar", **kw)
     exact = mmspec.generate(CosmosTarget(model), context, model.layout, method="exact", window=16, **kw)
     assert ar.tokens.is_cuda and torch.equal(exact.tokens, ar.tokens)
