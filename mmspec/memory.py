@@ -4,13 +4,16 @@ A row of a generation holds, for its whole run: the KV cache of every layer (twi
 second row), and for as long as rows are leaving the batch a second copy of it (ActiveRows keeps the rows left by
 copying their cache). Every step adds the logits of the window ([L, V] per cache row) and the work on them: p, q,
 noise, drafts and the verification's masks, a few [L, V] tensors more, and the forward's activations. The estimate
-counts all of it per row, from the target's config, plus what a generation holds whatever its rows (the noise memo).
+counts all of it per row, from the target's `Shape` (its decoder's sizes and the condition's length), plus what a
+generation holds whatever its rows (the noise memo).
 `mmspec.generate` runs the rows that fit in the memory free now at a time, and refuses in one line when it is asked
 for more rows at a time than fit, or when one row does not fit.
 """
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 
@@ -23,22 +26,46 @@ ACTIVATIONS = 16  # [L, dim] tensors a forward holds per cache row (hidden, q, k
 SHARE = 0.5  # of the memory free now, what one generation may take: the machine runs other work too
 
 
-def row_bytes(target, layout: Layout, cfg: bool, window: int) -> "int | None":
-    """Bytes one row of a generation needs at most, for targets whose model has a reference GPT config (the bundled
-    image and video models, LlamaGen); None for others (not estimated: they run as asked)."""
-    config = getattr(getattr(target, "model", None), "config", None)
-    if config is None or not hasattr(config, "n_layer"):
+@dataclass(frozen=True)
+class Shape:
+    """What the estimate reads of a target's decoder for a condition."""
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    dim: int  # the hidden state's width
+    vocab: int  # logits per position
+    prefix: int  # cache slots before the layout: the condition's (a class, a caption, the longest prompt)
+    element: int  # bytes of a KV cache element (the embeddings' dtype)
+
+
+@runtime_checkable
+class Sized(Protocol):
+    """A target whose memory is estimated: its decoder's `Shape` for a condition and layout (as `session` takes
+    them)."""
+
+    def memory_shape(self, condition: Any, layout: Layout) -> Shape:
+        ...
+
+
+def kv_bytes(shape: Shape, layout: Layout, cfg: bool, window: int) -> int:
+    """Bytes of one row's KV cache as its session allocates it (CFG's null row included)."""
+    slots = session_slots(shape.prefix + layout.length + window)
+    return (2 if cfg else 1) * shape.layers * 2 * shape.kv_heads * slots * shape.head_dim * shape.element
+
+
+def row_bytes(target, condition: Any, layout: Layout, cfg: bool, window: int) -> "int | None":
+    """Bytes one row of a generation needs at most, for targets that give their `Shape` (Sized); None for others
+    (not estimated: they run as asked)."""
+    if not isinstance(target, Sized):
         return None
-    weight = next(target.model.parameters())
-    element = weight.element_size()
+    shape = target.memory_shape(condition, layout)
     rows = 2 if cfg else 1
-    heads, kv_heads = config.n_head, config.n_kv_head or config.n_head
-    slots = session_slots(config.prefix_len + layout.length + window)
-    kv = rows * config.n_layer * 2 * kv_heads * slots * (config.dim // heads) * element
-    step = (rows + STEP_COPIES) * window * config.vocab_size * 4
-    forward = rows * window * (ACTIVATIONS * config.dim + heads * slots) * 4
+    slots = session_slots(shape.prefix + layout.length + window)
+    step = (rows + STEP_COPIES) * window * shape.vocab * 4
+    forward = rows * window * (ACTIVATIONS * shape.dim + shape.heads * slots) * 4
     tokens = (layout.length + window) * 8 * 6  # seq, forced, commit steps...
-    return 2 * kv + step + forward + tokens
+    return 2 * kv_bytes(shape, layout, cfg, window) + step + forward + tokens
 
 
 def fixed_bytes() -> int:
