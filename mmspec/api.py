@@ -78,8 +78,7 @@ def generate(target: Target, condition: Any, layout: Layout, *, method: "str | d
     if method.window is not None:
         policy = FixedWindow(method.window)
     fixed = _forced(layout, given)  # [R, N]
-    # room for a window over the longest run of forced tokens and the one after it, committed in one forward
-    L = max(policy.max_window, int(forced_runs(fixed).max()) + 1)
+    L = _room(policy, fixed)
     run = dict(method=method, policy=policy, sampling=sampling, L=L, stop_tokens=stop_tokens, on_commit=on_commit,
                compile=compile)
     conditions = _count(condition)
@@ -101,6 +100,23 @@ def generate(target: Target, condition: Any, layout: Layout, *, method: "str | d
                           num_samples=samples, given=_given_rows(given, rows, B, num_samples), first_row=first, **run))
     return Generation(torch.cat([p.tokens for p in parts]), torch.cat([p.lengths for p in parts]),
                       Stats.cat([p.stats for p in parts]))
+
+
+def row_need(target: Target, condition: Any, layout: Layout, *, method: "str | dict | Method" = DEFAULT_METHOD,
+             window: "int | str | WindowPolicy" = DEFAULT_WINDOW, sampling: "Sampling | dict | None" = None,
+             given: "torch.Tensor | None" = None) -> "int | None":
+    """Bytes one row of `generate(target, condition, layout, ...)` with these options needs at most, as generate
+    estimates it before any work (None: a target that gives no sizes); `given` may hold any token where one is given
+    (only where counts)."""
+    method, sampling = resolve_method(method), Sampling.coerce(sampling)
+    policy = FixedWindow(method.window) if method.window is not None else window_policy(window)
+    return row_bytes(target, condition, layout, sampling.cfg, _room(policy, _forced(layout, given)) + method.tree_nodes)
+
+
+def _room(policy: WindowPolicy, forced: torch.Tensor) -> int:
+    """The window a generation makes room for: its policy's widest, or one over the longest run of `forced` [R, N]
+    tokens and the one after it, committed in one forward."""
+    return max(policy.max_window, int(forced_runs(forced).max()) + 1)
 
 
 def _run(target, condition, layout, *, method, policy, sampling, L, seed, num_samples, given, stop_tokens, on_commit,

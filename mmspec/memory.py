@@ -90,9 +90,13 @@ def rows_that_fit(per_row: int, budget: int) -> int:
     return max(0, (budget - fixed_bytes()) // per_row)
 
 
+class DoesNotFit(ValueError):
+    """Rows asked for at a time that do not fit in memory (or not even one row): the message says what fits."""
+
+
 def plan(per_row: "int | None", rows: int, device, batch_size: "int | None" = None) -> int:
     """Rows to run at a time for a request of `rows`: `batch_size` when given and it fits, else as many as fit in
-    SHARE of the memory free now; ValueError (what was asked, what fits, the batch option) when `batch_size` rows do
+    SHARE of the memory free now; DoesNotFit (what was asked, what fits, the batch option) when `batch_size` rows do
     not fit, or not even one row does."""
     if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
         raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
@@ -102,7 +106,7 @@ def plan(per_row: "int | None", rows: int, device, batch_size: "int | None" = No
     budget = int(SHARE * free_bytes(device))
     fit = rows_that_fit(per_row, budget)
     if fit < 1 or (batch_size is not None and asked > fit):
-        raise ValueError(f"{asked} rows at a time need about {gib(fixed_bytes() + asked * per_row)} (KV cache, logits "
+        raise DoesNotFit(f"{asked} rows at a time need about {gib(fixed_bytes() + asked * per_row)} (KV cache, logits "
                          f"and drafts, CFG's copies included) and {gib(budget)} is free for them, which holds "
                          + (f"{fit} rows: pass batch_size={fit} (CLI: --batch-size {fit})" if fit else
                             "not even one row: free memory, or use a smaller window"))
