@@ -106,9 +106,10 @@ def plan(per_row: "int | None", rows: int, device, batch_size: "int | None" = No
     budget = int(SHARE * free_bytes(device))
     fit = rows_that_fit(per_row, budget)
     if fit < 1 or (batch_size is not None and asked > fit):
-        raise DoesNotFit(f"{asked} rows at a time need about {gib(fixed_bytes() + asked * per_row)} (KV cache, logits "
-                         f"and drafts, CFG's copies included) and {gib(budget)} is free for them, which holds "
-                         + (f"{fit} rows: pass batch_size={fit} (CLI: --batch-size {fit})" if fit else
+        asking = f"{asked} rows at a time need" if asked > 1 else "1 row at a time needs"
+        raise DoesNotFit(f"{asking} about {gib(fixed_bytes() + asked * per_row)} (KV cache, logits and drafts, CFG's "
+                         f"copies included) and {gib(budget)} is free for them, which holds "
+                         + (f"{fit} row{'s' * (fit > 1)}: pass batch_size={fit} (CLI: --batch-size {fit})" if fit else
                             "not even one row: free memory, or use a smaller window"))
     return min(asked, fit)
 

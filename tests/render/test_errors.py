@@ -88,4 +88,4 @@ def test_a_batch_size_that_does_not_fit_is_refused_in_one_line_before_the_folder
     assert not (tmp_path / "new").exists()
     room_for(0)
     assert main(["render", str(write_job(more)), "--out", str(out), "--batch-size", "1"]) == 2
-    _one_line(capsys, "batch_size: 1 rows at a time need about", "which holds not even one row")
+    _one_line(capsys, "batch_size: 1 row at a time needs about", "which holds not even one row")
