@@ -59,7 +59,8 @@ def generate(target: Target, condition: Any, layout: Layout, *, method: "str | d
     torch.compile as keyword arguments. The tokens are the same as without it. On a CPU each kind of step is timed
     compiled and eager and the faster runs, and once a row is done the steps run eager (mmspec.executor).
     batch_size: rows run at a time (None: as many as fit). The memory a row needs (KV cache, logits, drafts, CFG's
-    copies) is estimated before any work, and rows run in batches that fit in half the memory free (mmspec.memory);
+    copies) is estimated before any work for a target that gives its sizes (mmspec.memory.Sized), and rows run in
+    batches that fit in half the memory free (mmspec.memory);
     a batch_size that does not fit, or a row that does not, is refused. Rows are the same in any batch.
     On a CPU the call runs on no more threads than the cores other work leaves free, and restores the caller's
     count after; threads the caller chose (torch.set_num_threads, OMP_NUM_THREADS) are kept (mmspec.threads).
@@ -77,8 +78,7 @@ def generate(target: Target, condition: Any, layout: Layout, *, method: "str | d
     if method.window is not None:
         policy = FixedWindow(method.window)
     fixed = _forced(layout, given)  # [R, N]
-    # room for a window over the longest run of forced tokens and the one after it, committed in one forward
-    L = max(policy.max_window, int(forced_runs(fixed).max()) + 1)
+    L = _room(policy, fixed)
     run = dict(method=method, policy=policy, sampling=sampling, L=L, stop_tokens=stop_tokens, on_commit=on_commit,
                compile=compile)
     conditions = _count(condition)
@@ -88,17 +88,35 @@ def generate(target: Target, condition: Any, layout: Layout, *, method: "str | d
     seeds = _seeds(seed, B)
     _rows(fixed, B, num_samples, 0)  # given rows that fit none of the forms are refused here, before any work
     # the cache holds a window's chain and its proactive branches
-    per_row = row_bytes(target, layout, sampling.cfg, L + method.tree_nodes)
+    per_row = row_bytes(target, condition, layout, sampling.cfg, L + method.tree_nodes)
     at_once = plan(per_row, B, module_device(target), batch_size)
     if at_once >= B:
         return _run(target, condition, layout, seed=seeds, num_samples=num_samples, given=given, **run)
     parts = []
     for first in range(0, B, at_once):  # rows are condition-major: each part's rows one by one, with their seeds
         rows = torch.arange(first, min(first + at_once, B))
+        samples = 1 if condition is not None else len(rows)  # (no condition: a part's rows are its samples)
         parts.append(_run(target, _take(condition, rows // num_samples), layout, seed=seeds[first:first + at_once],
-                          num_samples=1, given=_given_rows(given, rows, B, num_samples), first_row=first, **run))
+                          num_samples=samples, given=_given_rows(given, rows, B, num_samples), first_row=first, **run))
     return Generation(torch.cat([p.tokens for p in parts]), torch.cat([p.lengths for p in parts]),
                       Stats.cat([p.stats for p in parts]))
+
+
+def row_need(target: Target, condition: Any, layout: Layout, *, method: "str | dict | Method" = DEFAULT_METHOD,
+             window: "int | str | WindowPolicy" = DEFAULT_WINDOW, sampling: "Sampling | dict | None" = None,
+             given: "torch.Tensor | None" = None) -> "int | None":
+    """Bytes one row of `generate(target, condition, layout, ...)` with these options needs at most, as generate
+    estimates it before any work (None: a target that gives no sizes); `given` may hold any token where one is given
+    (only where counts)."""
+    method, sampling = resolve_method(method), Sampling.coerce(sampling)
+    policy = FixedWindow(method.window) if method.window is not None else window_policy(window)
+    return row_bytes(target, condition, layout, sampling.cfg, _room(policy, _forced(layout, given)) + method.tree_nodes)
+
+
+def _room(policy: WindowPolicy, forced: torch.Tensor) -> int:
+    """The window a generation makes room for: its policy's widest, or one over the longest run of `forced` [R, N]
+    tokens and the one after it, committed in one forward."""
+    return max(policy.max_window, int(forced_runs(forced).max()) + 1)
 
 
 def _run(target, condition, layout, *, method, policy, sampling, L, seed, num_samples, given, stop_tokens, on_commit,
@@ -131,17 +149,26 @@ def _run(target, condition, layout, *, method, policy, sampling, L, seed, num_sa
 
 
 def _count(condition) -> "int | None":
-    """How many conditions: class ids [C], prompt ids [C, P], a list of prompts; None for other forms (caption
-    features with their mask...)."""
-    if torch.is_tensor(condition) and condition.dim() in (1, 2) and not condition.is_floating_point():
+    """How many conditions: class ids [C], prompt ids [C, P], a list of prompts (strings or id lists), features
+    [C, T, D] (a caption's, a text encoder's) alone or with their mask [C, T], or none (None: one, a target's
+    unconditioned rows); None for other forms (run as they are)."""
+    if condition is None:
+        return 1
+    if isinstance(condition, tuple) and len(condition) == 2 and torch.is_tensor(condition[0]):
+        condition = condition[0]  # (features, mask)
+    if torch.is_tensor(condition) and condition.dim() in ((3,) if condition.is_floating_point() else (1, 2)):
         return condition.shape[0]
-    if isinstance(condition, list) and all(isinstance(c, str) for c in condition):
+    if isinstance(condition, list) and all(isinstance(c, (str, list)) for c in condition):
         return len(condition)
     return None
 
 
 def _take(condition, index: torch.Tensor):
     """The conditions at `index` [b], as `_count` reads them."""
+    if condition is None:
+        return None
+    if isinstance(condition, tuple):
+        return tuple(None if c is None else _take(c, index) for c in condition)
     return condition[index.to(condition.device)] if torch.is_tensor(condition) else [condition[i] for i in index]
 
 

@@ -4,13 +4,16 @@ A row of a generation holds, for its whole run: the KV cache of every layer (twi
 second row), and for as long as rows are leaving the batch a second copy of it (ActiveRows keeps the rows left by
 copying their cache). Every step adds the logits of the window ([L, V] per cache row) and the work on them: p, q,
 noise, drafts and the verification's masks, a few [L, V] tensors more, and the forward's activations. The estimate
-counts all of it per row, from the target's config, plus what a generation holds whatever its rows (the noise memo).
+counts all of it per row, from the target's `Shape` (its decoder's sizes and the condition's length), plus what a
+generation holds whatever its rows (the noise memo).
 `mmspec.generate` runs the rows that fit in the memory free now at a time, and refuses in one line when it is asked
 for more rows at a time than fit, or when one row does not fit.
 """
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 
@@ -23,22 +26,46 @@ ACTIVATIONS = 16  # [L, dim] tensors a forward holds per cache row (hidden, q, k
 SHARE = 0.5  # of the memory free now, what one generation may take: the machine runs other work too
 
 
-def row_bytes(target, layout: Layout, cfg: bool, window: int) -> "int | None":
-    """Bytes one row of a generation needs at most, for targets whose model has a reference GPT config (the bundled
-    image and video models, LlamaGen); None for others (not estimated: they run as asked)."""
-    config = getattr(getattr(target, "model", None), "config", None)
-    if config is None or not hasattr(config, "n_layer"):
+@dataclass(frozen=True)
+class Shape:
+    """What the estimate reads of a target's decoder for a condition."""
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    dim: int  # the hidden state's width
+    vocab: int  # logits per position
+    prefix: int  # cache slots before the layout: the condition's (a class, a caption, the longest prompt)
+    element: int  # bytes of a KV cache element (the embeddings' dtype)
+
+
+@runtime_checkable
+class Sized(Protocol):
+    """A target whose memory is estimated: its decoder's `Shape` for a condition and layout (as `session` takes
+    them)."""
+
+    def memory_shape(self, condition: Any, layout: Layout) -> Shape:
+        ...
+
+
+def kv_bytes(shape: Shape, layout: Layout, cfg: bool, window: int) -> int:
+    """Bytes of one row's KV cache as its session allocates it (CFG's null row included)."""
+    slots = session_slots(shape.prefix + layout.length + window)
+    return (2 if cfg else 1) * shape.layers * 2 * shape.kv_heads * slots * shape.head_dim * shape.element
+
+
+def row_bytes(target, condition: Any, layout: Layout, cfg: bool, window: int) -> "int | None":
+    """Bytes one row of a generation needs at most, for targets that give their `Shape` (Sized); None for others
+    (not estimated: they run as asked)."""
+    if not isinstance(target, Sized):
         return None
-    weight = next(target.model.parameters())
-    element = weight.element_size()
+    shape = target.memory_shape(condition, layout)
     rows = 2 if cfg else 1
-    heads, kv_heads = config.n_head, config.n_kv_head or config.n_head
-    slots = session_slots(config.prefix_len + layout.length + window)
-    kv = rows * config.n_layer * 2 * kv_heads * slots * (config.dim // heads) * element
-    step = (rows + STEP_COPIES) * window * config.vocab_size * 4
-    forward = rows * window * (ACTIVATIONS * config.dim + heads * slots) * 4
+    slots = session_slots(shape.prefix + layout.length + window)
+    step = (rows + STEP_COPIES) * window * shape.vocab * 4
+    forward = rows * window * (ACTIVATIONS * shape.dim + shape.heads * slots) * 4
     tokens = (layout.length + window) * 8 * 6  # seq, forced, commit steps...
-    return 2 * kv + step + forward + tokens
+    return 2 * kv_bytes(shape, layout, cfg, window) + step + forward + tokens
 
 
 def fixed_bytes() -> int:
@@ -63,9 +90,13 @@ def rows_that_fit(per_row: int, budget: int) -> int:
     return max(0, (budget - fixed_bytes()) // per_row)
 
 
+class DoesNotFit(ValueError):
+    """Rows asked for at a time that do not fit in memory (or not even one row): the message says what fits."""
+
+
 def plan(per_row: "int | None", rows: int, device, batch_size: "int | None" = None) -> int:
     """Rows to run at a time for a request of `rows`: `batch_size` when given and it fits, else as many as fit in
-    SHARE of the memory free now; ValueError (what was asked, what fits, the batch option) when `batch_size` rows do
+    SHARE of the memory free now; DoesNotFit (what was asked, what fits, the batch option) when `batch_size` rows do
     not fit, or not even one row does."""
     if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
         raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
@@ -75,9 +106,10 @@ def plan(per_row: "int | None", rows: int, device, batch_size: "int | None" = No
     budget = int(SHARE * free_bytes(device))
     fit = rows_that_fit(per_row, budget)
     if fit < 1 or (batch_size is not None and asked > fit):
-        raise ValueError(f"{asked} rows at a time need about {gib(fixed_bytes() + asked * per_row)} (KV cache, logits "
-                         f"and drafts, CFG's copies included) and {gib(budget)} is free for them, which holds "
-                         + (f"{fit} rows: pass batch_size={fit} (CLI: --batch-size {fit})" if fit else
+        asking = f"{asked} rows at a time need" if asked > 1 else "1 row at a time needs"
+        raise DoesNotFit(f"{asking} about {gib(fixed_bytes() + asked * per_row)} (KV cache, logits and drafts, CFG's "
+                         f"copies included) and {gib(budget)} is free for them, which holds "
+                         + (f"{fit} row{'s' * (fit > 1)}: pass batch_size={fit} (CLI: --batch-size {fit})" if fit else
                             "not even one row: free memory, or use a smaller window"))
     return min(asked, fit)
 

@@ -99,7 +99,7 @@ def test_more_outputs_than_fit_run_in_batches_and_a_batch_that_cannot_fit_is_ref
     from mmspec.pipelines import ImagePipeline
 
     pipe = ImagePipeline.from_pretrained(tiny_models / "image", window_cache="off")
-    per_row = memory.row_bytes(pipe.target, Grid2D(4, 4), cfg=True, window=16)
+    per_row = memory.row_bytes(pipe.target, None, Grid2D(4, 4), cfg=True, window=16)
     monkeypatch.setattr(memory, "free_bytes", lambda device: 2 * (memory.fixed_bytes() + 3 * per_row))
     rows = []  # rows at a time, as planned
     monkeypatch.setattr(mmspec.api, "plan", lambda *a, **kw: rows.append(memory.plan(*a, **kw)) or rows[-1])

@@ -1,10 +1,14 @@
-"""A request's memory is estimated before any work; large requests run in batches that fit, with the same rows."""
+"""A request's memory is estimated before any work, for every target that gives its sizes; large requests run in
+batches that fit, with the same rows."""
 import pytest
 import torch
 
 import mmspec
 from mmspec import memory
-from tiny import tiny_gpt
+from mmspec.adapters.chameleon import ChameleonImage
+from mmspec.adapters.cosmos import CosmosTarget
+from mmspec.adapters.text import HFCausalLM
+from tiny import C_BOS, C_SEP, tiny_chameleon, tiny_cosmos, tiny_gpt, tiny_llama
 
 
 @pytest.fixture
@@ -30,7 +34,7 @@ def test_batches_give_the_same_rows_and_stats_as_one_call(target, given):
 
 
 def test_rows_that_do_not_fit_run_in_batches_that_do(target, monkeypatch):
-    per_row = memory.row_bytes(target, mmspec.Grid2D(3, 3), cfg=True, window=3)
+    per_row = memory.row_bytes(target, None, mmspec.Grid2D(3, 3), cfg=True, window=3)
     monkeypatch.setattr(memory, "free_bytes", lambda device: 2 * (memory.fixed_bytes() + 4 * per_row))
     sizes = []
     _gen(target, on_commit=lambda state, k: sizes.append(len(state.seq)))
@@ -38,7 +42,7 @@ def test_rows_that_do_not_fit_run_in_batches_that_do(target, monkeypatch):
 
 
 def test_a_batch_that_does_not_fit_is_refused_in_one_line_before_any_work(target, monkeypatch):
-    per_row = memory.row_bytes(target, mmspec.Grid2D(3, 3), cfg=True, window=3)
+    per_row = memory.row_bytes(target, None, mmspec.Grid2D(3, 3), cfg=True, window=3)
     monkeypatch.setattr(memory, "free_bytes", lambda device: 2 * (memory.fixed_bytes() + 4 * per_row))
     monkeypatch.setattr(target, "session", None)  # any work would fail otherwise
     with pytest.raises(ValueError, match=r"^6 rows at a time need about .* GiB \(KV cache, logits and drafts, CFG's "
@@ -52,7 +56,57 @@ def test_a_batch_that_does_not_fit_is_refused_in_one_line_before_any_work(target
 
 def test_the_estimate_counts_cfg_s_copies_and_the_window(target):
     layout = mmspec.Grid2D(3, 3)
-    assert memory.row_bytes(target, layout, cfg=True, window=3) > memory.row_bytes(target, layout, cfg=False, window=3)
-    assert memory.row_bytes(target, layout, cfg=False, window=8) > memory.row_bytes(target, layout, cfg=False, window=3)
-    assert memory.row_bytes(object(), layout, cfg=False, window=3) is None
+    assert memory.row_bytes(target, None, layout, cfg=True, window=3) > memory.row_bytes(target, None, layout, cfg=False, window=3)
+    assert memory.row_bytes(target, None, layout, cfg=False, window=8) > memory.row_bytes(target, None, layout, cfg=False, window=3)
+    assert memory.row_bytes(object(), None, layout, cfg=False, window=3) is None
     assert memory.free_bytes("cpu") > 0
+
+
+def _cases():
+    """(target, condition, layout, sampling, given) per target kind: 2 conditions (one for a Cosmos base model) of
+    different lengths where a condition has one."""
+    sampled = {"temperature": 1.0, "top_k": 8}
+    cosmos, video2world = tiny_cosmos(dtype=torch.float32), tiny_cosmos(True, dtype=torch.float32)
+    first = torch.full((1, cosmos.layout.length), -1)
+    first[0, 0] = 1  # a base model continues a video: its first token at least is given
+    chameleon = ChameleonImage(tiny_chameleon(dtype=torch.float32))
+    return {
+        "reference": (mmspec.ReferenceTarget(tiny_gpt(dtype=torch.float32)), torch.tensor([0, 2]),
+                      mmspec.Grid2D(3, 3), {**sampled, "cfg_scale": 2.0}, None),
+        "text": (HFCausalLM(tiny_llama(dtype=torch.float32)), [[1, 5, 7], [1, 3, 9, 9, 2]], mmspec.Sequence1D(6),
+                 sampled, None),
+        "chameleon": (chameleon, [[C_BOS, 40, 41, 42, C_SEP], [C_BOS, 45, C_SEP]], chameleon.layout(2, 4),
+                      {"temperature": 1.0, "top_k": 4, "cfg_scale": 3.0}, None),
+        "cosmos": (CosmosTarget(cosmos), None, cosmos.layout, sampled, first),
+        "video2world": (CosmosTarget(video2world), torch.randn(2, 64, 12, generator=torch.Generator().manual_seed(0)),
+                        video2world.layout, sampled, None),
+    }
+
+
+@pytest.mark.parametrize("kind", ["reference", "text", "chameleon", "cosmos", "video2world"])
+def test_the_kv_cache_estimate_is_what_a_session_allocates(kind):
+    target, condition, layout, sampling, _ = _cases()[kind]
+    cfg, window = mmspec.Sampling.coerce(sampling).cfg, 5
+    session = target.session(condition, layout, cfg=cfg, num_samples=1, max_window=window)
+    allocated = sum(t.numel() * t.element_size() for t in session.buffers())  # the cache's k and v of every layer
+    estimate = session.batch_size * memory.kv_bytes(target.memory_shape(condition, layout), layout, cfg, window)
+    if kind == "video2world":  # its text features counted as cache slots: above what the self-attention holds
+        assert estimate > allocated
+    else:
+        assert estimate == allocated
+
+
+@pytest.mark.parametrize("kind", ["text", "chameleon", "cosmos", "video2world"])
+def test_every_target_s_large_requests_run_in_batches_that_fit_and_a_batch_that_does_not_is_refused(kind,
+                                                                                                   monkeypatch):
+    target, condition, layout, sampling, given = _cases()[kind]
+    run = dict(method="exact", window=3, sampling=sampling, seed=5, num_outputs=3, given=given)
+    whole = mmspec.generate(target, condition, layout, **run)
+    per_row = memory.row_bytes(target, condition, layout, mmspec.Sampling.coerce(sampling).cfg, 3)
+    monkeypatch.setattr(memory, "free_bytes", lambda device: 2 * (memory.fixed_bytes() + 2 * per_row))
+    sizes = []
+    parts = mmspec.generate(target, condition, layout, on_commit=lambda state, k: sizes.append(len(state.seq)), **run)
+    assert max(sizes) == 2 and torch.equal(whole.tokens, parts.tokens)
+    monkeypatch.setattr(target, "session", None)  # any work would fail otherwise
+    with pytest.raises(ValueError, match=r"^3 rows at a time need about .* which holds 2 rows: pass batch_size=2"):
+        mmspec.generate(target, condition, layout, batch_size=3, **run)

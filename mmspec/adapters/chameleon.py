@@ -22,9 +22,10 @@ from pathlib import Path
 
 import torch
 
-from mmspec.adapters.hf import AllowedTokensSession
+from mmspec.adapters.hf import AllowedTokensSession, decoder_shape
 from mmspec.adapters.prompts import prompt_ids
 from mmspec.layouts import Grid2D, Layout
+from mmspec.memory import Shape
 
 BOI_NAME, EOI_NAME, ROW_END_NAME, SEP_NAME = "<racm3:break>", "<eoss>", "<reserved08799>", "<reserved08706>"
 PATCH = 16  # pixels per VQ token side; a resolution token counts 2 x 2 tokens (32 pixels)
@@ -104,6 +105,13 @@ class ChameleonImage:
                        for t in texts]
         start = torch.tensor(self.image_start(layout))
         return [torch.cat([p, start]) for p in prompt_ids(prompts, "Chameleon prompt")]
+
+    def memory_shape(self, condition, layout: Grid2D) -> Shape:
+        """The decoder's sizes and the longest prompt's tokens with the image start (CFG's null prompts, the image
+        start alone, are left-padded to it)."""
+        embedding = self.model.get_input_embeddings().weight
+        longest = max(len(p) for p in self.prompt_ids(condition, layout))
+        return decoder_shape(self.model.config, self.vocab_size, longest, embedding.element_size())
 
     def session(self, condition, layout: Layout, *, cfg: bool, num_samples: int = 1, max_window: int = 1):
         if not isinstance(layout, Grid2D) or (layout.row_end_token, layout.end_tokens) != (self.row_end, (self.eoi,)):

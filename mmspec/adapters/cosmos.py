@@ -7,6 +7,7 @@ import torch
 from mmspec.adapters.base import PrefixSession, repeat_condition
 from mmspec.cache import session_slots
 from mmspec.layouts import Layout
+from mmspec.memory import Shape
 from mmspec.reference.cosmos import Context, Cosmos
 
 
@@ -14,6 +15,17 @@ class CosmosTarget:
     def __init__(self, model: Cosmos):
         self.model = model.eval()
         self.vocab_size = model.config.vocab_size
+
+    def memory_shape(self, condition, layout: Layout) -> Shape:
+        """The transformer's sizes; before the layout, one slot (<bov>, or a base model's padding slot) and a
+        Video2World row's S text features, counted as if every layer cached their keys and values (the layers that
+        cross-attend do: at least what they hold)."""
+        config = self.model.config
+        features = condition[0] if isinstance(condition, (tuple, list)) else condition
+        text = 0 if features is None else torch.as_tensor(features).shape[-2]
+        return Shape(layers=config.n_layers, heads=config.n_heads, kv_heads=config.n_kv_heads, head_dim=config.head,
+                     dim=config.dim, vocab=config.vocab_size, prefix=1 + text,
+                     element=self.model.tok_embeddings.weight.element_size())
 
     def session(self, condition, layout: Layout, *, cfg: bool, num_samples: int = 1, max_window: int = 1):
         """condition: None for a base model (one condition: the video, given as tokens); for Video2World the text

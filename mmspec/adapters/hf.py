@@ -19,6 +19,7 @@ from mmspec.adapters.llama import LeanLlama
 from mmspec.adapters.prompts import left_pad
 from mmspec.cache import CacheView, StaticKVCache, session_slots
 from mmspec.layouts import Layout
+from mmspec.memory import Shape
 
 ATTENTION = "mmspec"
 
@@ -59,10 +60,17 @@ def cached_attention(model: torch.nn.Module):
 
 
 def new_cache(text_config: PretrainedConfig, batch: int, max_len: int, dtype, device) -> StaticKVCache:
+    shape = decoder_shape(text_config, 0, 0, 0)
+    return StaticKVCache(shape.layers, batch, shape.kv_heads, max_len, shape.head_dim, dtype=dtype, device=device)
+
+
+def decoder_shape(text_config: PretrainedConfig, vocab: int, prefix: int, element: int) -> Shape:
+    """A transformers decoder's sizes, as `new_cache` allocates its cache, for mmspec.memory's estimate."""
     heads = text_config.num_attention_heads
-    head_dim = getattr(text_config, "head_dim", None) or text_config.hidden_size // heads
-    kv_heads = getattr(text_config, "num_key_value_heads", None) or heads
-    return StaticKVCache(text_config.num_hidden_layers, batch, kv_heads, max_len, head_dim, dtype=dtype, device=device)
+    return Shape(layers=text_config.num_hidden_layers, heads=heads,
+                 kv_heads=getattr(text_config, "num_key_value_heads", None) or heads,
+                 head_dim=getattr(text_config, "head_dim", None) or text_config.hidden_size // heads,
+                 dim=text_config.hidden_size, vocab=vocab, prefix=prefix, element=element)
 
 
 class HFSession(PrefixSession):

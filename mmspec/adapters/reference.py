@@ -6,6 +6,7 @@ import torch
 from mmspec.adapters.base import PrefixSession, repeat_condition
 from mmspec.cache import session_slots
 from mmspec.layouts import Layout
+from mmspec.memory import Shape
 from mmspec.reference.gpt import GPT
 
 
@@ -13,6 +14,13 @@ class ReferenceTarget:
     def __init__(self, model: GPT):
         self.model = model.eval()
         self.vocab_size = model.config.vocab_size
+
+    def memory_shape(self, condition, layout: Layout) -> Shape:
+        """The GPT's sizes; every condition takes the model's prefix_len slots."""
+        config = self.model.config
+        return Shape(layers=config.n_layer, heads=config.n_head, kv_heads=config.n_kv_head or config.n_head,
+                     head_dim=self.model.head_dim, dim=config.dim, vocab=config.vocab_size, prefix=config.prefix_len,
+                     element=self.model.tok_embeddings.weight.element_size())
 
     def session(self, condition, layout: Layout, *, cfg: bool, num_samples: int = 1, max_window: int = 1):
         """condition: class ids [C], prompt ids [C, P], caption features [C, T, C'] or (features, mask [C, T])."""

@@ -5,10 +5,11 @@ from pathlib import Path
 
 import torch
 
-from mmspec.adapters.hf import HFSession
+from mmspec.adapters.hf import HFSession, decoder_shape
 from mmspec.adapters.llama import LeanLlama
 from mmspec.adapters.prompts import prompt_ids
 from mmspec.layouts import Layout, Sequence1D
+from mmspec.memory import Shape
 
 
 class HFCausalLM:
@@ -53,6 +54,12 @@ class HFCausalLM:
                                                                      and isinstance(prompts[0], str))):
             raise ValueError("string prompts need a tokenizer: HFCausalLM(model, tokenizer)")
         return prompt_ids(prompts, tokenizer=self.tokenizer)
+
+    def memory_shape(self, condition, layout: Layout) -> Shape:
+        """The decoder's sizes and the longest prompt's tokens (the prompts are left-padded to it)."""
+        embedding = self.model.get_input_embeddings().weight
+        return decoder_shape(self.model.config.get_text_config(), self.vocab_size,
+                             max(len(p) for p in self.encode(condition)), embedding.element_size())
 
     def session(self, condition, layout: Layout, *, cfg: bool, num_samples: int = 1, max_window: int = 1):
         if cfg:

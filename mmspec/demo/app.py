@@ -18,12 +18,13 @@ from mmspec.demo.render import commit_map, length_histogram
 from mmspec.demo.report import comparison, run_stats, verdict
 from mmspec.demo.stream import Snapshot, stream
 from mmspec.demo.views import GridView, TextView
+from mmspec.memory import DoesNotFit
 from mmspec.methods import DEFAULT_METHOD, method_names
 from mmspec.window import MAX_WINDOW
 from mmspec.pipelines import ImagePipeline, TextPipeline, VideoPipeline
 from mmspec.pipelines.grid import token_mask
 
-MAX_OUTPUTS = 8
+MAX_OUTPUTS = 8  # a screen's worth; what memory holds is estimated per call (Tab.settings)
 EXAMPLES = {"image": ["red heart", "smiling face", "pizza", "rocket"],
             "video": ["bounce red apple", "slide right racing car", "zoom in red heart", "rotate sun"],
             "text": ["def fibonacci(n):\n", "class Stack:\n    def "]}
@@ -172,7 +173,8 @@ class Tab:
 
     def settings(self, prompt: str, seed, method: str, window, num_outputs, temperature, top_k, top_p,
                  cfg_scale=None, max_new_tokens=None, image=None, mask=None) -> dict:
-        """The pipeline call; a message for what the components' own bounds cannot check."""
+        """The pipeline call; a message for what the components' own bounds cannot check (an output that does not fit
+        in the memory free now included)."""
         if not prompt.strip():
             raise _refusal("Enter a prompt.")
         pictures = self._pictures(image, mask)
@@ -187,7 +189,12 @@ class Tab:
             call["max_new_tokens"] = int(max_new_tokens)
         else:
             sampling["cfg_scale"] = cfg_scale
-        return {**call, **pictures}
+        call.update(pictures)
+        try:  # outputs that do not fit at once run in batches that do; one that does not fit is refused before any work
+            self.pipe.check_rows([prompt], 1, **{k: v for k, v in call.items() if k != "prompt"})
+        except DoesNotFit as err:
+            raise _refusal(f"{err}.") from None
+        return call
 
     def _pictures(self, image, mask) -> dict:
         """image= / mask= of the call, when given; refusals for what the pipeline would refuse."""

@@ -1,7 +1,8 @@
 """Run one pipeline call in a worker thread and stream snapshots of what it has committed so far.
 
 The pipeline calls the on_commit hook after every forward; the hook only copies the committed
-tokens (cheap), so decoding previews happens here, in the consumer, at its own pace.
+tokens (cheap), so decoding previews happens here, in the consumer, at its own pace. A request too large for memory
+runs in batches: a snapshot holds every row so far, each batch's rows as they ended.
 """
 from __future__ import annotations
 
@@ -31,16 +32,19 @@ def stream(call: Callable[[Callable], Any], interval: float = 0.1) -> Iterator["
     events: queue.Queue = queue.Queue()
     closed = threading.Event()
     last = [float("-inf")]
+    rows: dict[int, torch.Tensor] = {}  # the request's row -> its committed tokens [N], over the batches it runs in
 
     def on_commit(state, k):
         if closed.is_set():
             raise Cancelled
         now = time.monotonic()
-        if now - last[0] >= interval:
+        if now - last[0] >= interval or not state.active.any():  # (a batch's last forward: its rows as they end)
             last[0] = now
             N = state.length
             tokens = state.seq[:, :N].masked_fill(torch.arange(N, device=state.n.device) >= state.n[:, None], -1)
-            events.put(("snapshot", Snapshot(tokens.cpu(), int(state.n.sum()))))
+            rows.update(enumerate(tokens.cpu(), state.first_row))
+            shown = torch.stack([rows[i] for i in sorted(rows)])  # [rows so far, N]
+            events.put(("snapshot", Snapshot(shown, int((shown >= 0).sum()))))
 
     def work():
         try:

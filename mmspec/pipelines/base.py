@@ -9,9 +9,12 @@ from pathlib import Path
 
 import torch
 
+from mmspec.api import row_need
+from mmspec.memory import plan
 from mmspec.methods import DEFAULT_METHOD, DEFAULT_WINDOW  # noqa: F401 - the pipelines' defaults
 from mmspec.methods import OPTIONS, Method, Spec
 from mmspec.reference.eagle import EagleHead, load_head
+from mmspec.threads import module_device
 from mmspec.window import AutoWindow, WindowMemories, window_policy
 
 HEAD = "head"  # a model folder's draft head for method eagle: <model>/head/ (mmspec train-head writes one)
@@ -81,7 +84,8 @@ class Pipeline:
     model folder's name) and `default_window` (auto windows' widest), holds `target` (whose `model` has
     `target_depth` layers) and `default_sampling`, and may hold a `draft_model`: the model of a method that drafts
     with one and names none. A pipeline loaded from a model `folder` with a head/ gives that draft head to an
-    eagle spec that names none."""
+    eagle spec that names none. `_requests(prompts, **call)` gives the (target, condition, layout, given) of each
+    generate call a call makes, for `check_rows`."""
 
     default_model: str
     default_window: int
@@ -128,6 +132,17 @@ class Pipeline:
             name = spec.value if isinstance(spec, Spec) else None
             window = window_policy(window, self.default_window, self.window_memory[name] if isinstance(name, str) else None)
         return self.resolve(spec), window
+
+    def check_rows(self, prompts: list, rows: int, *, method=DEFAULT_METHOD, window=DEFAULT_WINDOW,
+                   sampling: "dict | None" = None, **call) -> None:
+        """Refuses in one line (mmspec.memory.DoesNotFit), before any work, a call on `prompts` (with the call's other
+        options `call`) run `rows` rows at a time when they do not fit in the memory free now: what a render job
+        checks of its batches before it starts. Each generate call the call makes is estimated (`_requests`)."""
+        method, policy = self._plan(method, window)
+        sampling = self.default_sampling if sampling is None else sampling
+        for target, condition, layout, given in self._requests(prompts, **call):
+            per_row = row_need(target, condition, layout, method=method, window=policy, sampling=sampling, given=given)
+            plan(per_row, rows, module_device(target), rows)
 
     def _generate(self, run, *, total: int, method: Method, policy, sampling, progress_bar: bool, on_commit,
                   started: float, compile: "bool | dict | None" = None):

@@ -65,6 +65,9 @@ class ChameleonPipeline(Pipeline):
     def target_depth(self) -> int:
         return self.target.model.config.num_hidden_layers
 
+    def _requests(self, prompts, **call) -> list[tuple]:
+        return [(self.target, prompts, self.layout, None)]
+
     def __call__(self, prompt, num_outputs: int = 1, seed=0, method=DEFAULT_METHOD, window=DEFAULT_WINDOW,
                  sampling: "dict | None" = None, progress_bar: bool = False, image=None, mask=None,
                  on_commit=None, compile=None, batch_size: "int | None" = None):

@@ -84,6 +84,13 @@ class CosmosPipeline(Pipeline):
             raise ValueError(f"{what} has {F} frames of {size}; this model's tokenizer takes {counts} RGB frames of "
                              f"{W}x{H} (a first frame, then {self.tokenizer.compression[0]} per latent frame)")
 
+    def _requests(self, prompt=None, video=None, **call) -> list[tuple]:
+        given = None
+        if video is not None:  # (read at the call) the most a video may give: every latent frame but the last
+            given = torch.full((1, self.layout.length), -1)
+            given[0, : (self.layout.t - 1) * self.layout.h * self.layout.w] = 0
+        return [(self.target, self.condition(prompt), self.layout, given)]
+
     @scoped(lambda self, *args, **kwargs: module_device(self.target))
     def __call__(self, prompt=None, video=None, num_outputs: int = 1, seed=0, method=DEFAULT_METHOD, window=None,
                  sampling: "dict | None" = None, progress_bar: bool = False, on_commit=None, compile=None,

@@ -249,6 +249,10 @@ class ImagePipeline(_GridPipeline):
         keep = ~token_mask(mask, self.layout.h, self.layout.w).flatten()  # [h * w]
         return torch.where(keep, self._image_frame(image), -1)[None], {}
 
+    def _requests(self, prompts, image=None, mask=None, **call) -> list[tuple]:
+        given = None if mask is None else torch.where(token_mask(mask, self.layout.h, self.layout.w).flatten(), -1, 0)
+        return [(self.target, self.condition(prompts), self.layout, None if given is None else given[None])]
+
     def _output(self, out, prompts, summary):
         grid = out.tokens.view(-1, self.layout.h, self.layout.w)
         return ImageOutput(self.tokenizer.decode_pil(grid), prompts, out.tokens, out.stats, summary)
@@ -310,6 +314,21 @@ class VideoPipeline(_GridPipeline):
         given[:, : frames.shape[1]] = frames
         return given, extra
 
+    def check_rows(self, prompts: list, rows: int, *, method=DEFAULT_METHOD, window=DEFAULT_WINDOW, image=None,
+                   **call) -> None:
+        super().check_rows(prompts, rows, method=method, window=window, image=image, **call)
+        if image is None and self.image_model is not None:  # and the first frames' call, as `_render_first_frames`
+            method, policy = self._plan(method, window)
+            first, width = _first_frame_method((method.window or policy) != 1)
+            self.image_model.check_rows(self._subjects(prompts), rows, method=first, window=width)
+
+    def _requests(self, prompts, image=None, **call) -> list[tuple]:
+        given = None
+        if image is not None or self.image_model is not None:  # frame 0 given (its tokens: any)
+            given = torch.full((1, self.layout.length), -1)
+            given[0, : self.layout.h * self.layout.w] = 0
+        return [(self.target, self.condition(prompts), self.layout, given)]
+
     def _render_first_frames(self, rows, *, seed, progress_bar, speculate: bool = True,
                              batch_size: "int | None" = None) -> "ImageOutput":
         """One picture per video row by the first-frame model, of what its prompt asks for (with staging, the
@@ -318,10 +337,13 @@ class VideoPipeline(_GridPipeline):
         what they are asked to (the frames after it) and a greedy video is the same under every method. A video
         that speculates draws it with `exact` (AR's tokens, fewer forwards); one that does not (`ar`, window 1)
         with plain `ar`, so that a plain run, the baseline speed-ups are measured against, is plain throughout."""
-        subjects = [self.staging.subject(r) for r in rows] if self.staging is not None else rows
-        method, window = ("exact", "auto") if speculate else ("ar", 1)
-        return self.image_model(subjects, seed=seed, method=method, window=window, progress_bar=progress_bar,
-                                batch_size=batch_size)
+        method, window = _first_frame_method(speculate)
+        return self.image_model(self._subjects(rows), seed=seed, method=method, window=window,
+                                progress_bar=progress_bar, batch_size=batch_size)
+
+    def _subjects(self, prompts: list) -> list:
+        """What the first-frame model is asked to draw for each prompt: with staging, the subject it names."""
+        return [self.staging.subject(p) for p in prompts] if self.staging is not None else prompts
 
     def _staged(self, picture, prompt: str):
         """A first-frame model's picture -> the first frame the video model expects for the prompt."""
@@ -334,3 +356,8 @@ class VideoPipeline(_GridPipeline):
         frames = self.tokenizer.decode_pil(out.tokens.view(-1, h, w))
         videos = [frames[i * t:(i + 1) * t] for i in range(out.tokens.shape[0])]
         return VideoOutput(videos, prompts, out.tokens, out.stats, summary)
+
+
+def _first_frame_method(speculate: bool) -> tuple[str, "str | int"]:
+    """The method and window a video's first frames are drawn with: `exact` when the video speculates, else `ar`."""
+    return ("exact", "auto") if speculate else ("ar", 1)

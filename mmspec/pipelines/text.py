@@ -115,6 +115,9 @@ class TextPipeline(Pipeline):
     def target_depth(self) -> int:
         return self.target.model.config.get_text_config().num_hidden_layers
 
+    def _requests(self, prompts, max_new_tokens: int = 64, **call) -> list[tuple]:
+        return [(self.target, prompts, Sequence1D(max_new_tokens), None)]
+
     @scoped(lambda self, *args, **kwargs: module_device(self.target))
     def __call__(self, prompt, num_outputs: int = 1, seed=0, method=DEFAULT_METHOD, window=DEFAULT_WINDOW,
                  sampling: "dict | None" = None, max_new_tokens: int = 64, stop_strings=(),

@@ -1,7 +1,8 @@
 """Where batches render: in this process, or spread over Ray actors. The only part that differs.
 
-An executor maps batches to (batch, results) as they finish; the driver alone writes files and the
-manifest, so exactly-once bookkeeping lives in one place whatever the backend.
+An executor checks that the job's batches fit in memory where they will run (before the output folder is opened),
+then maps batches to (batch, results) as they finish; the driver alone writes files and the manifest, so
+exactly-once bookkeeping lives in one place whatever the backend.
 """
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from typing import Iterator
 
 from mmspec.render.job import Job, Output
 from mmspec.pipelines import load_pipeline
-from mmspec.render.worker import Result, default_device, render_batch
+from mmspec.memory import DoesNotFit
+from mmspec.render.worker import Result, check_batches, default_device, render_batch
 
 Batches = Iterator[tuple[list[Output], list[Result]]]
 
@@ -18,6 +20,9 @@ class LocalExecutor:
     def __init__(self, job: Job):
         self.kind = job.kind
         self.pipe = load_pipeline(job.kind, job.model, job.draft, default_device(), compile=job.compile)
+
+    def check(self, batches: list[list[Output]]) -> None:
+        check_batches(self.pipe, batches)
 
     def map(self, batches: list[list[Output]]) -> Batches:
         for batch in batches:
@@ -28,9 +33,10 @@ class LocalExecutor:
 
 
 class RayExecutor:
-    """One pipeline per actor: one actor per GPU of the cluster, else one per CPU (one thread each)."""
+    """One pipeline per actor: one actor per GPU of the cluster, else one per CPU (one thread each), no more than
+    batches to render; the first checks the job's batches."""
 
-    def __init__(self, job: Job, address: str | None, num_batches: int):
+    def __init__(self, job: Job, address: str | None):
         try:
             import ray
         except ImportError:
@@ -39,15 +45,21 @@ class RayExecutor:
         if self.owns_ray:  # else the caller's ray.init() (a test, a notebook) is used and left running
             ray.init(address=address, log_to_driver=False)
         gpus = int(ray.cluster_resources().get("GPU", 0))
-        count = min(num_batches, gpus or int(ray.cluster_resources().get("CPU", 1)))
+        self.room = gpus or int(ray.cluster_resources().get("CPU", 1))
         options = {"num_gpus": 1} if gpus else {"num_cpus": 1}
         actor = ray.remote(_Renderer).options(**options)
-        self.actors = [actor.remote(job.kind, job.model, job.draft, "cuda" if gpus else "cpu", job.compile)
-                       for _ in range(max(count, 1))]
+        self.new_actor = lambda: actor.remote(job.kind, job.model, job.draft, "cuda" if gpus else "cpu", job.compile)
+        self.actors = [self.new_actor()]
+
+    def check(self, batches: list[list[Output]]) -> None:
+        error = self.ray.get(self.actors[0].check.remote(batches))
+        if error is not None:
+            raise DoesNotFit(error)
 
     def map(self, batches: list[list[Output]]) -> Batches:
         from ray.util import ActorPool
 
+        self.actors += [self.new_actor() for _ in range(min(len(batches), self.room) - len(self.actors))]
         pool = ActorPool(self.actors)
         for i, results in pool.map_unordered(lambda a, i: a.render.remote(i, batches[i]), range(len(batches))):
             yield batches[i], results
@@ -65,13 +77,21 @@ class _Renderer:
     def __init__(self, kind: str, model: str | None, draft: str | None, device: str, compile: bool):
         self.kind, self.pipe = kind, load_pipeline(kind, model, draft, device, compile=compile)
 
+    def check(self, batches: list[list[Output]]) -> "str | None":
+        """The one line that refuses the batches (mmspec.memory.DoesNotFit's), or None when they fit."""
+        try:
+            check_batches(self.pipe, batches)
+        except DoesNotFit as err:
+            return str(err)
+        return None
+
     def render(self, index: int, batch: list[Output]) -> tuple[int, list[Result]]:
         return index, render_batch(self.pipe, self.kind, batch)
 
 
-def make_executor(job: Job, backend: str, address: str | None, num_batches: int):
+def make_executor(job: Job, backend: str, address: str | None):
     if backend == "local":
         return LocalExecutor(job)
     if backend == "ray":
-        return RayExecutor(job, address, num_batches)
+        return RayExecutor(job, address)
     raise ValueError(f"unknown backend {backend!r}; choose local or ray")

@@ -1,10 +1,12 @@
-"""A render job end to end: validate, lock the folder, skip what is done, batch the rest, record each output."""
+"""A render job end to end: validate, load the model and check that the batches fit, lock the folder, skip what is
+done, batch the rest, record each output."""
 from __future__ import annotations
 
 from pathlib import Path
 
+from mmspec.memory import DoesNotFit
 from mmspec.render.executors import make_executor
-from mmspec.render.job import Job, Output, load_job
+from mmspec.render.job import Job, JobError, Output, load_job
 from mmspec.render.progress import Progress
 from mmspec.render.store import MANIFEST, OutputFolder
 from mmspec.render.worker import Result
@@ -15,21 +17,30 @@ def render_job(job_path: "str | Path", out: "str | Path", *, backend: str = "loc
     """Render every output of the job into `out` that is not done there yet; -> a summary dict
     (total, skipped, rendered, failed, seconds, outputs_per_minute, tokens_per_second, manifest)."""
     job = load_job(job_path, batch_size)  # a malformed job fails here, before the folder is touched
-    with OutputFolder(out) as folder:
-        todo = [o for o in job.outputs if o.id not in folder.done]
-        batches = make_batches(todo, job.batch_size)
-        executor = make_executor(job, backend, ray_address, len(batches)) if batches else None
-        bar = Progress(len(job.outputs), len(job.outputs) - len(todo), progress)
-        try:
-            for batch, results in executor.map(batches) if executor else ():
-                for output, result in zip(batch, results):
-                    folder.record(_line(job, output, result, folder))
-                    bar.update(result.data is None, result.tokens)
-        finally:
-            summary = bar.close()
-            if executor:
-                executor.close()
+    executor = make_executor(job, backend, ray_address)
+    try:
+        _check(executor, job, Path(job_path))  # batches too large for the memory there: before the folder is touched
+        with OutputFolder(out) as folder:
+            todo = [o for o in job.outputs if o.id not in folder.done]
+            bar = Progress(len(job.outputs), len(job.outputs) - len(todo), progress)
+            try:
+                for batch, results in executor.map(make_batches(todo, job.batch_size)):
+                    for output, result in zip(batch, results):
+                        folder.record(_line(job, output, result, folder))
+                        bar.update(result.data is None, result.tokens)
+            finally:
+                summary = bar.close()
+    finally:
+        executor.close()
     return {**summary, "manifest": str(Path(out) / MANIFEST)}
+
+
+def _check(executor, job: Job, path: Path) -> None:
+    """Refuses the job in one line naming its batch_size when its batches do not fit where the executor runs them."""
+    try:
+        executor.check(make_batches(job.outputs, job.batch_size))
+    except DoesNotFit as err:
+        raise JobError(f"{path.name}: batch_size: {err}; nothing was rendered") from None
 
 
 def make_batches(outputs: list[Output], size: int) -> list[list[Output]]:

@@ -37,16 +37,31 @@ def render_batch(pipe, kind: str, batch: list[Output]) -> list[Result]:
         return [result for output in batch for result in render_batch(pipe, kind, [output])]
 
 
+def check_batches(pipe, batches: list[list[Output]]) -> None:
+    """Refuses in one line (mmspec.memory.DoesNotFit), before any work, batches whose rows do not fit in memory at a
+    time: each settings group's first (its largest), estimated for the longest prompt of the group."""
+    groups: dict[str, list[list[Output]]] = {}
+    for batch in batches:
+        groups.setdefault(batch[0].group, []).append(batch)
+    for group in groups.values():
+        prompts = [o.prompt for batch in group for o in batch]
+        pipe.check_rows(prompts, max(map(len, group)), **_call(pipe, group[0]))
+
+
 def _render(pipe, kind: str, batch: list[Output]) -> list[Result]:
-    settings = dict(batch[0].settings)
-    settings["sampling"] = {**pipe.default_sampling, **settings["sampling"]}  # job keys override the model's
     t0 = time.perf_counter()
-    inputs = load_inputs(batch[0].inputs)
-    out = pipe([o.prompt for o in batch], num_outputs=1, seed=[o.seed for o in batch], **settings, **inputs)
+    out = pipe([o.prompt for o in batch], num_outputs=1, seed=[o.seed for o in batch], **_call(pipe, batch))
     files = _encode(out, kind)
     share = (time.perf_counter() - t0) / len(batch)
     return [Result(data, nfe=int(out.stats.nfe[i]), tokens=int(out.stats.committed[i]), seconds=share)
             for i, data in enumerate(files)]
+
+
+def _call(pipe, batch: list[Output]) -> dict:
+    """The pipeline call's options for a batch: its settings (job keys over the model's sampling) and input files."""
+    settings = dict(batch[0].settings)
+    settings["sampling"] = {**pipe.default_sampling, **settings["sampling"]}
+    return {**settings, **load_inputs(batch[0].inputs)}
 
 
 def _encode(out, kind: str) -> list[bytes]:

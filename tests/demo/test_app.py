@@ -161,3 +161,32 @@ def test_bad_pictures_get_a_message(client, pictures, endpoint, files, message):
     with pytest.raises(AppError) as err:
         client.predict(prompt="red heart", **{names[f]: handle_file(pictures[f]) for f in files}, api_name=endpoint)
     assert message in str(err.value)
+
+
+def test_outputs_run_in_batches_that_fit_and_one_that_cannot_fit_is_refused_in_one_line(client, tiny_demo_models,
+                                                                                       monkeypatch):
+    import mmspec.api
+    from gradio_client.exceptions import AppError
+
+    from mmspec import memory
+    from mmspec.api import row_need
+    from mmspec.pipelines import ImagePipeline
+
+    pipe = ImagePipeline.from_pretrained(tiny_demo_models["image_model"], window_cache="off")
+    need = row_need(pipe.target, pipe.condition(["red heart"]), pipe.layout, window=pipe.default_window,
+                    sampling=pipe.default_sampling)  # the tab's defaults: exact, auto windows, the model's sampling
+    free = int((memory.fixed_bytes() + 2 * need) / memory.SHARE) + 1
+    monkeypatch.setattr(memory, "free_bytes", lambda device: free)
+    planned = []  # (rows asked, rows at a time) of each generate call
+
+    def plan(per_row, rows, *args, **kw):
+        planned.append((rows, None))
+        planned[-1] = (rows, memory.plan(per_row, rows, *args, **kw))
+        return planned[-1][1]
+    monkeypatch.setattr(mmspec.api, "plan", plan)
+    media, stats, *_ = client.predict(prompt="red heart", num_outputs=5, api_name="/image_generate")
+    assert planned == [(5, 2)] and len(media) == 5 and stats["tokens"] == 5 * 16
+    monkeypatch.setattr(memory, "free_bytes", lambda device: memory.fixed_bytes())
+    with pytest.raises(AppError, match=r"^1 row at a time needs about .* which holds not even one row: free memory"):
+        client.predict(prompt="red heart", num_outputs=1, api_name="/image_generate")
+    assert planned == [(5, 2)]  # refused before any work

@@ -11,11 +11,13 @@ from mmspec.demo.stream import Cancelled, Snapshot, stream
 def fake_run(steps: int, errors: list, delay: float = 0.0):
     """A pipeline call committing one token per forward into a [1, steps] grid; returns "out"."""
     def call(on_commit):
-        state = SimpleNamespace(seq=torch.arange(steps + 2)[None], n=torch.zeros(1, dtype=torch.long), length=steps)
+        state = SimpleNamespace(seq=torch.arange(steps + 2)[None], n=torch.zeros(1, dtype=torch.long), length=steps,
+                                first_row=0, active=torch.ones(1, dtype=torch.bool))
         try:
             for _ in range(steps):
                 time.sleep(delay)
                 state.n += 1
+                state.active = state.n < steps
                 on_commit(state, torch.ones(1, dtype=torch.long))
         except Cancelled as err:
             errors.append(err)
@@ -61,3 +63,27 @@ def test_closing_the_stream_stops_the_worker():
     while not errors and time.monotonic() < deadline:
         time.sleep(0.01)
     assert errors and not any(t.name == "mmspec-demo-run" for t in threading.enumerate())
+
+
+def test_a_request_run_in_batches_shows_every_row_so_far_each_batch_s_as_it_ended():
+    shown = threading.Semaphore(0)  # the run waits for the consumer after each forward that must give a snapshot
+
+    def call(on_commit):  # 3 rows of 4 tokens, in batches of 2 and 1, two tokens a forward
+        for first, b in ((0, 2), (2, 1)):
+            state = SimpleNamespace(seq=torch.arange(6).repeat(b, 1) + 10 * first, n=torch.zeros(b, dtype=torch.long),
+                                    length=4, first_row=first, active=torch.ones(b, dtype=torch.bool))
+            for forward in range(2):
+                state.n += 2
+                state.active = state.n < 4
+                on_commit(state, torch.full((b,), 2))
+                if forward == 1 or first == 0:  # the first forward of all, and each batch's last
+                    assert shown.acquire(timeout=60)
+        return "out"
+
+    snapshots = []
+    for item in stream(call, interval=3600.0):
+        snapshots.append(item)
+        shown.release()
+    assert snapshots[-1] == "out" and [s.tokens.shape[0] for s in snapshots[:-1]] == [2, 2, 3]
+    last = snapshots[-2]
+    assert last.tokens.tolist() == [[0, 1, 2, 3], [0, 1, 2, 3], [20, 21, 22, 23]] and last.committed == 12

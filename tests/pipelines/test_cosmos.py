@@ -91,3 +91,19 @@ def test_video2world_takes_text_through_a_local_t5(folders, tmp_path):
     assert torch.equal(by_text.tokens, pipe(features, video=clip(1), seed=4, method="ar").tokens)
     with pytest.raises(ValueError, match="a text prompt needs a local T5 encoder"):
         VideoPipeline.from_pretrained(folders["video2world"], allow_torchscript=True)("w1 w2", video=clip(1))
+
+
+def test_a_call_s_rows_are_checked_with_the_longest_video_it_may_be_given(folders, monkeypatch):
+    from mmspec import memory
+    from mmspec.api import row_need
+
+    pipe = VideoPipeline.from_pretrained(folders["base"], allow_torchscript=True)
+    frames = torch.full((1, pipe.layout.length), -1)
+    frames[0, :8] = 0  # 2 of its 3 latent frames given: one window over them and the token after
+    need = row_need(pipe.target, None, pipe.layout, window=4, sampling=pipe.default_sampling, given=frames)
+    assert need > row_need(pipe.target, None, pipe.layout, window=4, sampling=pipe.default_sampling)
+    free = int((memory.fixed_bytes() + 3 * need) / memory.SHARE) + 1  # (4 rows without the video's window)
+    monkeypatch.setattr(memory, "free_bytes", lambda device: free)
+    pipe.check_rows(None, 3, window=4, video=clip(4))
+    with pytest.raises(memory.DoesNotFit, match="^4 rows at a time need about"):
+        pipe.check_rows(None, 4, window=4, video=clip(4))

@@ -187,3 +187,19 @@ def test_compile_reaches_the_engine_from_the_pipeline_and_from_each_call(tiny_mo
     compiled.clear()
     pipe("red heart", seed=2, method="exact", window=4, compile=False)  # a call overrides the pipeline's default
     assert not compiled
+
+
+def test_a_video_s_rows_are_checked_with_its_first_frames_call(tiny_models, monkeypatch):
+    from mmspec import memory
+    from mmspec.api import row_need
+
+    pipe = VideoPipeline.from_pretrained(tiny_models / "video-from-text", window_cache="off")
+    given = torch.full((1, pipe.layout.length), -1)
+    given[0, :4] = 0  # frame 0, from the first-frame model
+    need = row_need(pipe.target, pipe.condition(["red heart"]), pipe.layout, method="exact", window=4,
+                    sampling=pipe.default_sampling, given=given)
+    free = int((memory.fixed_bytes() + 2 * need) / memory.SHARE) + 1  # 2 of the video's rows
+    monkeypatch.setattr(memory, "free_bytes", lambda device: free)
+    pipe.check_rows(["red heart"], 2, method="ar", window=1)  # frame 0 by plain ar: narrower than the video's rows
+    with pytest.raises(memory.DoesNotFit, match="^2 rows at a time need about"):  # by exact with auto windows up to
+        pipe.check_rows(["red heart"], 2, method="exact", window=4)  # the image model's 16 over its 4 x 4 grid

@@ -25,3 +25,20 @@ def test_text_output_keeps_token_ids_and_calls_on_commit(tiny_text):
     decode = pipe.target.tokenizer.decode
     assert len(out.tokens) == 1 and decode(out.tokens[0].tolist(), skip_special_tokens=True) == out.texts[0]
     assert sum(int(k.sum()) for k in forwards) == len(out.tokens[0])
+
+
+def test_a_call_s_rows_are_checked_against_memory_before_any_work(tiny_text, monkeypatch):
+    from mmspec import memory
+    from mmspec.api import row_need
+    from mmspec.layouts import Sequence1D
+
+    pipe = TextPipeline.from_pretrained(tiny_text / "target", window_cache="off")
+    short, long = "<s> w3", "<s>" + " w3" * 60
+    need = row_need(pipe.target, [short], Sequence1D(6), method="ar", sampling=pipe.default_sampling)
+    free = int((memory.fixed_bytes() + 2 * need) / memory.SHARE) + 1  # 2 rows of the short prompt
+    monkeypatch.setattr(memory, "free_bytes", lambda device: free)
+    monkeypatch.setattr(pipe.target, "session", None)  # any work would fail
+    pipe.check_rows([short], 2, method="ar", max_new_tokens=6)
+    for prompts, rows, new in (([short], 3, 6), ([short, long], 2, 6), ([short], 2, 100)):  # a longer row needs more
+        with pytest.raises(memory.DoesNotFit, match=f"^{rows} rows at a time need about"):
+            pipe.check_rows(prompts, rows, method="ar", max_new_tokens=new)

@@ -42,6 +42,31 @@ def image_job(models):
                       {"prompt": "bounce", "seeds": [7, 8], "method": "exact"}]}
 
 
+@pytest.fixture
+def fit_job(models):
+    """An exact job over the tiny image model, 5 outputs of one prompt, 3 rows a batch."""
+    return {"kind": "image", "model": str(models / "image"), "batch_size": 3,
+            "defaults": {"method": "exact", "window": 5, "sampling": {"temperature": 1.0, "top_k": 20}},
+            "items": [{"prompt": "red heart", "num_outputs": 5}]}
+
+
+@pytest.fixture
+def room_for(fit_job, monkeypatch):
+    """room_for(rows): the memory free (as mmspec.memory reads it) holds `rows` rows of fit_job's and not one more."""
+    from mmspec import memory
+    from mmspec.api import row_need
+    from mmspec.pipelines import load_pipeline
+
+    pipe, settings = load_pipeline("image", fit_job["model"], None, "cpu"), fit_job["defaults"]
+    need = row_need(pipe.target, pipe.condition(["red heart"]), pipe.layout, method=settings["method"],
+                    window=settings["window"], sampling={**pipe.default_sampling, **settings["sampling"]})
+
+    def room(rows: int):
+        free = int((memory.fixed_bytes() + rows * need) / memory.SHARE) + 1
+        monkeypatch.setattr(memory, "free_bytes", lambda device: free)
+    return room
+
+
 class Folder:
     """What a render left in a folder: its manifest lines and its output files."""
 

@@ -1,5 +1,5 @@
 """A render job on a disk that fills up, a read-only folder, a Ctrl-C: one line, and the manifest lists every
-complete file, so a rerun resumes."""
+complete file, so a rerun resumes. Batches too large for the memory free: one line before any work."""
 from mmspec.cli import main
 
 
@@ -69,3 +69,23 @@ def test_ctrl_c_in_render_says_the_manifest_is_intact(image_job, write_job, fold
     _one_line(capsys, "mmspec: interrupted: the manifest lists every complete file and a rerun renders only what is "
               "missing")
     assert folder(out).verified() and len(folder(out).manifest) == 2
+
+
+def test_a_batch_size_that_does_not_fit_is_refused_in_one_line_before_the_folder_is_touched(fit_job, write_job, folder,
+                                                                                             room_for, tmp_path, capsys):
+    job, out = fit_job, tmp_path / "out"
+    room_for(2)
+    assert main(["render", str(write_job(job)), "--out", str(out), "--batch-size", "2"]) == 0
+    assert len(folder(out).manifest) == 5
+    before = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in out.iterdir()}
+    more = {**job, "items": job["items"] + [{"prompt": "apple", "num_outputs": 3}]}  # work to do, 3 rows at a time
+    assert main(["render", str(write_job(more)), "--out", str(out)]) == 2
+    _one_line(capsys, "job.yaml: batch_size: 3 rows at a time need about", "which holds 2 rows: pass batch_size=2 "
+              "(CLI: --batch-size 2); nothing was rendered")
+    assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in out.iterdir()} == before  # the manifest too
+    assert main(["render", str(write_job(more)), "--out", str(tmp_path / "new"), "--batch-size", "4"]) == 2
+    _one_line(capsys, "batch_size: 4 rows at a time need about", "which holds 2 rows")
+    assert not (tmp_path / "new").exists()
+    room_for(0)
+    assert main(["render", str(write_job(more)), "--out", str(out), "--batch-size", "1"]) == 2
+    _one_line(capsys, "batch_size: 1 row at a time needs about", "which holds not even one row")
