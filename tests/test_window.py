@@ -289,6 +289,46 @@ def test_at_one_row_auto_tries_every_width_even_when_the_scale_says_it_cannot_wi
     assert 16 not in chosen[:12] and chosen[-100:].count(16) > 80
 
 
+@pytest.mark.parametrize("seconds, best", [({1: 0.0065, 4: 0.0080, 8: 0.0081, 16: 0.0082}, 16),
+                                           ({1: 0.0050, 4: 0.0075, 8: 0.0130, 16: 0.0210}, 1)], ids=["gpu", "cpu"])
+def test_at_a_batch_auto_judges_wider_widths_by_what_a_wide_step_costs_not_by_the_line_from_plain_ar(seconds, best):
+    # emoji-image at 8 rows by its prior (1.21, 1.42, 1.57 tokens per step at 4, 8, 16). On a GPU a wide step costs
+    # 1.23x AR at 4 and about the same at 16: the climb from AR is the drafter's and verifier's fixed cost, 16 wins
+    # by 1.24x. The line through AR and 4 put 8 at 9.7 ms (it could not win) and the policy stayed at AR. On a CPU
+    # a step costs 1.5x AR at 4, 2.6x at 8 and 4.2x at 16: even at the cost of 4, 8 could not win, and AR runs.
+    tokens = {1: 1.0, 4: 1.21, 8: 1.42, 16: 1.57}
+    total = dict.fromkeys(tokens, 0.0)
+
+    def k_of(L):  # whole tokens per step, averaging the prior's: 1 or 2
+        total[L] += tokens[L]
+        return int(total[L]) - int(total[L] - tokens[L])
+
+    policy = AutoWindow(max_window=16, memory=WindowMemory(prior={8: tokens}))
+    chosen = _run(policy, 300, seconds_of=seconds.get, k_of=k_of, state=FakeState(rows=8))
+    assert chosen[-200:].count(best) > 180
+    if best == 1:
+        assert 8 not in chosen and 16 not in chosen
+
+
+def test_at_a_batch_a_width_not_timed_that_could_win_where_the_output_now_is_runs_at_once():
+    # 8 rows, GPU-like costs (a wide step 1.23-1.26x AR), a prior by band: in the first half of the output no width
+    # could win (1.1 tokens per step at 8 and 16), in the second 16 wins by 1.24x. The probes time only 1 and 4; in
+    # the second half 8 runs at the first plan made there, then 16, which holds most of it. (Were 8 left for after
+    # the best width's next 48 steps, as at a batch a recheck is, 16 would run less than half of it.)
+    seconds = {1: 0.0065, 4: 0.0080, 8: 0.0081, 16: 0.0082}
+    bands = {1: [1.0, 1.0], 4: [1.05, 1.21], 8: [1.1, 1.42], 16: [1.1, 1.57]}
+    policy = AutoWindow(max_window=16, memory=WindowMemory(prior={8: bands}))
+    state, total, chosen, easy = FakeState(rows=8), dict.fromkeys(bands, 0.0), [], []
+    state.length = 400
+    while int(state.n[0]) < 390:
+        L = policy(state)
+        (easy if int(state.n[0]) >= 200 else chosen).append(L)
+        tokens = bands[L][int(state.n[0]) >= 200]
+        total[L] += tokens
+        _step(policy, state, torch.full((8,), int(total[L]) - int(total[L] - tokens)), seconds[L])
+    assert chosen[:8] == [1] * 4 + [4] * 4 and not {8, 16} & set(chosen) and easy.count(16) > 0.8 * len(easy)
+
+
 def test_with_a_prior_auto_probes_no_width_that_cannot_win_at_the_least_it_can_cost():
     # 16 rows on emoji-image: steps of 8.7, 13.6 and 28 ms at 1, 4 and 16. By the prior, 16 gives 1.41 tokens per
     # step: even at the cost of 4 it would give 104 tokens/s against AR's 115, so it never runs; and 4, 26% behind

@@ -91,10 +91,16 @@ class AutoWindow(Estimate):
     def _could_win(self, L: int) -> bool:
         """With a prior: whether width L, not timed, could beat the widths timed narrower at the least its step can
         cost: that of the widest of them plus the slope between the last two, bent as much again as it bent from the
-        two before (with only two: at one row as much as it ever bends, `bend`; at a batch not at all), times
-        `slack`. A step's cost is concave in its positions on a CPU at one row (the slope falls to about a quarter
-        from 1 to 16 positions) and nearly linear, or worse, at many rows, where a bent line would probe wide widths
-        whose steps cost several AR steps each."""
+        two before (with only two: at one row as much as it ever bends, `bend`; at a batch not at all, and flat from
+        plain AR, see below), times `slack`. A step's cost is concave in its positions on a CPU at one row (the slope
+        falls to about a quarter from 1 to 16 positions) and nearly linear, or worse, between wide widths at many
+        rows, where a bent line would probe wide widths whose steps cost several AR steps each.
+
+        At a batch, a line from plain AR and one wider width says nothing of the cost per position: a step of 1
+        drafts and verifies nothing, a step of any wider window pays its drafter and verifier once, whatever its
+        width, and of the climb from AR to the wider width that fixed cost is most on a GPU (where a step of 16
+        costs about what a step of 4 does) and little on a CPU (where it costs about 3 times as much). Only the cost
+        of the width timed is sure then, and a stretch of the next width times the slope."""
         ran = [W for W in self.candidates if W < L and self.seconds[W]]
         if not ran:
             return True
@@ -108,7 +114,7 @@ class AutoWindow(Estimate):
         if len(ran) > 1:
             b, c = ran[-2:]
             slope = (cost[c] - cost[b]) / (c - b)
-            bend = self.bend if self.rows <= 1 else 1.0
+            bend = self.bend if self.rows <= 1 else 0.0 if b == 1 else 1.0
             if len(ran) > 2:
                 a = ran[-3]
                 before = (cost[b] - cost[a]) / (b - a)
@@ -171,11 +177,13 @@ class AutoWindow(Estimate):
         if not due:
             return [best] * self.recheck
         again = min(due, key=lambda L: (self.measured[L], -self.rate(L)))
-        if self.expected and self.rows == 1 and (self.rate(again) > self.margin * self.rate(best) if self.seconds[again]
-                                                 else self._could_win(again)):
-            # at one row, a width that wins by the prior where the output now is (a new band, or a cost timed long
-            # ago) runs at once: its steps commit too. (Not at a batch: there a wide step costs several AR steps, and
-            # the least a width not timed can cost is no bound, its cost growing faster than its positions.)
+        if self.expected and (self._could_win(again) if not self.seconds[again] else
+                              self.rows == 1 and self.rate(again) > self.margin * self.rate(best)):
+            # a width not timed that could win where the output now is, at the least its step can cost, runs at once:
+            # at a batch a recheck waits a quarter of a generation or more, longer than a band of the output, and a
+            # width left untimed in the hard first bands would miss the easy ones. At one row also a width timed that
+            # wins by the prior where the output now is (a new band, or a cost timed long ago): its steps commit too.
+            # (Not at a batch: there its stretch, timed to lose, costs wide steps.)
             return [again] * (self.stretch + self._warmup(again, best))
         # a losing width waits twice as long for its next recheck; not at one row with a prior, where a recheck of a
         # wide width is cheap (its steps commit too) and plain AR, measuring no acceptance, would otherwise miss the
