@@ -2,7 +2,7 @@
 end as they did before, and against plain AR, in the same run.
 
 A batch of the four prompts x `--per-prompt` runs `exact` at each window (fixed widths, or `auto` from a cold window
-memory) twice per round: once as shipped, once with `ActiveRows.follow` disabled (every row runs every forward to
+memory) twice per round: once as shipped, once with `Rows.follow` disabled (every row runs every forward to
 the end). `ar` runs in every round too; the best CPU time of the rounds is kept. On video every run gets the same
 first frames, rendered once by the image model.
 
@@ -16,7 +16,7 @@ import time
 
 import torch
 
-from mmspec.adapters.rows import ActiveRows
+from mmspec.adapters.rows import Rows
 from mmspec.bench import PROMPTS
 from mmspec.pipelines import load_pipeline
 from mmspec.window import WindowMemories
@@ -41,19 +41,19 @@ def main(argv=None) -> dict:
     windows = [w if w == "auto" else int(w) for w in args.windows.split(",")]
     runs = [("ar", 1, True)] + [(w, w, leave) for w in windows for leave in (True, False)]
     best = {run: float("inf") for run in runs}
-    forwards, follow = {}, ActiveRows.follow
+    forwards, follow = {}, Rows.follow
     pipe(prompts, method="ar", **call)  # warm-up
     for _ in range(args.rounds):
         for run in runs:
             name, window, leave = run
-            ActiveRows.follow = follow if leave else (lambda self, active, running: None)
+            Rows.follow = follow if leave else (lambda self, active, running: None)
             pipe.window_memory = WindowMemories(None, pipe.window_memory.device, pipe.window_memory.prior,
                                                  pipe.window_memory.greedy_prior)
             c0 = time.process_time()
             out = pipe(prompts, method="ar" if name == "ar" else "exact", window=window, **call)
             best[run] = min(best[run], time.process_time() - c0)
             forwards[run] = out.stats.total_nfe
-    ActiveRows.follow = follow
+    Rows.follow = follow
     rows = len(prompts) * args.per_prompt
     table = {f"{name}{'' if name == 'ar' else (', rows leave' if leave else ', rows stay')}":
              {"seconds": round(best[(name, w, leave)], 3), "vs_ar": round(best[runs[0]] / best[(name, w, leave)], 3),

@@ -6,8 +6,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from mmspec.adapters.base import Selects, Target
-from mmspec.adapters.rows import ActiveRows
+from mmspec.adapters.base import Target
 from mmspec.layouts import FREE, Layout
 from mmspec.loop import decode
 from mmspec.memory import plan, row_bytes
@@ -128,10 +127,6 @@ def _run(target, condition, layout, *, method, policy, sampling, L, seed, num_sa
     session = target.session(condition, layout, cfg=sampling.cfg, num_samples=num_samples,
                              max_window=L + method.tree_nodes)
     B, device = session.batch_size, session.device
-    # rows that are done leave the forwards; a compiled step keeps its shapes (every row), but on a CPU the steps after
-    # a row has left run eager (mmspec.executor): its rows that are done cost more than the compiled step saves
-    if B > 1 and isinstance(session, Selects) and (not compile or torch.device(device).type == "cpu"):
-        session = ActiveRows(session)
     seeds = _seeds(seed, B)
     N = layout.length
     state = DecodeState(

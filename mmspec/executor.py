@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from mmspec.adapters.base import FollowsRows
 from mmspec.steps import Draft, Window
 
 if TYPE_CHECKING:
+    from mmspec.adapters.rows import Rows
     from mmspec.loop import VerifyStep
     from mmspec.state import DecodeState
 
@@ -36,9 +36,10 @@ class Executor:
     once. Once rows have left the forwards (on a CPU) the steps run eager.
     """
 
-    def __init__(self, step: "VerifyStep", state: "DecodeState", compile: "bool | dict" = False):
-        self.step, self.session = step, step.session
-        self.follows = isinstance(self.session, FollowsRows)  # its rows that are done may leave
+    def __init__(self, step: "VerifyStep", state: "DecodeState", compile: "bool | dict" = False,
+                 rows: "Rows | None" = None):
+        """rows: the rows the step's session is narrowed to (None: it runs every row to the end)."""
+        self.step, self.session, self.rows = step, step.session, rows
         self.run, self.compiled = step, bool(compile)
         self.widths: dict[int, torch.Tensor] = {}  # L -> L as a tensor (a compiled step's drafts end there)
         if compile:
@@ -62,7 +63,7 @@ class Executor:
     def __call__(self, state: "DecodeState", draft, window: Window):
         """The step over the drafts of `window` -> (verdict, logp [B, W, V], k [B])."""
         L = window.L
-        if not self.compiled or self.follows and not self.session.all_rows:  # rows have left (on a CPU): eager
+        if not self.compiled or self.rows is not None and not self.rows.all:  # rows have left (on a CPU): eager
             return self.step(state, draft, L, window.in_step)
         width = self.widths.get(L)
         if width is None:
@@ -78,6 +79,13 @@ class Executor:
         if self.faster is not None:
             self.faster.record(key, compiled, time.perf_counter() - t)
         return out
+
+
+def rows_may_leave(compile: "bool | dict", device: torch.device) -> bool:
+    """Whether the target's rows that are done may leave its forwards: a compiled step keeps its shapes (every row),
+    but on a CPU the steps after a row has left run eager: its rows that are done cost more than the compiled step
+    saves."""
+    return not compile or device.type == "cpu"
 
 
 class Faster:

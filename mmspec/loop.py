@@ -2,7 +2,9 @@
 
 Every row of the batch verifies the same number of positions per forward (static shapes) but has
 its own committed length, acceptance and random streams; rows that are done ride along masked, and
-leave the target's forwards where the session can drop them (mmspec.adapters.rows.ActiveRows).
+leave the forwards of every session that can drop them: the loop follows the rows still running
+(mmspec.adapters.rows.Rows), narrows the target's session to them, and hands drafters that session and the `Rows`
+to narrow the sessions they open themselves.
 The window policy may change L from step to step; each step's verification is lossless by itself.
 
 The loop decides L and when to stop: one read of the device per step (how many rows still run).
@@ -12,14 +14,16 @@ compiles whole (`compile=True`: one graph per window width; CUDA graphs on a GPU
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Callable
 
 import torch
 
-from mmspec.adapters.base import FollowsRows, Session
+from mmspec.adapters.base import Session
+from mmspec.adapters.rows import Rows
 from mmspec.drafters.base import Drafter
-from mmspec.executor import Executor
+from mmspec.executor import Executor, rows_may_leave
 from mmspec.state import DecodeState
 from mmspec.stats import Stats
 from mmspec.steps import Context, Draft, DraftRecord, TokenTree, TreeDraft, Verdict, Window
@@ -38,20 +42,21 @@ def decode(session: Session, drafter: Drafter, verifier: Verifier, policy: Windo
     t0 = time.perf_counter()
     stats = Stats.empty(state.batch_size, state.length, policy.max_window, state.seq.device)
     commit_step = torch.full_like(state.seq, -1)  # [B, N + max_window]
-    step = Executor(VerifyStep(session, verifier, state, stats, commit_step, stop_tokens), state, compile)
+    device = torch.device(session.device)
+    rows = Rows(state.batch_size)  # the rows still running: every session narrowed to them drops the others
+    target = rows.narrow(session) if rows_may_leave(compile, device) else session
+    step = Executor(VerifyStep(target, verifier, state, stats, commit_step, stop_tokens), state, compile,
+                    None if target is session else rows)
     # rows whose forwards write the same cache slots need no attention mask and no per-row cache writes: on a CPU
     # (a static cache masks and writes by row anyway) a policy may ask the batch to stay in step (`in_step`)
-    device = torch.device(session.device)
     keep_in_step = state.batch_size > 1 and device.type == "cpu"
-    drafter.start(state, context or Context())
-    policy.start(session, state)
-    follow = session.follow if isinstance(session, FollowsRows) else None  # rows that are done leave its forwards
+    drafter.start(state, dataclasses.replace(context or Context(), session=target, rows=rows))
+    policy.start(target, state)
     while True:
         running = int(state.active.sum())  # the step's one read of the device
         if not running:
             break
-        if follow is not None:
-            follow(state.active, running)
+        rows.follow(state.active, running)
         t_step = time.perf_counter()  # the previous step's work is done: the read waited for it
         asked = _checked(policy(state), state.max_window)
         ahead = state.forced_ahead()

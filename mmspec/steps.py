@@ -1,11 +1,12 @@
 """What one decode step passes between drafter, verifier and loop: plain, frozen records, no behaviour."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
 import torch
 
+from mmspec.adapters.rows import Rows
 from mmspec.tree import Tree
 
 
@@ -160,11 +161,14 @@ class Verdict:
 class Context:
     """What drafters may need beyond the decode state, given once at `start`: the target's condition and the
     rows per condition (a draft model conditions on them), the prompt's ids in the target vocabulary (n-gram
-    lookup), the ids random drafts come from (e.g. only visual tokens; None: all) and the target's session (a
-    draft head reads its features and embeddings)."""
+    lookup), the ids random drafts come from (e.g. only visual tokens; None: all), the target's session (a
+    draft head reads its features and embeddings) and the rows still generating (`rows`, the loop's: a session a
+    drafter opens itself runs only them once narrowed to them, `rows.narrow(session)`; the target's session comes
+    narrowed already)."""
 
     session: Any = None
     condition: Any = None
     num_samples: int = 1
     prompt: list[torch.Tensor] | None = None
     draft_vocab: torch.Tensor | None = None
+    rows: Rows = field(default_factory=lambda: Rows(1))  # (a batch of one: no row ever leaves)

@@ -51,22 +51,9 @@ class Session(Protocol):
 @runtime_checkable
 class Selects(Protocol):
     """What a session may offer beyond `Session`: its rows can leave. `select(rows)` keeps only the batch rows `rows`
-    [B'] (and their CFG null rows), in that order (PrefixSession has it; mmspec.adapters.rows.ActiveRows uses it)."""
+    [B'] (and their CFG null rows), in that order (PrefixSession has it; the loop's mmspec.adapters.rows.Rows calls it)."""
 
     def select(self, rows: torch.Tensor) -> None:
-        ...
-
-
-@runtime_checkable
-class FollowsRows(Protocol):
-    """A session that drops the rows that are done (mmspec.adapters.rows.ActiveRows): before each step the loop says
-    which rows still run; `all_rows` is whether every row of the batch is still in its forwards."""
-
-    @property
-    def all_rows(self) -> bool:
-        ...
-
-    def follow(self, active: torch.Tensor, running: int) -> None:
         ...
 
 
@@ -144,7 +131,7 @@ class PrefixSession:
 
     def select(self, rows: torch.Tensor) -> None:
         """Keep only the batch rows `rows` [B'] (and their CFG null rows), in that order: rows that are done leave
-        the cache and every later forward (mmspec.adapters.rows.ActiveRows)."""
+        the cache and every later forward (mmspec.adapters.rows)."""
         if self.prompt is not None:
             self.prompt = [self.prompt[r] for r in rows.tolist()]
         R = torch.cat([rows, rows + self.batch_size]) if self.cfg else rows

@@ -1,31 +1,95 @@
-"""Rows that are done leave the batch: a session whose forwards run only the rows still generating.
+"""Rows that are done leave the batch: sessions whose forwards run only the rows still generating.
 
 A batch's rows finish apart: a speculative window lets each row's committed prefix race ahead at its own pace (at a
-fixed 8 on emoji-video's 8 mixed rows they take 90-152 forwards), and a row that is done used to ride along to the
-end, a full row of every forward. `ActiveRows` wraps a session that can drop rows (`select`) and, once the loop says
-which rows still run (`follow`), hands it those rows only. Outside, the batch keeps its rows and their numbers:
-drafters, verifiers, the state and hooks see all B, and a done row gets logits of zero (a uniform p) and features of
-zero, which nothing commits (the loop commits no token to a row that is done). Rows only ever finish, so the rows run
-only shrink, and each `follow` that drops some copies the cache once.
+fixed 8 on emoji-video's 8 mixed rows they take 90-152 forwards), and a row that is done would otherwise ride along to
+the end, a full row of every forward. The loop owns one `Rows` per generation and says once a step which rows still
+run (`follow`); every session narrowed to it (`narrow`: the target's, a draft model's; a draft head's cache follows it
+too) drops the others then, in one place. Outside, the batch keeps its rows and their numbers: drafters, verifiers,
+the state and hooks see all B, and a done row gets logits of zero (a uniform p) and features of zero, which nothing
+commits (the loop commits no token to a row that is done). Rows only ever finish, so the rows run only shrink, and
+each `follow` that drops some copies every narrowed cache once.
 """
 from __future__ import annotations
 
 import torch
 
+from mmspec.adapters.base import Selects
 from mmspec.tree import Tree
 
 
-class ActiveRows:
-    def __init__(self, session):
-        self.inner = session
-        self.batch_size, self.vocab_size, self.device = session.batch_size, session.vocab_size, session.device
-        self.prompt, self.draft_vocab = session.prompt, session.draft_vocab
-        self.rows: torch.Tensor | None = None  # [B'] the batch rows the inner session runs, ascending (None: all)
+class Rows:
+    """The batch rows still generating, as the loop last read them: `rows` [B'] ascending (None: all of the batch)."""
+
+    def __init__(self, batch_size: int):
+        self.batch_size = batch_size
+        self.rows: torch.Tensor | None = None
+        self.followers: list[Selects] = []  # what drops the rows that leave, each holding the rows run now
+        self._run: dict[int, torch.Tensor] = {}  # copies -> [c * B'] the rows run in a batch held c times over
+
+    def add(self, follower: Selects) -> None:
+        """`follower.select(kept)` keeps only the rows at places `kept` [B'] of those it holds, when rows leave."""
+        self.followers.append(follower)
 
     @property
-    def all_rows(self) -> bool:
-        """Whether the inner session still runs every row of the batch."""
+    def all(self) -> bool:
+        """Whether every row of the batch still runs."""
         return self.rows is None
+
+    def follow(self, active: torch.Tensor, running: int) -> None:
+        """active [B] bool: the rows still generating, `running` of them (the loop's read of the device); the others
+        leave every follower for good. Nothing to do while as many run as before."""
+        if running == (self.batch_size if self.rows is None else len(self.rows)):
+            return
+        rows = active.nonzero().squeeze(1)  # [B']
+        kept = rows if self.rows is None else torch.searchsorted(self.rows, rows)  # their places in what is held
+        for follower in self.followers:
+            follower.select(kept)
+        self.rows, self._run = rows, {}
+
+    def narrow(self, session):
+        """A session (that can drop rows) -> one whose forwards run the rows still generating; others as they are."""
+        if self.batch_size > 1 and isinstance(session, Selects):
+            return ActiveRows(session, self)
+        return session
+
+    def run(self, copies: int = 1) -> torch.Tensor | None:
+        """[c * B'] the rows run among a batch held `copies` times over (CFG's null rows after); None: all."""
+        if self.rows is None:
+            return None
+        if copies not in self._run:
+            self._run[copies] = with_copies(self.rows, self.batch_size, copies)
+        return self._run[copies]
+
+    def tree(self, tree: Tree) -> Tree:
+        """A tree for the whole batch -> for the rows run (a per-row tree's rows; a shared tree as it is)."""
+        if self.rows is None or tree.visible.dim() == 2:
+            return tree
+        run = self.run(tree.visible.shape[0] // self.batch_size)
+        offset = tree.offset[run] if tree.offset.dim() == 2 else tree.offset
+        return Tree(offset, tree.visible[run], tree.chain, tree.depth)
+
+    def whole(self, x: torch.Tensor | None) -> torch.Tensor | None:
+        """[c * B', ...] of the rows run (CFG's null rows after the others) -> [c * B, ...], zeros for the rows that
+        are done."""
+        if x is None or self.rows is None:
+            return x
+        c = x.shape[0] // len(self.rows)
+        return scatter_rows(x, self.run(c), c * self.batch_size)
+
+
+class ActiveRows:
+    """A session narrowed to the rows still generating (`Rows`): the whole batch outside, those rows inside."""
+
+    def __init__(self, session, rows: Rows):
+        self.inner, self.running = session, rows
+        self.batch_size, self.vocab_size, self.device = session.batch_size, session.vocab_size, session.device
+        self.prompt, self.draft_vocab = session.prompt, session.draft_vocab
+        rows.add(session)
+
+    @property
+    def rows(self) -> torch.Tensor | None:
+        """[B'] the batch rows the inner session runs, ascending (None: all)."""
+        return self.running.rows
 
     @property
     def taps(self) -> tuple[int, ...]:
@@ -37,27 +101,15 @@ class ActiveRows:
 
     @property
     def features(self) -> torch.Tensor | None:
-        return self._whole(self.inner.features)
-
-    def follow(self, active: torch.Tensor, running: int) -> None:
-        """active [B] bool: the rows still generating, `running` of them (the caller's read of the device); the others
-        leave the inner session for good. Nothing to do while as many run as before."""
-        if running == (self.batch_size if self.rows is None else len(self.rows)):
-            return
-        rows = active.nonzero().squeeze(1)  # [B']
-        kept = rows if self.rows is None else torch.searchsorted(self.rows, rows)  # their places in the inner batch
-        self.inner.select(kept)
-        self.rows = rows
+        return self.running.whole(self.inner.features)
 
     def forward(self, tokens: torch.Tensor, start: torch.Tensor, tree: Tree | None = None):
         rows = self.rows
         if rows is None:
             return self.inner.forward(tokens, start, tree)
-        if tree is not None and tree.visible.dim() == 3:  # a per-row tree (CFG's null rows are the session's)
-            offset = tree.offset[rows] if tree.offset.dim() == 2 else tree.offset
-            tree = Tree(offset, tree.visible[rows], tree.chain, tree.depth)
+        tree = None if tree is None else self.running.tree(tree)  # (CFG's null rows are the inner session's)
         cond, null = self.inner.forward(tokens[rows], start[rows], tree)
-        return self._whole(cond), self._whole(null)
+        return self.running.whole(cond), self.running.whole(null)
 
     def embed(self, tokens: torch.Tensor) -> torch.Tensor:
         return self.inner.embed(tokens)
@@ -67,14 +119,6 @@ class ActiveRows:
 
     def buffers(self) -> list[torch.Tensor]:
         return self.inner.buffers()
-
-    def _whole(self, x: torch.Tensor | None) -> torch.Tensor | None:
-        """[c * B', ...] of the rows run (c = 2 with CFG's null rows after the others) -> [c * B, ...], zeros for the
-        rows that are done."""
-        if x is None or self.rows is None:
-            return x
-        c = x.shape[0] // len(self.rows)
-        return scatter_rows(x, with_copies(self.rows, self.batch_size, c), c * self.batch_size)
 
 
 def with_copies(rows: torch.Tensor, batch: int, copies: int) -> torch.Tensor:

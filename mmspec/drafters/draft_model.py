@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from mmspec.adapters.base import Selects, Target, window_index
-from mmspec.adapters.rows import ActiveRows
+from mmspec.adapters.base import Target, window_index
 from mmspec.tree import forest
 from mmspec.sampling import Sampling, sample_from
 from mmspec.state import DecodeState
@@ -32,8 +31,7 @@ class DraftModelDrafter:
         self._sampling = self.sampling or state.sampling
         session = self.model.session(context.condition, state.layout, cfg=self._sampling.cfg,
                                      num_samples=context.num_samples, max_window=state.max_window + 1 + self.tree_nodes)
-        # rows that are done leave the draft model's forwards too (as the target's: mmspec.adapters.rows)
-        self.session = ActiveRows(session) if state.batch_size > 1 and isinstance(session, Selects) else session
+        self.session = context.rows.narrow(session)  # rows that are done leave its forwards, as the target's
         self.synced = torch.full_like(state.n, -1)  # [B] the draft cache holds committed indices < synced
         self.fed = None  # [B] indices < fed were fed by the last propose (None: it drafted nothing)
 
@@ -42,10 +40,7 @@ class DraftModelDrafter:
         self.fed = None
         if L == 1:
             return Draft.copied(state.seq.new_zeros(B, 0))
-        # indices synced .. n-1 (the last one `pending`), and the rows still running: one read of the device
-        width, running = torch.stack([(state.n - self.synced).max(), state.active.sum()]).tolist()
-        if isinstance(self.session, ActiveRows):
-            self.session.follow(state.active, running)
+        width = int((state.n - self.synced).max())  # indices synced .. n-1 (the last one `pending`)
         # a row that needs fewer than `width` tokens may reach back past index -1 (early rows, when another
         # row re-feeds a proactive branch): it starts at -1 instead, and its pending token sits at column n - start - 1
         start = (state.n - width).clamp(min=-1)

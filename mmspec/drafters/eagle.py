@@ -37,7 +37,7 @@ import dataclasses
 import torch
 
 from mmspec.adapters.base import Session
-from mmspec.adapters.rows import scatter_rows, with_copies
+from mmspec.adapters.rows import Rows, with_copies
 from mmspec.cache import StaticKVCache
 from mmspec.drafters.base import Drafter
 from mmspec.reference.eagle import EagleHead
@@ -51,16 +51,17 @@ DRAWS = ("sample", "gumbel")
 
 class HeadSession:
     """The head's cache and positions for one generation: rows as the target session's (CFG's null rows after).
-    Rows that are done leave the head's forwards when they leave the target's (mmspec.adapters.rows.ActiveRows):
-    callers keep passing and getting all rows, done ones getting zeros, as from the target."""
+    Rows that are done leave the head's forwards (`running`, the loop's mmspec.adapters.rows.Rows): callers keep
+    passing and getting all rows, done ones getting zeros, as from the target."""
 
-    def __init__(self, head: EagleHead, target: Session, state: DecodeState, rows: int, room: int = 0):
+    def __init__(self, head: EagleHead, target: Session, state: DecodeState, rows: int, room: int = 0,
+                 running: Rows | None = None):
         cfg, device = head.config, state.seq.device
         dtype = head.lm_head.weight.dtype
         self.head, self.target = head, target
-        self.batch, self.copies = state.batch_size, rows // state.batch_size
-        self.running: torch.Tensor | None = None  # [B'] the batch rows the cache holds, as the target's (None: all)
-        self.run: torch.Tensor | None = None  # [c * B'] their rows among the head's (CFG's null rows after)
+        self.held, self.copies = state.batch_size, rows // state.batch_size  # batch rows the cache holds, c
+        self.running = Rows(1) if running is None else running  # (a default Rows never drops a row)
+        self.running.add(self)
         max_len = state.length + state.max_window + 1 + room  # room: slots past a window's (a tree's nodes, ...)
         self.cache = StaticKVCache(1, rows, cfg.num_key_value_heads, max_len, cfg.head_dim, dtype=dtype, device=device)
         positions = state.layout.positions().to(device)  # [N, A]; drafts past the end take the last position
@@ -82,15 +83,12 @@ class HeadSession:
         With a `tree` (mmspec.tree), pair w sits in slot start + w at index start + tree.offset[w] (its RoPE
         position) and attends to the slots before the tree's A and to those of them tree.visible[w] names."""
         head, R = self.head, tokens.shape[0]
-        if tree is not None:
-            tree = tree.rows(R)
-        run = self._follow()
-        if run is not None:  # only the rows the target still runs
+        run = self.running.run(self.copies)
+        if run is not None:  # only the rows still running
             hidden, tokens, start = hidden[run], tokens[run], start[run]
             columns = None if columns is None else columns[run]
-            if tree is not None and tree.visible.dim() == 3:
-                tree = Tree(tree.offset[run] if tree.offset.dim() == 2 else tree.offset, tree.visible[run],
-                            tree.chain, tree.depth)
+        if tree is not None:
+            tree = self.running.tree(tree.rows(R))
         slots = start[:, None] + torch.arange(tokens.shape[1], device=start.device)  # [R, T]
         index = slots if tree is None else start[:, None] + tree.offset  # [R, T] generated index of each pair
         view = self.cache.view(slots, None if tree is None else tree.visible)
@@ -108,20 +106,13 @@ class HeadSession:
         out, logits = head.attend(hidden, q, k, v, mask)
         self.cache.advance(slots)
         logits = logits.float()
-        if run is not None:  # [R', ..] -> [R, ..], zeros for the rows that are done
-            out, logits = scatter_rows(out, run, R), scatter_rows(logits, run, R)
+        out, logits = self.running.whole(out), self.running.whole(logits)  # [R', ..] -> [R, ..], zeros for done rows
         return out, logits if self.to_target is None else self.to_target(logits)
 
-    def _follow(self) -> "torch.Tensor | None":
-        """The rows the target runs now (its `rows`, None: all) -> the head's rows to run ([c * B'], None: all); when
-        they changed, the cache keeps only those, one copy (rows only ever leave)."""
-        rows = getattr(self.target, "rows", None)
-        if rows is not self.running:
-            held = self.batch if self.running is None else len(self.running)
-            kept = rows if self.running is None else torch.searchsorted(self.running, rows)  # places in the cache
-            self.cache.select(with_copies(kept, held, self.copies))
-            self.running, self.run = rows, with_copies(rows, self.batch, self.copies)
-        return self.run
+    def select(self, kept: torch.Tensor) -> None:
+        """Keep the rows at places `kept` [B'] of those the cache holds, and their copies (rows only ever leave)."""
+        self.cache.select(with_copies(kept, self.held, self.copies))
+        self.held = len(kept)
 
 
 class _Pending:
@@ -188,7 +179,7 @@ class EagleDrafter:
         # slots past the end: a tree's nodes, and a catch-up's columns after a row that waited (kept in step) or is
         # done, up to WAIT past its first waiting index
         room = self.tree_nodes + max(state.max_window - 2, 0) * self.tree_level + self.WAIT
-        self.session = HeadSession(self.head, target, state, state.batch_size * self.rows, room)
+        self.session = HeadSession(self.head, target, state, state.batch_size * self.rows, room, context.rows)
         self.h = self.z = None  # [R, H] the head's last output, [R, V] its logits for index n (None: no features yet)
         self.pending = _Pending(self.WAIT)
 

@@ -1,9 +1,11 @@
-"""Rows that are done leave the target's forwards (mmspec.adapters.rows.ActiveRows) and change nothing else."""
+"""Rows that are done leave the forwards (mmspec.adapters.rows: the loop's Rows, sessions narrowed to them) and change
+nothing else."""
 import pytest
 import torch
 
 import mmspec
-from mmspec.adapters.rows import ActiveRows
+import mmspec.adapters.rows
+from mmspec.adapters.rows import ActiveRows, Rows
 from tiny import CycleWindow, tiny_gpt, tiny_head
 
 SAMPLING = mmspec.Sampling(temperature=0.9, top_k=12, cfg_scale=2.5)
@@ -54,7 +56,7 @@ def test_rows_that_are_done_leave_the_forwards_and_nothing_else_changes(method, 
     rows = _forward_rows(monkeypatch)
     got = _run(method, sampling, window=CycleWindow((5, 2, 7)))
     ran = list(rows)
-    monkeypatch.setattr(ActiveRows, "follow", lambda self, active, running: None)  # every row to the end, as before
+    monkeypatch.setattr(Rows, "follow", lambda self, active, running: None)  # every row to the end, as before
     _same(got, _run(method, sampling, window=CycleWindow((5, 2, 7))))
     if method != "ar":  # (AR's rows finish together)
         assert ran[0] == 6 and min(ran) < 6, "no row left the batch"
@@ -71,18 +73,16 @@ class RowsRolled(ActiveRows):
     """Wrong: the rows run keep their caches but are handed each other's tokens (one place off)."""
 
     def forward(self, tokens, start, tree=None):
-        if self.rows is None:
-            return super().forward(tokens, start, tree)
-        rows, self.rows = self.rows, self.rows.roll(1)
-        try:
-            return super().forward(tokens, start, tree)
-        finally:
-            self.rows = rows
+        if self.rows is not None:
+            order = torch.arange(len(tokens), device=tokens.device)
+            order[self.rows] = self.rows.roll(1)
+            tokens, start = tokens[order], start[order]
+        return super().forward(tokens, start, tree)
 
 
 def test_the_comparison_catches_rows_mixed_up(monkeypatch):
     good = _run("coupled")
-    monkeypatch.setattr(mmspec.api, "ActiveRows", RowsRolled)
+    monkeypatch.setattr(mmspec.adapters.rows, "ActiveRows", RowsRolled)
     assert not torch.equal(_run("coupled").tokens, good.tokens)
 
 
@@ -133,7 +133,7 @@ def test_text_rows_that_stop_early_leave_too(method, monkeypatch):
     rows = _forward_rows(monkeypatch)
     got = run()
     assert len(set(got.lengths.tolist())) > 2 and min(rows) < 4  # rows stopped apart and left
-    monkeypatch.setattr(ActiveRows, "follow", lambda self, active, running: None)
+    monkeypatch.setattr(Rows, "follow", lambda self, active, running: None)
     _same(got, run())
 
 
@@ -161,11 +161,12 @@ def test_a_draft_heads_rows_leave_its_forwards_too(method, monkeypatch):
     rows, forward = [], HeadSession.forward
 
     def counted(self, hidden, tokens, start, columns=None, tree=None):
-        rows.append(len(self.run) if self.run is not None else tokens.shape[0])
+        run = self.running.run(self.copies)
+        rows.append(tokens.shape[0] if run is None else len(run))
         return forward(self, hidden, tokens, start, columns, tree)
 
     monkeypatch.setattr(HeadSession, "forward", counted)
     got = _run(method, window=4)
     assert rows[0] == 12 and min(rows) < 12 and rows == sorted(rows, reverse=True)  # 6 rows and their null rows
-    monkeypatch.setattr(ActiveRows, "follow", lambda self, active, running: None)  # the head follows the target
+    monkeypatch.setattr(Rows, "follow", lambda self, active, running: None)  # no row leaves any forward
     _same(got, _run(method, window=4))
