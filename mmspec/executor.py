@@ -61,21 +61,22 @@ class Executor:
         self.faster = Faster() if compile and self.session.device.type == "cpu" else None
 
     def __call__(self, state: "DecodeState", draft, window: Window):
-        """The step over the drafts of `window` -> (verdict, logp [B, W, V], k [B])."""
-        L = window.L
+        """The step over the drafts for `window` -> (verdict, logp [B, W, V], k [B]). It verifies L = the drafts' slots
+        + 1 positions (a drafter may draft fewer than the window asked for); a token tree never stays in step."""
+        L, in_step = draft.slots + 1, window.in_step and draft.tree is None
         if not self.compiled or self.rows is not None and not self.rows.all:  # rows have left (on a CPU): eager
-            return self.step(state, draft, L, window.in_step)
+            return self.step(state, draft, L, in_step)
         width = self.widths.get(L)
         if width is None:
             width = self.widths[L] = torch.tensor(L, device=state.seq.device)
-        bucket = min(1 << (L - 1).bit_length(), window.asked) if draft.tree is None else L  # (a chain is padded)
+        bucket = min(1 << (L - 1).bit_length(), window.L) if draft.tree is None else L  # (a chain is padded)
         key = (bucket, type(draft))
         compiled = self.faster is None or self.faster.compiled(key)
         t = time.perf_counter()
         if compiled:
-            out = self.run(state, draft if bucket == L else _padded(draft, bucket - 1), bucket, window.in_step, width)
+            out = self.run(state, draft if bucket == L else _padded(draft, bucket - 1), bucket, in_step, width)
         else:
-            out = self.step(state, draft, L, window.in_step)
+            out = self.step(state, draft, L, in_step)
         if self.faster is not None:
             self.faster.record(key, compiled, time.perf_counter() - t)
         return out

@@ -58,21 +58,18 @@ def decode(session: Session, drafter: Drafter, verifier: Verifier, policy: Windo
             break
         rows.follow(state.active, running)
         t_step = time.perf_counter()  # the previous step's work is done: the read waited for it
-        asked = _checked(policy(state), state.max_window)
+        L = _checked(policy(state), state.max_window)
         ahead = state.forced_ahead()
-        widened = ahead >= asked  # forced tokens fill the window: take their whole run and the token after it
-        if widened:
-            asked = min(ahead + 1, state.max_window)
-        draft = drafter.propose(state, asked)
-        # a drafter may draft fewer than asked (a lookup with nothing to look up)
-        window = Window(asked, widened, draft.slots + 1,
-                        keep_in_step and getattr(policy, "in_step", False) and draft.tree is None)
+        widened = ahead >= L  # forced tokens fill the window: take their whole run and the token after it
+        window = Window(min(ahead + 1, state.max_window) if widened else L, widened,
+                        keep_in_step and getattr(policy, "in_step", False))
+        draft = drafter.propose(state, window)  # D = window.D draft slots, or fewer
         verdict, logp, k = step(state, draft, window)
         t_hook = time.perf_counter()
         if on_commit is not None:
             on_commit(state, k)
         t_hook = time.perf_counter() - t_hook
-        drafter.update(state, draft, verdict, logp[:, :window.L], k)
+        drafter.update(state, draft, verdict, logp[:, :draft.slots + 1], k)
         if not window.widened:  # not the policy's width, nor its cost
             policy.observe(state, k, _elapsed(t_step, device) - t_hook)
         state.step += 1

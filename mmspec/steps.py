@@ -1,6 +1,7 @@
 """What one decode step passes between drafter, verifier and loop: plain, frozen records, no behaviour."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
@@ -134,17 +135,22 @@ class TokenTree:
 
 @dataclass(frozen=True)
 class Window:
-    """One step's window, decided once by the loop and handed down: the positions the policy `asked` for (widened
-    over a run of forced tokens and the token after it: `widened`), L the positions verified (a drafter may draft
-    fewer than asked: D = L - 1 draft slots), and whether the batch's rows stay in step (`in_step`)."""
-    asked: int
-    widened: bool
+    """One step's window, built once by the loop before anything is drafted and handed down to the drafter and the
+    executor: L the positions asked for (the policy's, or widened over a run of forced tokens and the token after
+    it: `widened`), D = L - 1 the draft slots to fill, and whether the batch's rows may stay in step (`in_step`). A
+    drafter may draft fewer slots (`DraftRecord.slots`, a lookup with nothing to look up): the step verifies as many
+    plus one, padded back towards L where it is compiled (mmspec.executor)."""
     L: int
+    widened: bool = False
     in_step: bool = False
 
     @property
     def D(self) -> int:
         return self.L - 1
+
+    def asking(self, L: int) -> "Window":
+        """The same step's window asking for L positions (a drafter that asks a part of it for fewer)."""
+        return dataclasses.replace(self, L=L)
 
 
 @dataclass(frozen=True)

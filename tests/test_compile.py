@@ -182,8 +182,8 @@ class ShortChains:
     def start(self, state, context):
         pass
 
-    def propose(self, state, L):
-        W = min(self.lengths[state.step % len(self.lengths)], L - 1)
+    def propose(self, state, window):
+        W = min(self.lengths[state.step % len(self.lengths)], window.D)
         q = self.q.expand(state.batch_size, W, -1).contiguous()  # [B, W, V]
         tokens = mmspec.sampling.sample_from(q, state.streams.uniform(W).to(q.device))
         return mmspec.steps.Draft(tokens, q, torch.zeros_like(tokens, dtype=torch.bool))

@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import torch
 
-from mmspec.steps import CHAIN, Context, Draft, DraftRecord, Verdict
+from mmspec.steps import CHAIN, Context, Draft, DraftRecord, Verdict, Window
 
 if TYPE_CHECKING:
     from mmspec.state import DecodeState
@@ -18,10 +18,10 @@ class Drafter(Protocol):
         """Called once, after the target session is open and before the first propose, with what the drafter may
         need beyond the decode state (the condition, the prompt's ids, the draft vocabulary)."""
 
-    def propose(self, state: "DecodeState", L: int) -> DraftRecord:
-        """Drafts for indices n .. n+L-2 of a window of L (L may change from step to step): a chain (`Draft`), a chain
-        with branches or a token tree, for the method's verifier. A drafter may return fewer (a lookup with nothing
-        to look up): the step then verifies a window of as many drafts plus one."""
+    def propose(self, state: "DecodeState", window: Window) -> DraftRecord:
+        """Drafts for the D = window.D slots n .. n+L-2 of the step's window (L may change from step to step): a chain
+        (`Draft`), a chain with branches or a token tree, for the method's verifier. A drafter may return fewer (a
+        lookup with nothing to look up): the step then verifies a window of as many drafts plus one."""
         ...
 
     def update(self, state: "DecodeState", draft: DraftRecord, verdict: Verdict, logp: torch.Tensor,
@@ -38,9 +38,9 @@ class NoDraft:
     def start(self, state, context):
         pass
 
-    def propose(self, state, L):
-        # L > 1 only over forced tokens, which replace these placeholders
-        return Draft.copied(state.seq.new_zeros(state.batch_size, L - 1))
+    def propose(self, state, window):
+        # D > 0 only over forced tokens, which replace these placeholders
+        return Draft.copied(state.seq.new_zeros(state.batch_size, window.D))
 
     def update(self, state, draft, verdict, logp, k):
         pass

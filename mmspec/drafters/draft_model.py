@@ -13,7 +13,7 @@ from mmspec.adapters.base import Target, window_index
 from mmspec.tree import forest
 from mmspec.sampling import Sampling, sample_from
 from mmspec.state import DecodeState
-from mmspec.steps import CHAIN, Context, Draft
+from mmspec.steps import CHAIN, Context, Draft, Window
 
 
 class DraftModelDrafter:
@@ -35,8 +35,8 @@ class DraftModelDrafter:
         self.synced = torch.full_like(state.n, -1)  # [B] the draft cache holds committed indices < synced
         self.fed = None  # [B] indices < fed were fed by the last propose (None: it drafted nothing)
 
-    def propose(self, state: DecodeState, L: int) -> Draft:
-        B = state.batch_size
+    def propose(self, state: DecodeState, window: Window) -> Draft:
+        B, L = state.batch_size, window.L
         self.fed = None
         if L == 1:
             return Draft.copied(state.seq.new_zeros(B, 0))

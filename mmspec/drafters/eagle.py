@@ -43,7 +43,7 @@ from mmspec.drafters.base import Drafter
 from mmspec.reference.eagle import EagleHead
 from mmspec.sampling import sample_from
 from mmspec.state import DecodeState
-from mmspec.steps import CHAIN, Context, Draft, TokenTree
+from mmspec.steps import CHAIN, Context, Draft, TokenTree, Window
 from mmspec.tree import Tree, best_nodes, forest, token_tree
 
 DRAWS = ("sample", "gumbel")
@@ -197,8 +197,8 @@ class EagleDrafter:
         self._catch_up(state)
         return None if self.z is None else self._q(state, self.z)
 
-    def propose(self, state, L):
-        B = state.batch_size
+    def propose(self, state, window):
+        B, L = state.batch_size, window.L
         if L == 1:
             return Draft.copied(state.seq.new_zeros(B, 0))
         self._catch_up(state)
@@ -283,16 +283,16 @@ class EagleDrafter:
         sure = torch.full_like(logq, -torch.inf).scatter_(-1, forced.clamp(min=0), 0.0)
         return torch.where(forced >= 0, sure, logq)
 
-    def grow_tree(self, state: DecodeState, L: int, nodes: int, top_k: int) -> "Draft | TokenTree":
+    def grow_tree(self, state: DecodeState, window: Window, nodes: int, top_k: int) -> "Draft | TokenTree":
         """EAGLE-2's dynamic tree for a window of L (depth D = L-1): level 1 holds the head's top_k most confident
         tokens at index n (`_confidence`); each further level feeds the top_k best nodes of the last (by cumulative
         confidence: the sum of log confidence along the path) through the head at once, each seeing its ancestors
         in the head's cache, and offers top_k children of each; the `nodes` best of all candidates make the tree
         (mmspec.tree.best_nodes). Before the head has features, or with no drafts to make, the chain's draft."""
         self._catch_up(state)
-        if L == 1 or self.z is None:
-            return self.propose(state, L)
-        B, K, D, n = state.batch_size, top_k, L - 1, state.n
+        if window.D == 0 or self.z is None:
+            return self.propose(state, window)
+        B, K, D, n = state.batch_size, top_k, window.D, state.n
         device = n.device
         score, token = self._confidence(state, self.z[:, None], n[:, None])[:, 0].topk(K, -1)  # [B, K] level 1
         scores, tokens, parents = [score], [token], [torch.full_like(token, -1)]
@@ -379,9 +379,9 @@ class SplicedDrafter:
         self.first.start(state, context)
         self.rest.start(state, context)
 
-    def propose(self, state, L):
-        rest = self.rest.propose(state, L)
-        head = self.first.propose(state, min(self.slots, rest.slots) + 1)
+    def propose(self, state, window):
+        rest = self.rest.propose(state, window)
+        head = self.first.propose(state, window.asking(min(self.slots, rest.slots) + 1))
         h = head.slots  # (0 before the head has features)
         if h == 0:
             return rest

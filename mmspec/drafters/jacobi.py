@@ -65,8 +65,8 @@ class JacobiDrafter:
         self.fill.start(state, context)
         self.q, self.onehot = None, state.seq.new_ones(state.batch_size, 0, dtype=torch.bool)
 
-    def propose(self, state, L):
-        W, have = L - 1, self.onehot.shape[1]
+    def propose(self, state, window):
+        L, W, have = window.L, window.D, self.onehot.shape[1]
         if W == 0:  # plain AR (`auto` at a batch runs it most steps): nothing to draft, as `NoDraft`
             return Draft.copied(state.seq.new_zeros(state.batch_size, 0))
         if W > have:  # a wider window than the last: fill the new slots

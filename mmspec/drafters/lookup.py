@@ -23,7 +23,8 @@ class LookupDrafter:
     def start(self, state, context):
         self.fill.start(state, context)
 
-    def propose(self, state, L):
+    def propose(self, state, window):
+        L = window.L
         if L == 1:
             return Draft.copied(state.draft_tokens(1))
         self.fill(state, state.n, L)
@@ -74,10 +75,10 @@ class LookupOrDrafter:
         self.lookup.start(state, context)
         self.other.start(state, context)
 
-    def propose(self, state, L):
-        lookup = self.lookup.propose(state, L)
+    def propose(self, state, window):
+        lookup = self.lookup.propose(state, window)
         if lookup.slots == 0:
-            return self.other.propose(state, L)
+            return self.other.propose(state, window)
         take = state.active.clone()  # [B] rows that take the lookup's drafts
         evidence = self.lookup.fill.evidence if isinstance(self.lookup.fill, MatchingFill) else None
         if evidence is not None:
@@ -87,7 +88,7 @@ class LookupOrDrafter:
             take &= logq.argmax(-1) == lookup.tokens[:, 0]
         if bool((take | ~state.active).all()):
             return lookup
-        draft = self.other.propose(state, L)
+        draft = self.other.propose(state, window)
         if not take.any() or draft.tree is not None or draft.slots < lookup.slots:
             return draft
         W = lookup.slots

@@ -115,8 +115,8 @@ class ProactiveDrafter:
     def start(self, state, context):
         self.chain.start(state, context)
 
-    def propose(self, state, L):
-        return self.branches.grow(state, self.chain.propose(state, L), self.chain)
+    def propose(self, state, window):
+        return self.branches.grow(state, self.chain.propose(state, window), self.chain)
 
     def update(self, state, draft, verdict, logp, k):
         self.chain.update(state, draft.chain, verdict, logp, k)

@@ -21,11 +21,11 @@ from typing import Protocol
 
 from mmspec.drafters.base import Drafter
 from mmspec.state import DecodeState
-from mmspec.steps import CHAIN, TOKEN_TREE, Draft, TokenTree
+from mmspec.steps import CHAIN, TOKEN_TREE, Draft, TokenTree, Window
 
 
 class TreeGrower(Drafter, Protocol):
-    def grow_tree(self, state: DecodeState, L: int, nodes: int, top_k: int) -> "Draft | TokenTree":
+    def grow_tree(self, state: DecodeState, window: Window, nodes: int, top_k: int) -> "Draft | TokenTree":
         """A token tree of `nodes` nodes for a window of L (depth L-1), top_k children per expanded node, or the
         chain's draft where it has none to grow."""
         ...
@@ -43,8 +43,8 @@ class TreeDrafter:
     def start(self, state, context):
         self.chain.start(state, context)
 
-    def propose(self, state, L):
-        return self.chain.grow_tree(state, L, self.nodes, self.top_k)
+    def propose(self, state, window):
+        return self.chain.grow_tree(state, window, self.nodes, self.top_k)
 
     def update(self, state, draft, verdict, logp, k):
         self.chain.update(state, draft, verdict, logp, k)

@@ -22,8 +22,8 @@ class UnigramDrafter:
     def start(self, state, context):
         pass
 
-    def propose(self, state, L):
-        B, D, V = state.batch_size, L - 1, state.vocab_size
+    def propose(self, state, window):
+        B, D, V = state.batch_size, window.D, state.vocab_size
         if D == 0:  # plain AR: nothing to draft
             return Draft.copied(state.seq.new_zeros(B, 0))
         N = state.length

@@ -98,9 +98,9 @@ class PadsAStoppedChain(EagleDrafter):
     """Wrong: a chain that stopped early is padded to the window with copies of its last draft, each reported under
     the last slot's q, which did not draw them."""
 
-    def propose(self, state, L):
-        draft = super().propose(state, L)
-        short = L - 1 - draft.slots
+    def propose(self, state, window):
+        draft = super().propose(state, window)
+        short = window.D - draft.slots
         if draft.q is None or draft.slots == 0 or short == 0:
             return draft
         pad = lambda x: torch.cat([x, x[:, -1:].expand(-1, short, *x.shape[2:])], 1)  # noqa: E731
@@ -126,8 +126,8 @@ class NotRenormalised(EagleDrafter):
 class ReportsAnotherTemperature(EagleDrafter):
     """Wrong: drafts are drawn from q, and the verifier is told q sharpened as by a lower temperature."""
 
-    def propose(self, state, L):
-        draft = super().propose(state, L)
+    def propose(self, state, window):
+        draft = super().propose(state, window)
         if draft.q is None:
             return draft
         sharper = draft.q ** 1.5
@@ -219,8 +219,8 @@ class FirstSlotLaws(EagleDrafter):
         self.first.append({})
         self.taken = 0
 
-    def propose(self, state, L):
-        draft = super().propose(state, L)
+    def propose(self, state, window):
+        draft = super().propose(state, window)
         if draft.q is not None:
             self.first[-1][int(state.n[0])] = draft.q[0, 0], self.taken
         return draft
@@ -313,14 +313,14 @@ class TreeByReplay(EagleDrafter):
         super().__init__(head, "gumbel", tree_level=3)
         self.trees = 0
 
-    def grow_tree(self, state, L, nodes, top_k):
-        tree = super().grow_tree(state, L, nodes, top_k)
-        if L == 1 or not hasattr(tree, "parent"):
+    def grow_tree(self, state, window, nodes, top_k):
+        tree = super().grow_tree(state, window, nodes, top_k)
+        if window.D == 0 or not hasattr(tree, "parent"):
             return tree
         B, K = state.batch_size, top_k
         paths, scores = [[()] for _ in range(B)], [[0.0] for _ in range(B)]  # per row: the level's paths and scores
         found = [[] for _ in range(B)]  # per row: (score, candidate order, path)
-        for t in range(L - 1):
+        for t in range(window.D):
             width = len(paths[0])
             conf = torch.empty(B, width, self.z.shape[-1], dtype=torch.float64)
             for j in range(width):  # the head along path j of every row, one pair at a time
@@ -455,8 +455,8 @@ class Recording(EagleDrafter):
         super().__init__(head)
         self.drafts = []
 
-    def propose(self, state, L):
-        draft = super().propose(state, L)
+    def propose(self, state, window):
+        draft = super().propose(state, window)
         self.drafts.append(draft)
         return draft
 
@@ -572,8 +572,8 @@ class DraftsKept(EagleDrafter):
         for b in state.active.nonzero()[:, 0].tolist():  # (a row that is done keeps whatever its head last saw)
             self.z_at.setdefault((b, int(state.n[b])), []).append(self.z[b].clone())
 
-    def propose(self, state, L):
-        draft = super().propose(state, L)
+    def propose(self, state, window):
+        draft = super().propose(state, window)
         running = state.active.nonzero()[:, 0]
         self.drafts.append((draft.tokens[running], None if draft.q is None else draft.q[running]))
         if draft.slots:

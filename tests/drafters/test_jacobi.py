@@ -28,7 +28,7 @@ def test_exact_with_branches_keeps_slot_zeros_law_and_grows_its_branches(monkeyp
     trees = []
     propose = ProactiveDrafter.propose
     monkeypatch.setattr(ProactiveDrafter, "propose",
-                        lambda self, state, L: trees.append(isinstance(d := propose(self, state, L), TreeDraft)) or d)
+                        lambda self, state, window: trees.append(isinstance(d := propose(self, state, window), TreeDraft)) or d)
     target = mmspec.ReferenceTarget(tiny_gpt(vocab_size=16, rope_axes=2, seed=0))
     mmspec.generate(target, torch.tensor([0, 3]), mmspec.Grid2D(4, 4), method={"name": "exact", "proactive": [3, 2]},
                     sampling=mmspec.Sampling(temperature=0.9, top_k=12), seed=0, num_samples=2, window=5)

@@ -31,9 +31,9 @@ class Counting(LookupOrDrafter):
 
         self.other.session.forward = counted
 
-    def propose(self, state, L):
+    def propose(self, state, window):
         before, waited = self.calls, self.other.pending.first is not None
-        draft = self.choose(state, L)
+        draft = self.choose(state, window)
         caught_up = waited and self.other.pending.first is None
         if draft.slots > 0:
             lookup = draft.onehot[:, 0] & state.active
@@ -42,8 +42,8 @@ class Counting(LookupOrDrafter):
             self.forwards["lookup" if bool(lookup.all()) else "head"].append(self.calls - before - caught_up)
         return draft
 
-    def choose(self, state, L):
-        return super().propose(state, L)
+    def choose(self, state, window):
+        return super().propose(state, window)
 
 
 class PeeksAtTheDraw(Counting):
@@ -51,9 +51,9 @@ class PeeksAtTheDraw(Counting):
     slot 0 came out as the lookup's first token: the choice reads the step's randomness, so the lookup's copy is
     offered as one-hot exactly when the head drew it."""
 
-    def choose(self, state, L):
-        head = self.other.propose(state, L)
-        lookup = self.lookup.propose(state, L)
+    def choose(self, state, window):
+        head = self.other.propose(state, window)
+        lookup = self.lookup.propose(state, window)
         if head.slots == 0 or lookup.slots == 0:
             return head
         take = (head.tokens[:, 0] == lookup.tokens[:, 0])[:, None] & (torch.arange(head.slots) < lookup.slots)
@@ -65,8 +65,8 @@ class ReportsTheHeadsQ(Counting):
     """Wrong: the lookup's first draft is reported as drawn from the head's q at n (the head agrees with it, after
     all), not as the one-hot copy it is."""
 
-    def choose(self, state, L):
-        draft = super().choose(state, L)
+    def choose(self, state, window):
+        draft = super().choose(state, window)
         logq = self.other.next_logq(state)
         if draft.slots == 0 or logq is None:
             return draft

@@ -27,8 +27,8 @@ def test_unigram_matches_the_exact_law(name, window):
 class DrawsTheMode(UnigramDrafter):
     """Wrong: drafts the row's most frequent token but reports the smoothed counts as its q."""
 
-    def propose(self, state, L):
-        draft = super().propose(state, L)
+    def propose(self, state, window):
+        draft = super().propose(state, window)
         if draft.q is None:
             return draft
         return Draft(draft.q.argmax(-1), draft.q, draft.onehot)
