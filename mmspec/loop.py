@@ -96,8 +96,8 @@ def _checked(window: int, max_window: int) -> int:
 
 class VerifyStep:
     """The drafts of a window of L -> one target forward -> p -> verdict -> commit: (verdict, logp [B, W, V], k [B]).
-    A function of tensors with no read of the device inside, so that mmspec.executor can compile it whole; `width`
-    [] (a padded chain): the window the drafts were given for, nothing past it committed."""
+    A function of tensors with no read of the device inside, so that mmspec.executor can compile it whole; `given`
+    [] (a padded chain): the L of the drafts it was given, nothing past it committed."""
 
     def __init__(self, session: Session, verifier: Verifier, state: DecodeState, stats: Stats,
                  commit_step: torch.Tensor, stop_tokens: torch.Tensor | None):
@@ -110,13 +110,13 @@ class VerifyStep:
 
     @torch.no_grad()
     def __call__(self, state: DecodeState, draft: DraftRecord, L: int, in_step: bool = False,
-                 width: torch.Tensor | None = None):
+                 given: torch.Tensor | None = None):
         draft = _force_draft(state, draft, L)
         inputs = torch.cat([state.pending[:, None], draft.nodes()], 1)  # [B, W]: last committed, then drafts
         logits = self.session.forward(inputs, state.n - 1, draft.tree)
         logp = _force_p(state, self.sampling.logp(*logits), L, draft.tree)  # [B, W, V]
         verdict = self.verifier(state, draft, logp, L)
-        k = _commit(state, verdict, L, self.stats, self.commit_step, self.stop_tokens, in_step, width)
+        k = _commit(state, verdict, L, self.stats, self.commit_step, self.stop_tokens, in_step, given)
         if verdict.path is not None:  # the tree's path taken now stands for the indices after n
             self.session.adopt(verdict.path)
         return verdict, logp, k
@@ -167,19 +167,19 @@ def in_step_counts(state: DecodeState, verdict: Verdict, k: torch.Tensor) -> tor
 
 
 def _commit(state: DecodeState, verdict: Verdict, L: int, stats: Stats, commit_step: torch.Tensor,
-            stop_tokens: torch.Tensor | None, in_step: bool = False, width: torch.Tensor | None = None) -> torch.Tensor:
+            stop_tokens: torch.Tensor | None, in_step: bool = False, given: torch.Tensor | None = None) -> torch.Tensor:
     """Write the committed prefix of every active row; return k [B] (0 for rows already done). `in_step`: every
-    row stops where the row that gets least far does (`in_step_counts`). `width` [] (a padded chain, see
-    mmspec.executor): the window the drafts were given for; nothing past it is committed or counted as drafted."""
+    row stops where the row that gets least far does (`in_step_counts`). `given` [] (a padded chain, see
+    mmspec.executor): the L of the drafts the step was given; nothing past it is committed or counted as drafted."""
     lead = verdict.accepted.long().cumprod(1).sum(1)  # [B] drafts accepted before the first rejection
-    if width is not None:
-        lead = torch.minimum(lead, width - 1)
+    if given is not None:
+        lead = torch.minimum(lead, given - 1)
     k = torch.minimum(lead + 1, state.length - state.n) * state.active
     if in_step and L > 1:  # (a window of one commits one token in every active row: they stay in step as they are)
         k = in_step_counts(state, verdict, k)
     k, stopped = _stopped(verdict, k, stop_tokens)
     _write(state, verdict, k, commit_step, stats.nfe)
-    stats.record(state, verdict.index, lead, k, L, width)
+    stats.record(state, verdict.index, lead, k, L, given)
     _advance(state, verdict, k, stopped)
     return k
 

@@ -232,7 +232,7 @@ def _int_pair(value, name: str):
     if not (isinstance(value, (tuple, list)) and len(value) == 2
             and all(isinstance(x, int) and not isinstance(x, bool) for x in value)):
         raise ValueError(f"{name} must be (width, depth), two ints, got {value!r}")
-    Branches(*value)  # width >= 2, depth >= 1
+    Branches(*value)  # candidates (width) >= 2, depth >= 1
     return list(value)
 
 

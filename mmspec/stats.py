@@ -46,10 +46,10 @@ class Stats:
         return self.nfe, self.drafted, self.accepted, self.accepted_at, self.forwards_at
 
     def record(self, state: "DecodeState", index: torch.Tensor, lead: torch.Tensor, k: torch.Tensor, L: int,
-               width: "torch.Tensor | None" = None) -> None:
+               given: "torch.Tensor | None" = None) -> None:
         """One forward over a window of L (index [B, L] of its positions), where each row accepted `lead` [B] drafts
-        before its first rejection and committed k [B] tokens (before the state moves on). `width` [] (a padded
-        chain): the window the drafts were given for, slots past it not drafted."""
+        before its first rejection and committed k [B] tokens (before the state moves on). `given` [] (a padded
+        chain): the L of the drafts the step was given, slots past it not drafted."""
         self.nfe += state.active
         if L == 1:  # a window of one has no drafts to count
             return
@@ -59,15 +59,15 @@ class Stats:
         drafted = (index[:, :-1] < state.length) & state.active[:, None]  # [B, L-1]
         if state.any_forced:
             drafted &= state.structural(index[:, :-1]) < 0
-        if width is not None:
-            drafted &= slots < width - 1
+        if given is not None:
+            drafted &= slots < given - 1
         accepted = drafted & (slots < torch.minimum(lead, k)[:, None])
         self.drafted += drafted.sum(1)
         self.accepted += accepted.sum(1)
         D = min(L, self.window) - 1  # slots past the policy's widest (a widened step's) hold forced tokens only
         self.accepted_at[:, :D] += accepted[:, :D]
-        self.forwards_at[:, :D] += state.active[:, None] if width is None else \
-            state.active[:, None] & (slots[:D] < width - 1)
+        self.forwards_at[:, :D] += state.active[:, None] if given is None else \
+            state.active[:, None] & (slots[:D] < given - 1)
 
     @property
     def mean_acceptance_length(self) -> float:

@@ -31,10 +31,6 @@ class Tree:
     chain: int  # L: nodes 0..L-1 are the window's chain
     depth: int  # D: nodes L + i * D + t are branch i's nodes, t = 0..D-1 (a token tree: its deepest level)
 
-    @property
-    def width(self) -> int:
-        return self.offset.shape[-1]
-
     def rows(self, R: int) -> "Tree":
         """The tree for R = c * B rows (CFG's null rows after the others): a per-row tree's rows repeated c times."""
         if self.visible.dim() == 2 or self.visible.shape[0] == R:
@@ -71,9 +67,9 @@ def _forest(branches: int, depth: int, device: str) -> Tree:
 def _tree(length: int, branches: int, depth: int, device: str) -> Tree:
     if depth > length - 1:
         raise ValueError(f"a branch of depth {depth} needs a window of at least {depth + 1} positions, got {length}")
-    width = length + branches * depth
+    W = length + branches * depth
     offset = torch.cat([torch.arange(length), (torch.arange(depth) + 1).repeat(branches)])  # [W]
-    visible = torch.zeros(width, width, dtype=torch.bool)
+    visible = torch.zeros(W, W, dtype=torch.bool)
     visible[:length, :length] = torch.ones(length, length, dtype=torch.bool).tril()
     for i in range(branches):
         first = length + i * depth

@@ -30,15 +30,17 @@ from mmspec.tree import proactive_tree
 
 
 class Branches:
-    def __init__(self, width: int = 4, depth: int = 3):
-        if width < 2 or depth < 1:
-            raise ValueError(f"proactive drafting needs width >= 2 (the draft and a sibling) and depth >= 1, "
-                             f"got width {width}, depth {depth}")
-        self.siblings, self.depth = width - 1, depth
+    def __init__(self, candidates: int = 4, depth: int = 3):
+        """SJD-PAC's (width, depth): `candidates` at slot 0 (the chain's draft and its siblings), each heading a
+        branch of `depth` nodes."""
+        if candidates < 2 or depth < 1:
+            raise ValueError(f"proactive drafting needs width >= 2 (candidates at slot 0: the draft and a sibling) and "
+                             f"depth >= 1, got width {candidates}, depth {depth}")
+        self.siblings, self.depth = candidates - 1, depth
 
     @property
     def nodes(self) -> int:
-        """Window nodes the branches add at most: (width - 1) * depth."""
+        """Window nodes the branches add at most: siblings * depth."""
         return self.siblings * self.depth
 
     def grow(self, state: DecodeState, draft: Draft, chain: Drafter) -> "Draft | TreeDraft":
