@@ -32,9 +32,10 @@ Tokenizer: byte-level BPE with 4096 ids trained on the training files with Huggi
 
 
 def minutes(m: dict) -> str:
-    dev = "CPU" if m.get("device", "cpu") == "cpu" else m["device"]
-    thr = f", {m['threads']} thread{'s' if m.get('threads', 1) > 1 else ''}" if dev == "CPU" else ""
-    return f"{m['train_minutes']} min on {dev}{thr} (2-core x86 VM, shared with another job)"
+    if m.get("device", "cpu") != "cpu":
+        return f"{m['train_minutes']} min on {m.get('gpu', m['device'])}"
+    thr = f", {m['threads']} thread{'s' if m.get('threads', 1) > 1 else ''}"
+    return f"{m['train_minutes']} min on CPU{thr} (2-core x86 VM, shared with another job)"
 
 
 def card_vq(name: str, m: dict) -> str:
@@ -196,7 +197,8 @@ are tokenized one by one with `{tokenizer}`. The sprite's poses and the scene ar
                  "for every subject) are never trained on: the held-out pictures are the training subjects there.")
     init_flag = ((f" --clips {m['clips']}" if given else "") + " --subjects everyday" * everyday +
                  " --init <previous model folder>" * bool(init) +
-                 " --bf16" * bool(m.get("bf16_autocast")) + (f" --lr {m['lr']}" if given else ""))
+                 " --bf16" * bool(m.get("bf16_autocast")) + (f" --lr {m['lr']}" if given else "") +
+                 (f" --device {m['device']} --batch {m['batch']}" if m.get("device", "cpu") != "cpu" else ""))
     return f"""# {name}: a small prompt-conditioned AR {'video' if video else 'image'} model
 
 mmspec's reference GPT (LlamaGen-style: RMSNorm, SwiGLU, {'3D' if video else '2D'} RoPE), {m['params'] / 1e6:.2f}M
