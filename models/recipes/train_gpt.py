@@ -267,6 +267,8 @@ def export(model, cfg, vocab, toks, words, tr, te, positions, device, args, run,
                "params": common.count_params(m16), "given_tokens": start, "lr": args.lr, "bf16_autocast": args.bf16,
                "condition_dropout": spec["drop"], "train_sequences": int(len(tr)), "label_prompts": args.model == "emoji-image",
                "train_loss_nats_bf16": fit_loss(m16), "train_sequences_scored": int(len(fit))}
+    if device.type == "cuda":  # the card names the GPU it trained on
+        metrics["gpu"] = torch.cuda.get_device_name(device)
     if spec["layout"][0] == "Grid3D":
         metrics["clips"] = len(toks)
         if not args.pack:  # the ideal clips need the emoji art
