@@ -74,8 +74,10 @@ class StaticKVCache:
             kv.scatter_(2, dst, kv.gather(2, src))
 
     def advance(self, slots: torch.Tensor) -> None:
-        """After a forward wrote `slots` [B, T], every row is valid up to its last slot."""
-        self.lengths = slots[:, -1] + 1
+        """After a forward wrote `slots` [B, T], every row is valid up to its last slot. In place: the lengths live at
+        one address all generation long (a compiled step's CUDA graphs replay into the memory of their outputs, so a
+        length kept as a new output would be overwritten by the next replay)."""
+        self.lengths.copy_(slots[:, -1] + 1)
 
 
 class CacheView:

@@ -86,6 +86,11 @@ class Streams:
     def batch_size(self) -> int:
         return self._noise.shape[0]
 
+    def counters(self) -> tuple[torch.Tensor, ...]:
+        """What a draw changes in place, at one address all generation long (a compiled step's CUDA graphs must not
+        hand the next step a counter in the memory of their outputs, which the next replay overwrites)."""
+        return (self._drawn,)
+
     def gumbel(self, index: torch.Tensor) -> torch.Tensor:
         """[B, W] generated positions -> [B, W, V] fp32 Gumbel(0, 1) noise rows, a function of (seed, position).
 
@@ -135,13 +140,13 @@ class Streams:
             # a few draws (a step's acceptance tests at one row): the same hash in Python, about 1 us a draw, where
             # the ~20 torch ops of the general path take 130 us on a CPU whatever their size
             drawn = self._drawn.tolist()
-            self._drawn = self._drawn + count
+            self._drawn += count  # (in place: see `counters`)
             scale, shift = 1.0 / (1 << _UNIFORM_BITS), 64 - _UNIFORM_BITS
             return torch.tensor([[((_mix_int((key + (start + j) * _GOLDEN) & _MASK64) >> shift) + 0.5) * scale
                                   for j in range(count)] for key, start in zip(self._aux_keys, drawn)],
                                 dtype=torch.float32).view(self.batch_size, *shape)
         counter = self._drawn[:, None] + torch.arange(count, device=self.device)  # [B, count]
-        self._drawn = self._drawn + count
+        self._drawn += count  # (in place: see `counters`)
         return _uniform(mix(self._aux[:, None] + counter * _GOLDEN_S)).view(self.batch_size, *shape)
 
     def randint(self, high: int, *shape: int) -> torch.Tensor:

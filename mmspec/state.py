@@ -40,8 +40,9 @@ class DecodeState:
         self.active = torch.ones(B, dtype=torch.bool, device=device)
 
     def buffers(self) -> tuple[torch.Tensor, ...]:
-        """What a step writes in place: the tokens, and each row's committed length, last token and activity."""
-        return self.seq, self.n, self.pending, self.active
+        """What a step writes in place: the tokens, each row's committed length, last token and activity, and the
+        counters of its random streams."""
+        return self.seq, self.n, self.pending, self.active, *self.streams.counters()
 
     @property
     def batch_size(self) -> int:

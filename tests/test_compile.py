@@ -100,6 +100,60 @@ def test_a_compiled_step_writes_only_static_inputs_for_cuda_graphs(method):
     assert all(len(seen) == 1 for seen in check.addresses), "a static input moved between the steps"
 
 
+def _tensors(obj, path: str, out: dict, seen: set) -> dict:
+    """Every tensor reachable from `obj` through mmspec's objects, lists, tuples and dicts, by its path."""
+    if id(obj) in seen:
+        return out
+    seen.add(id(obj))
+    if isinstance(obj, torch.Tensor):
+        out[path] = obj
+    elif isinstance(obj, (list, tuple)):
+        for i, x in enumerate(obj):
+            _tensors(x, f"{path}[{i}]", out, seen)
+    elif isinstance(obj, dict):
+        for key, x in obj.items():
+            _tensors(x, f"{path}[{key!r}]", out, seen)
+    elif type(obj).__module__.startswith("mmspec") and hasattr(obj, "__dict__"):
+        for key, x in vars(obj).items():
+            _tensors(x, f"{path}.{key}", out, seen)
+    return out
+
+
+def _rebound_by_compiled_steps(method, monkeypatch) -> set[str]:
+    """The tensors of the state and the step that a compiled step replaced by new ones (its outputs)."""
+    rebound, run = set(), mmspec.executor.Executor.__call__
+
+    def watched(self, state, draft, window):
+        if self.rows is not None and not self.rows.all:  # (rows have left: the steps run eager)
+            return run(self, state, draft, window)
+        before = _tensors((state, self.step), "", {}, set())
+        out = run(self, state, draft, window)
+        after = _tensors((state, self.step), "", {}, set())
+        rebound.update(path for path, t in after.items() if before.get(path, t) is not t)
+        return out
+
+    monkeypatch.setattr(mmspec.executor.Executor, "__call__", watched)
+    _run(method, compile={"backend": "aot_eager"})
+    return rebound
+
+
+@pytest.mark.parametrize("method", METHODS, ids=str)
+def test_what_a_compiled_step_changes_keeps_its_address(method, monkeypatch):
+    """CUDA graphs replay into the memory of their outputs: a length, counter or cache kept as a step's new output
+    (`x = f(x)`) is overwritten by the next replay (on an H200: "accessing tensor output of CUDAGraphs that has been
+    overwritten by a subsequent run"). Everything the step changes and keeps changes in place; its outputs for the
+    drafter (p, the verdict, a head's target features) are read before the next step (the stale-outputs test)."""
+    assert not {path for path in _rebound_by_compiled_steps(method, monkeypatch) if not path.endswith(".features")}
+
+
+def test_the_address_check_sees_a_cache_length_kept_as_a_new_tensor(monkeypatch):
+    def rebinds(self, slots):
+        self.lengths = slots[:, -1] + 1
+
+    monkeypatch.setattr(StaticKVCache, "advance", rebinds)
+    assert any(path.endswith("cache.lengths") for path in _rebound_by_compiled_steps("exact", monkeypatch))
+
+
 class ReadsTheDevice(RejectionVerifier):
     """Wrong for a compiled step: decides on a value read back from the device."""
 
@@ -157,9 +211,9 @@ def test_the_compiled_law_test_has_power_against_a_stream_that_repeats_its_draws
     draw = Streams.uniform
 
     def repeating(self, *shape):
-        drawn = self._drawn
+        drawn = self._drawn.clone()
         u = draw(self, *shape)
-        self._drawn = drawn  # the counter never moves
+        self._drawn.copy_(drawn)  # the counter never moves
         return u
 
     monkeypatch.setattr(Streams, "uniform", repeating)

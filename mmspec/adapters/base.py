@@ -120,7 +120,8 @@ class PrefixSession:
             tree = tree.rows(tokens.shape[0])  # a per-row tree, for CFG's null rows too
         chain = window_index(start, tokens.shape[1])  # [R, W]
         index = chain if tree is None else start[:, None] + tree.offset  # [R, W] generated index of each node
-        self._slots = slots = chain + self.prefix_slots  # [R, W] contiguous: everything from start on is rewritten
+        slots = chain + self.prefix_slots  # [R, W] contiguous: everything from start on is rewritten
+        self._width = tokens.shape[1]  # (a Python int: `adopt` finds the window's slots from the cache's lengths)
         view = self.cache.view(slots, None if tree is None else tree.visible)
         h = self.embed(tokens.clamp(min=0))
         if view.lowest is None or view.lowest < self.prefix_len:  # index -1 is in the window: the condition's last
@@ -141,11 +142,11 @@ class PrefixSession:
 
     def adopt(self, nodes: torch.Tensor) -> None:
         nodes = nodes.repeat(2 if self.cfg else 1, 1)
-        first = self._slots[:, :1]  # [R, 1] the slot of the window's first node
+        first = (self.cache.lengths - self._width)[:, None]  # [R, 1] the slot of the window's first node
         self.cache.move(first + nodes, first + 1 + torch.arange(nodes.shape[1], device=nodes.device))
 
     def buffers(self) -> list[torch.Tensor]:
-        return [*self.cache.k, *self.cache.v]
+        return [*self.cache.k, *self.cache.v, self.cache.lengths]
 
     def embed(self, tokens):
         raise NotImplementedError
