@@ -49,3 +49,28 @@ def test_the_classifier_takes_image_and_video_frames(size):
     net = classifier.SubjectNet(len(data.IMAGE_SUBJECTS))
     frames = np.zeros((3, size, size, 3), np.uint8)
     assert classifier.predict(net, frames).shape == (3,)
+
+
+def test_staging_weights_give_every_edge_the_same_share():
+    meta = [{"edge": e} for e in data.STAGE_EDGES for _ in data.placements(e)]  # 81 stagings of 32, one of 64
+    w = data.staging_weights(meta)
+    edges = np.array([m["edge"] for m in meta])
+    shares = [w[edges == e].sum() for e in data.STAGE_EDGES]
+    assert np.isclose(w.sum(), 1) and np.allclose(shares, 1 / len(data.STAGE_EDGES))
+
+
+def test_the_weights_exported_are_those_of_the_lowest_held_out_loss_even_after_a_resume(tmp_path):
+    import torch
+    import train_gpt
+
+    model = torch.nn.Linear(2, 2)
+    best = train_gpt.Best(tmp_path)
+    for step, loss in ((200, 1.0), (400, 0.5), (600, 0.7)):
+        with torch.no_grad():
+            model.weight.fill_(step)
+        best.see(model, loss, step)
+    resumed = train_gpt.Best(tmp_path)  # a run interrupted and started again
+    assert (resumed.step, resumed.loss) == (400, 0.5)
+    resumed.restore(model)
+    assert torch.all(model.weight == 400)
+    assert train_gpt.Best(tmp_path, fresh=True).step == 0 and not (tmp_path / "best.safetensors").exists()

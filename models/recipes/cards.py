@@ -190,9 +190,10 @@ are tokenized one by one with `{tokenizer}`. The sprite's poses and the scene ar
     if staging:
         data += (f"\n\nThis model draws {staging['subjects']} subjects (`IMAGE_SUBJECTS` in `recipes/data.py`: faces, "
                  "hearts, animals, plants, food, vehicles, weather, sport and things), the base emoji of both art sets, "
-                 f"each staged {staging['per_image']} times at random (`build_staged_images`): an edge of "
-                 f"{', '.join(map(str, staging['edges']))} pixels, then a place on the 64-pixel white canvas with "
-                 "its corner on the 4-pixel token grid. The seed picks the art set and the staging, the prompt the "
+                 f"each staged at {staging['per_image']} (`build_staged_images`): an edge of "
+                 f"{', '.join(map(str, staging['edges']))} pixels (each drawn as often in training), then a place on "
+                 "the 64-pixel white canvas with its corner on the 4-pixel token grid. The seed picks the art set and "
+                 "the staging, the prompt the "
                  f"subject. {staging['held_out_placements_percent']}% of the placements below full size (the same "
                  "for every subject) are never trained on: the held-out pictures are the training subjects there.")
     init_flag = ((f" --clips {m['clips']}" if given else "") + " --subjects everyday" * everyday +

@@ -98,7 +98,7 @@ def main():
     p.set_defaults(work=str(WORK))
     args = p.parse_args()
     device = common.setup(args)
-    images, test, meta = data.load_staged()
+    images, test, meta = data.load_staged(per_image=48)  # (48 stagings of each image at random)
     subjects = np.array([m["subject"] for m in meta])
     recon_path = Path(args.work) / "vq_reconstructions.npy"
     if not recon_path.exists():

@@ -224,10 +224,12 @@ def subject_records() -> list[dict]:
     return recs
 
 
-def build_staged_images(per_image: int = 48, held_per_image: int = 4, seed: int = 0) -> Path:
-    """.cache/data/emoji_staged.npz: images uint8 [N,64,64,3] on white, each an IMAGE_SUBJECTS emoji at a random
-    staging (edge first, uniform over STAGE_EDGES, then a placement); `test` marks the held-out placements."""
-    path = CACHE / "data" / f"emoji_staged_{per_image}_{held_per_image}.npz"
+def build_staged_images(per_image: int | None = None, held_per_image: int = 4, seed: int = 0) -> Path:
+    """.cache/data/emoji_staged_*.npz: images uint8 [N,64,64,3] on white, each an IMAGE_SUBJECTS emoji staged (an edge
+    of STAGE_EDGES, a placement); `test` marks the held-out placements. `per_image` None: every training placement of
+    every image once (what emoji-image trains on; `staging_weights` gives each edge the same share), else that many
+    at random (edge first, uniform over STAGE_EDGES, then a placement); `held_per_image` held-out ones at random."""
+    path = CACHE / "data" / f"emoji_staged_{per_image or 'all'}_{held_per_image}.npz"
     if path.exists():
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -239,9 +241,14 @@ def build_staged_images(per_image: int = 48, held_per_image: int = 4, seed: int 
         sprite = load_rgba(r["file"])
         for split, n in ((False, per_image), (True, held_per_image)):
             edges = [e for e in STAGE_EDGES if pools[split][e]]
-            for _ in range(n):
-                pool = pools[split][edges[int(rng.integers(len(edges)))]]
-                e, x, y = pool[int(rng.integers(len(pool)))]
+            if n is None:
+                chosen = [p for e in edges for p in pools[split][e]]
+            else:
+                chosen = []
+                for _ in range(n):
+                    pool = pools[split][edges[int(rng.integers(len(edges)))]]
+                    chosen.append(pool[int(rng.integers(len(pool)))])
+            for e, x, y in chosen:
                 imgs.append(stage(sprite, e, x, y))
                 test.append(split)
                 meta.append({k: r[k] for k in ("art", "code", "base", "label", "words", "subject")} | {
@@ -251,9 +258,18 @@ def build_staged_images(per_image: int = 48, held_per_image: int = 4, seed: int 
     return path
 
 
-def load_staged():
-    z = np.load(build_staged_images())
+def load_staged(per_image: int | None = None):
+    z = np.load(build_staged_images(per_image))
     return z["images"], z["test"], json.loads(str(z["meta"]))
+
+
+def staging_weights(meta: list[dict]) -> np.ndarray:
+    """[N] sampling weights of staged images that give every edge the same share of the draws (there are 81
+    placements of a 32-pixel emoji and one of a 64-pixel one), summing to 1."""
+    edges = np.array([m["edge"] for m in meta])
+    values, counts = np.unique(edges, return_counts=True)
+    w = 1.0 / counts[np.searchsorted(values, edges)]
+    return w / w.sum()
 
 
 # ----------------------------------------------------------------------------------------------- vocab

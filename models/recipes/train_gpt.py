@@ -9,10 +9,12 @@ the null condition, cond_rope "identity"), trained teacher-forced with
 emoji-video, 0.15 for emoji-image, whose default sampling guides) trains the null condition that
 classifier-free guidance needs; otherwise the full word list or a random subset of its words (45% each),
 for emoji-image the label alone, the full list or a random subset (28% each), so short prompts like "red
-heart" are in distribution. emoji-image trains on data.IMAGE_SUBJECTS staged at random sizes and places
-(data.build_staged_images: the seed picks the staging, the prompt the subject); its held-out sequences are
-the same subjects at placements never trained on. Images/frames are tokenized once with the VQ and cached
-in .cache/data/.
+heart" are in distribution. emoji-image trains on data.IMAGE_SUBJECTS at every training placement of every
+edge (data.build_staged_images; each edge drawn as often, data.staging_weights: the seed picks the staging, the
+prompt the subject); its held-out sequences are the same subjects at placements never trained on. The weights
+exported are those of the lowest held-out loss (`Best`; `--patience N` stops N measures after it), so a run that
+goes on into memorising exports the model that generalised. Images/frames are tokenized once with the VQ and
+cached in .cache/data/.
 """
 from __future__ import annotations
 
@@ -84,33 +86,38 @@ def tokenize(name: str, vq_path: Path, batch: int = 64, clips: int = 6000):
 
 def training_data(args):
     """-> tokens [N, L], prompt word lists, test mask, prompt vocabulary, label word lists (emoji-image: a third of
-    its prompts are the label alone, "red apple", as users write it; None for emoji-video)."""
+    its prompts are the label alone, "red apple", as users write it; None for emoji-video), sampling weights [N]
+    (emoji-image: every edge of its stagings drawn as often, `data.staging_weights`; None: uniform)."""
     if args.pack:
         return read_pack(Path(args.pack), args)
     toks, words, test = tokenize(args.model, Path(args.vq), clips=args.clips)
     vocab = data.build_vocab(data.load_images()[2])
-    labels = [data.words(m["label"]) for m in data.load_staged()[2]] if args.model == "emoji-image" else None
-    return toks, words, test, vocab, labels
+    if args.model != "emoji-image":
+        return toks, words, test, vocab, None, None
+    meta = data.load_staged()[2]
+    return toks, words, test, vocab, [data.words(m["label"]) for m in meta], data.staging_weights(meta)
 
 
 def write_pack(path: Path, args) -> None:
     """Everything training reads, in one small file, so a machine without the emoji art (a rented GPU) can train:
     `--write-pack FILE` here, `--pack FILE` there."""
-    toks, words, test, vocab, labels = training_data(args)
+    toks, words, test, vocab, labels, weights = training_data(args)
     np.savez_compressed(path, tokens=toks, words=np.array(json.dumps(words)), test=test,
                         vocab=np.array(json.dumps(vocab)), labels=np.array(json.dumps(labels)),
-                        vq=np.array(vq_hash(Path(args.vq))), model=np.array(args.model))
+                        vq=np.array(vq_hash(Path(args.vq))), model=np.array(args.model),
+                        **({} if weights is None else {"weights": weights}))
     print(f"wrote {path}: {toks.shape[0]} sequences of {toks.shape[1]} tokens", flush=True)
 
 
 def read_pack(path: Path, args):
-    """-> tokens, words, test, vocab, labels from `write_pack`'s file; refused if made for another model or VQ."""
+    """-> tokens, words, test, vocab, labels, weights from `write_pack`'s file; refused if made for another model or
+    VQ."""
     z = np.load(path)
     for key, want in (("model", args.model), ("vq", vq_hash(Path(args.vq)))):
         if str(z[key]) != want:
             raise SystemExit(f"{path} was packed for {key} {str(z[key])!r}, not {want!r}: rerun --write-pack")
     return (z["tokens"], json.loads(str(z["words"])), z["test"], json.loads(str(z["vocab"])),
-            json.loads(str(z["labels"])))
+            json.loads(str(z["labels"])), z["weights"] if "weights" in z else None)
 
 
 def vq_hash(vq_path: Path) -> str:
@@ -173,6 +180,9 @@ def main():
     p.add_argument("--write-pack", metavar="FILE", help="write the tokenized data to FILE for --pack, and exit")
     p.add_argument("--pack", metavar="FILE", help="train from a --write-pack file instead of the emoji art (the "
                    "motion figures of emoji-video are then left to eval_video.py)")
+    p.add_argument("--patience", type=int, default=0, metavar="N",
+                   help="stop once the held-out loss (measured every 200 steps) has not improved for N measures "
+                        "(0: train the whole budget); either way the weights exported are those of its minimum")
     p.add_argument("--bf16", action="store_true",
                    help="bf16 autocast for the forward (1.3x faster steps on an avx512_bf16 CPU; weights and the "
                         "optimiser stay fp32)")
@@ -187,7 +197,7 @@ def main():
     args.vq = args.vq or str(ROOT / "models" / spec["tokenizer"])
     if args.write_pack:
         return write_pack(Path(args.write_pack), args)
-    toks, words, test, vocab, labels = training_data(args)
+    toks, words, test, vocab, labels, weights = training_data(args)
     start = given_length(spec)
     index = {w: i for i, w in enumerate(vocab)}
     import mmspec
@@ -207,6 +217,8 @@ def main():
     run = common.Run(args, model, opt)
     positions = layout.positions().to(device)
     tr, te = np.flatnonzero(~test), np.flatnonzero(test)
+    p_tr = None if weights is None else weights[tr] / weights[tr].sum()  # [N_train] how often each is drawn
+    best = Best(Path(args.work), fresh=args.fresh)
     print(f"{args.model}: {common.count_params(model) / 1e6:.2f}M params, {len(tr)} train / {len(te)} held out "
           f"sequences of {layout.length} tokens", flush=True)
     rng = np.random.default_rng(args.seed + run.step)
@@ -214,7 +226,7 @@ def main():
     model.train()
     while not run.done and not args.export_only:
         run.set_lr(lr)
-        idx = tr[rng.integers(len(tr), size=args.batch)]
+        idx = tr[rng.choice(len(tr), size=args.batch, p=p_tr)]
         x = torch.from_numpy(toks[idx].astype(np.int64)).to(device)
         c = condition_batch([words[i] for i in idx], index, rng, drop=spec["drop"],
                             labels=None if labels is None else [labels[i] for i in idx]).to(device)
@@ -227,12 +239,43 @@ def main():
             run.log(loss=round(loss.item(), 4), lr=round(lr, 6))
         if run.step % 200 == 0:
             sub, fit = te[:: max(1, len(te) // 96)], tr[:: max(1, len(tr) // 96)]
-            run.log(heldout_loss=round(heldout_loss(model, toks[sub], [words[i] for i in sub], index, positions,
-                                                    device, start), 4),
+            held = heldout_loss(model, toks[sub], [words[i] for i in sub], index, positions, device, start)
+            run.log(heldout_loss=round(held, 4),
                     train_loss=round(heldout_loss(model, toks[fit], [words[i] for i in fit], index, positions,
                                                   device, start), 4))
+            best.see(model, held, run.step)
+            if args.patience and run.step - best.step >= 200 * args.patience:
+                print(f"held-out loss lowest at step {best.step} ({best.loss:.4f}), not since: stopping", flush=True)
+                break
     run.save()
+    best.restore(model)
     export(model, cfg, vocab, toks, words, tr, te, positions, device, args, run, spec)
+
+
+class Best:
+    """The weights at the lowest held-out loss so far, in the work folder (a resumed run keeps them): what is exported,
+    so a run that goes on past the point where it starts to memorise still exports the model that generalised."""
+
+    def __init__(self, work: Path, fresh: bool = False):
+        self.path, self.meta = work / "best.safetensors", work / "best.json"
+        if fresh:
+            self.path.unlink(missing_ok=True)
+            self.meta.unlink(missing_ok=True)
+        seen = json.loads(self.meta.read_text()) if self.meta.exists() else {}
+        self.loss, self.step = seen.get("loss", math.inf), seen.get("step", 0)
+
+    def see(self, model, loss: float, step: int) -> None:
+        if loss < self.loss:
+            from safetensors.torch import save_file
+            save_file({k: v.detach().float().cpu().contiguous() for k, v in model.state_dict().items()}, str(self.path))
+            self.loss, self.step = loss, step
+            self.meta.write_text(json.dumps({"loss": loss, "step": step}))
+
+    def restore(self, model) -> None:
+        if self.path.exists():
+            from safetensors.torch import load_file
+            model.load_state_dict(load_file(str(self.path)))
+            print(f"exporting the weights of step {self.step} (held-out loss {self.loss:.4f})", flush=True)
 
 
 def export(model, cfg, vocab, toks, words, tr, te, positions, device, args, run, spec):
@@ -267,6 +310,13 @@ def export(model, cfg, vocab, toks, words, tr, te, positions, device, args, run,
                "params": common.count_params(m16), "given_tokens": start, "lr": args.lr, "bf16_autocast": args.bf16,
                "condition_dropout": spec["drop"], "train_sequences": int(len(tr)), "label_prompts": args.model == "emoji-image",
                "train_loss_nats_bf16": fit_loss(m16), "train_sequences_scored": int(len(fit))}
+    seen = Path(args.work) / "best.json"
+    if seen.exists():  # the weights exported are those of the lowest held-out loss (`Best`)
+        metrics["exported_step"] = json.loads(seen.read_text())["step"]
+    if args.model == "emoji-image":
+        metrics["staging"] = {"subjects": len(data.IMAGE_SUBJECTS), "per_image": "every training placement",
+                              "edges": list(data.STAGE_EDGES), "edge_weights": "equal",
+                              "held_out_placements_percent": data.HELD_OUT_STAGING_PERCENT}
     if device.type == "cuda":  # the card names the GPU it trained on
         metrics["gpu"] = torch.cuda.get_device_name(device)
     if spec["layout"][0] == "Grid3D":
