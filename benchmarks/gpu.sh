@@ -43,9 +43,9 @@ fi
 { nvidia-smi; python -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"; } \
   > "$out/environment.txt" 2>&1
 
-# limits: 90 + 90 + 160 + 90 + 45 + 60 + 120 = 655 s at most; on an H200 (2026-12-04) the steps took 37 + 69 + 100 (the
-# video suite, cut at its limit then) + 53 + 29 + 36 + 33 s, so about 7 minutes in all with the video suite whole; best
-# of 1 timed run after the warm-up (GPU timings vary little), to fit
+# limits: 90 + 90 + 160 + 90 + 45 + 90 + 120 = 685 s at most; on an H200 (2026-12-04, cf730a6) the steps took 42 + 77 +
+# 128 + 52 + 27 s, then the compiled step (working since 0c1dc6e) 22 s to compile and run `ar` at 1 row alone and
+# Cosmos's CUDA tests 53 s: about 8 minutes in all; best of 1 timed run after the warm-up (GPU timings vary little)
 # -n 0: one process (pyproject's -n auto would start a worker per core, each with its own CUDA context, in 90 s)
 step cuda-tests 90 python -m pytest tests/test_cuda.py -n 0 -q -rs -p no:cacheprovider --junitxml="$out/cuda-tests.xml"
 for kind_limit in image:90 video:160 text:90; do
@@ -60,7 +60,7 @@ step proactive-image 45 python -m mmspec.cli bench image --methods coupled,pac,e
 
 # the compiled step (torch.compile, mode reduce-overhead: CUDA graphs) against eager, same run; the first compiled
 # call of each width pays inductor's compile time, reported apart
-step compile-image 60 python benchmarks/compile_step.py models/emoji-image --device cuda --rows 1,8 \
+step compile-image 90 python benchmarks/compile_step.py models/emoji-image --device cuda --rows 1 \
   --methods ar:1,exact:16 --repeats 1 --out "$out/compile"
 
 # Cosmos-1 on CUDA (tiny random models): exact == ar with given frames, eager and compiled

@@ -18,7 +18,7 @@ mkdir -p "$out" /tmp/train
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 rm -f models/emoji-image/window-prior.json models/emoji-video/window-prior.json  # measured again for new models
 python3 models/recipes/train_gpt.py --model emoji-image --pack "$packs/image.npz" --device "${DEVICE:-cuda}" --bf16 \
-  --batch "${IMAGE_BATCH:-64}" --max-minutes "$M" --fresh --save-every 60 --work /tmp/train/emoji-image \
+  --batch "${IMAGE_BATCH:-64}" --max-minutes "$M" --patience 12 --fresh --save-every 60 --work /tmp/train/emoji-image \
   > /tmp/train/emoji-image.log 2>&1 &
 python3 models/recipes/train_gpt.py --model emoji-video --pack "$packs/video.npz" --device "${DEVICE:-cuda}" --bf16 \
   --batch "${VIDEO_BATCH:-32}" --max-minutes "$(python3 -c "print($M + 0.3)")" --fresh --save-every 60 \
