@@ -74,3 +74,12 @@ def test_the_weights_exported_are_those_of_the_lowest_held_out_loss_even_after_a
     resumed.restore(model)
     assert torch.all(model.weight == 400)
     assert train_gpt.Best(tmp_path, fresh=True).step == 0 and not (tmp_path / "best.safetensors").exists()
+
+
+def test_gpt_sizes_replace_the_models_and_bad_ones_are_refused():
+    import train_gpt
+
+    assert train_gpt.sizes(["dim=256", "n_layer=8"]) == {"dim": 256, "n_layer": 8}
+    for bad in (["vocab_size=9"], ["dim=big"], ["dim"]):
+        with pytest.raises(SystemExit, match="--gpt"):
+            train_gpt.sizes(bad)

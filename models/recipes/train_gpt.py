@@ -125,6 +125,18 @@ def vq_hash(vq_path: Path) -> str:
     return hashlib.sha1((vq_path / "diffusion_pytorch_model.safetensors").read_bytes()).hexdigest()[:10]
 
 
+def sizes(pairs: list[str]) -> dict[str, int]:
+    """["dim=256", "n_layer=8"] -> {"dim": 256, "n_layer": 8}: GPT sizes that replace the model's (`--gpt`)."""
+    allowed = {"dim", "n_layer", "n_head", "multiple_of"}
+    out = {}
+    for pair in pairs:
+        key, _, value = pair.partition("=")
+        if key not in allowed or not value.isdigit():
+            raise SystemExit(f"--gpt {pair}: expected KEY=N with KEY one of {', '.join(sorted(allowed))}")
+        out[key] = int(value)
+    return out
+
+
 def condition_batch(word_lists, index, rng, drop: float = 0.1, cond_len: int = COND_LEN, labels=None):
     """Prompt ids [B, cond_len]: none (drop), the full word list, or a random half of it; with `labels` (each
     a word list's leading label words), a third of the kept prompts are the label alone, as users write it."""
@@ -183,6 +195,8 @@ def main():
     p.add_argument("--patience", type=int, default=0, metavar="N",
                    help="stop once the held-out loss (measured every 200 steps) has not improved for N measures "
                         "(0: train the whole budget); either way the weights exported are those of its minimum")
+    p.add_argument("--gpt", nargs="+", default=[], metavar="KEY=N",
+                   help="the GPT's sizes instead of the model's (dim=256 n_layer=8 n_head=8): a larger model for a GPU run")
     p.add_argument("--bf16", action="store_true",
                    help="bf16 autocast for the forward (1.3x faster steps on an avx512_bf16 CPU; weights and the "
                         "optimiser stay fp32)")
@@ -206,7 +220,7 @@ def main():
     # the GPT's vocabulary is the tokenizer's codebook: a larger one would sample ids the VQ cannot decode
     codebook = json.loads((Path(args.vq) / "config.json").read_text())["num_vq_embeddings"]
     cfg = mmspec.GPTConfig(vocab_size=codebook, cond_vocab_size=len(vocab), cond_len=COND_LEN, cond_rope="identity",
-                           **spec["gpt"])
+                           **spec["gpt"] | sizes(args.gpt))
     model = mmspec.GPT(cfg).to(device)
     if args.init:  # overwritten by a checkpoint when one exists (Run resumes it)
         model.load_state_dict(load_bf16(Path(args.init), device).state_dict())
