@@ -88,7 +88,7 @@ def test_the_kv_cache_estimate_is_what_a_session_allocates(kind):
     target, condition, layout, sampling, _ = _cases()[kind]
     cfg, window = mmspec.Sampling.coerce(sampling).cfg, 5
     session = target.session(condition, layout, cfg=cfg, num_samples=1, max_window=window)
-    allocated = sum(t.numel() * t.element_size() for t in session.buffers())  # the cache's k and v of every layer
+    allocated = sum(t.numel() * t.element_size() for t in session.cache.k + session.cache.v)  # every layer's k, v
     estimate = session.batch_size * memory.kv_bytes(target.memory_shape(condition, layout), layout, cfg, window)
     if kind == "video2world":  # its text features counted as cache slots: above what the self-attention holds
         assert estimate > allocated

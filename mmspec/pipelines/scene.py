@@ -77,21 +77,25 @@ def parse(prompt: str) -> tuple[str | None, str | None, str]:
 
 
 def cut_out(image: Image.Image, threshold: int = 40) -> Image.Image:
-    """An emoji on a white background -> RGBA sprite: near-white pixels connected to the border become
-    transparent (white inside the emoji, such as eyes, stays)."""
-    rgb = np.asarray(image.convert("RGB")).astype(np.int16)
-    near_white = (255 - rgb).max(-1) < threshold  # [H, W]
-    marks = Image.fromarray(np.where(near_white, 255, 0).astype(np.uint8)).copy()  # floodfill needs its own pixels
-    w, h = marks.size
-    for corner in ((0, 0), (w - 1, 0), (0, h - 1), (w - 1, h - 1)):
-        if marks.getpixel(corner) == 255:
-            ImageDraw.floodfill(marks, corner, 128)
-    alpha = np.where(np.asarray(marks) == 128, 0, 255).astype(np.uint8)
+    """An emoji on a plain background (white, or any of the scene colours emoji-image draws on) -> RGBA sprite:
+    the pixels near a corner's colour and connected to that corner become transparent (white inside the emoji,
+    such as eyes, stays)."""
+    rgb = np.asarray(image.convert("RGB")).astype(np.int16)  # [H, W, 3]
+    h, w, _ = rgb.shape
+    outside = np.zeros((h, w), bool)
+    for x, y in ((0, 0), (w - 1, 0), (0, h - 1), (w - 1, h - 1)):
+        if outside[y, x]:
+            continue
+        near = np.abs(rgb - rgb[y, x]).max(-1) < threshold  # [H, W] near this corner's colour
+        marks = Image.fromarray(np.where(near, 255, 0).astype(np.uint8)).copy()  # floodfill needs its own pixels
+        ImageDraw.floodfill(marks, (x, y), 128)
+        outside |= np.asarray(marks) == 128
+    alpha = np.where(outside, 0, 255).astype(np.uint8)
     return Image.fromarray(np.dstack([rgb.astype(np.uint8), alpha]), "RGBA")
 
 
 def first_frame(image: Image.Image, motion: str | None, colour: str | None, size: int = 32) -> Image.Image:
-    """An emoji image on white (e.g. an emoji-image output) -> the first frame of a clip of that motion: the
+    """An emoji image on a plain background (e.g. an emoji-image output) -> the first frame of a clip of that motion: the
     sprite at a mid-range edge, where the motion starts, with the clip's anchor in the middle of the frame."""
     edge = sum(SPRITE_EDGES) // 2
     anchor = (size - edge) // 2

@@ -18,18 +18,19 @@ def test_parse_finds_motion_background_and_subject(prompt, expected):
     assert parse(prompt) == expected
 
 
-def _emoji():
-    """A red disc with a white eye on white."""
-    a = np.full((64, 64, 3), 255, np.uint8)
+def _emoji(background=(255, 255, 255)):
+    """A red disc with a white eye on a plain background."""
+    a = np.full((64, 64, 3), background, np.uint8)
     yy, xx = np.mgrid[:64, :64]
     a[(yy - 32) ** 2 + (xx - 32) ** 2 < 24 ** 2] = (220, 20, 20)
     a[(yy - 28) ** 2 + (xx - 26) ** 2 < 4 ** 2] = 255
     return Image.fromarray(a)
 
 
-def test_cut_out_makes_the_surrounding_white_transparent_and_keeps_white_inside():
-    alpha = np.asarray(cut_out(_emoji()))[..., 3]
-    assert alpha[0, 0] == 0 and alpha[32, 32] == 255 and alpha[28, 26] == 255
+@pytest.mark.parametrize("colour", ["white", "blue", "yellow"])
+def test_cut_out_makes_the_surrounding_background_transparent_and_keeps_white_inside(colour):
+    alpha = np.asarray(cut_out(_emoji(BACKGROUNDS[colour])))[..., 3]
+    assert alpha[0, 0] == 0 and alpha[63, 63] == 0 and alpha[32, 32] == 255 and alpha[28, 26] == 255
 
 
 @pytest.mark.parametrize("motion,where", [("slide left", "right"), ("slide right", "left"), ("bounce", "bottom"),
