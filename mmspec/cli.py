@@ -166,14 +166,21 @@ def _use_threads(args) -> None:
               "would wait on each other (--threads N to choose)", file=sys.stderr)
 
 
-def _check_writable(folder: "str | Path") -> Path:
+def _check_writable(folder: "str | Path", keep: bool = True) -> Path:
+    """Refuses a folder that cannot be written, before any work, and makes it; keep=False removes the folders it made
+    to try, for a command that makes its folder when it writes there: a refusal after the check leaves none."""
     folder = Path(folder)
+    made = [] if keep else [p for p in (folder, *folder.parents) if not p.exists()]  # deepest first
     try:
         folder.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=folder):
             pass
     except OSError as err:
         raise ValueError(f"cannot write to --out {folder}: {err.strerror or err}") from None
+    finally:
+        for path in made:
+            if path.is_dir():
+                path.rmdir()
     return folder
 
 
@@ -212,7 +219,7 @@ def _common(p: argparse.ArgumentParser, kind_nargs: str | None = None, window=DE
 
 def cmd_generate(args) -> dict:
     spec = _check_options(args)
-    out_dir = _check_writable(args.out)
+    out_dir = _check_writable(args.out, keep=False)  # (the outputs' save makes it)
     _use_threads(args)
     pipe = _pipeline(args, remember=True)
     call = dict(num_outputs=args.num, seed=args.seed, window=args.window, sampling=_sampling(args, pipe),

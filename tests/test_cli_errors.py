@@ -107,9 +107,39 @@ def test_more_outputs_than_fit_run_in_batches_and_a_batch_that_cannot_fit_is_ref
     assert len(json.loads(capsys.readouterr().out)["outputs"]) == 7 and rows == [3]
     assert _generate(tiny_models, tmp_path / "b", "--num", "7", "--window", "16", "--batch-size", "5") == 2
     _one_line(capsys, "5 rows at a time need about", "which holds 3 rows: pass batch_size=3 (CLI: --batch-size 3)")
-    assert not (tmp_path / "b").exists() or not list((tmp_path / "b").iterdir())
+    assert not (tmp_path / "b").exists()
+    argv = ["generate", "image", "red heart", "--model", str(tiny_models / "image"), "--num", "7", "--window", "16",
+            "--batch-size", "5", "--threads", "1"]  # (no --json: the progress bar's run)
+    assert main([*argv, "--out", str(tmp_path / "b" / "c")]) == 2
+    assert capsys.readouterr().err.startswith("mmspec: error: 5 rows at a time need about")  # (one line: below)
+    assert not (tmp_path / "b").exists()
     assert _generate(tiny_models, tmp_path / "c", "--batch-size", "0") == 2
     _one_line(capsys, "--batch-size must be >= 1, got 0")
+
+
+@pytest.mark.parametrize("kind, model, prompt", [("image", "image", "red heart"), ("video", "video", "bounce apple"),
+                                                  ("video", "video-from-text", "red heart"), ("text", None, "<s> w3")])
+@pytest.mark.parametrize("compare", [False, True])
+def test_a_request_that_does_not_fit_leaves_no_folder_and_prints_only_its_line(tiny_models, tiny_text, tmp_path,
+                                                                               capsys, monkeypatch, kind, model, prompt,
+                                                                               compare):
+    from mmspec import memory
+
+    monkeypatch.setattr(memory, "free_bytes", lambda device: 2 * memory.fixed_bytes())  # not even one row
+    folder = tiny_models / model if model else tiny_text / "target"
+    argv = ["generate", kind, prompt, "--model", str(folder), "--max-new-tokens", "5", "--threads", "1",
+            *["--compare"] * compare]  # (no --json: the progress bar's run)
+    assert main([*argv, "--out", str(tmp_path / "new" / "out")]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("mmspec: error: 1 row at a time needs about"), err  # (tqdm writes on stderr)
+    assert "which holds not even one row" in err and len(err.splitlines()) == 1 and "\r" not in err, err
+    assert not (tmp_path / "new").exists()
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / f"{kind}_000.txt").write_bytes(b"an earlier output")
+    assert main([*argv, "--out", str(kept)]) == 2
+    assert [p.name for p in kept.iterdir()] == [f"{kind}_000.txt"]
+    assert (kept / f"{kind}_000.txt").read_bytes() == b"an earlier output"
 
 
 def test_every_option_of_every_command_says_what_it_does():

@@ -85,7 +85,7 @@ class Pipeline:
     `target_depth` layers) and `default_sampling`, and may hold a `draft_model`: the model of a method that drafts
     with one and names none. A pipeline loaded from a model `folder` with a head/ gives that draft head to an
     eagle spec that names none. `_requests(prompts, **call)` gives the (target, condition, layout, given) of each
-    generate call a call makes, for `check_rows`."""
+    generate call a call makes, for `check_call`."""
 
     default_model: str
     default_window: int
@@ -133,16 +133,29 @@ class Pipeline:
             window = window_policy(window, self.default_window, self.window_memory[name] if isinstance(name, str) else None)
         return self.resolve(spec), window
 
-    def check_rows(self, prompts: list, rows: int, *, method=DEFAULT_METHOD, window=DEFAULT_WINDOW,
-                   sampling: "dict | None" = None, **call) -> None:
+    def check_rows(self, prompts: list, rows: int, **call) -> None:
         """Refuses in one line (mmspec.memory.DoesNotFit), before any work, a call on `prompts` (with the call's other
         options `call`) run `rows` rows at a time when they do not fit in the memory free now: what a render job
-        checks of its batches before it starts. Each generate call the call makes is estimated (`_requests`)."""
+        checks of its batches before it starts."""
+        self.check_call(prompts, rows, rows, **call)
+
+    def check_call(self, prompts: list, rows: int, batch_size: "int | None", *, method=DEFAULT_METHOD,
+                   window=DEFAULT_WINDOW, sampling: "dict | None" = None, **call) -> None:
+        """Refuses in one line (mmspec.memory.DoesNotFit) a call on `prompts` (with the call's other options `call`)
+        that makes `rows` rows, `batch_size` at a time (None: as many as fit), as mmspec.generate refuses it: a call
+        checks this before any of its work, a progress bar or a first frame. Each generate call the call makes is
+        estimated (`_requests`)."""
         method, policy = self._plan(method, window)
+        self._check_requests(self._requests(prompts, **call), rows, batch_size, method, policy, sampling)
+
+    def _check_requests(self, requests: list[tuple], rows: int, batch_size: "int | None", method: Method, policy,
+                        sampling: "dict | None") -> None:
+        """mmspec.generate's memory check of each (target, condition, layout, given) request, for `rows` rows in all
+        run `batch_size` at a time."""
         sampling = self.default_sampling if sampling is None else sampling
-        for target, condition, layout, given in self._requests(prompts, **call):
+        for target, condition, layout, given in requests:
             per_row = row_need(target, condition, layout, method=method, window=policy, sampling=sampling, given=given)
-            plan(per_row, rows, module_device(target), rows)
+            plan(per_row, rows, module_device(target), batch_size)
 
     def _generate(self, run, *, total: int, method: Method, policy, sampling, progress_bar: bool, on_commit,
                   started: float, compile: "bool | dict | None" = None):

@@ -79,6 +79,7 @@ class ChameleonPipeline(Pipeline):
         rows = [p for p in prompts for _ in range(num_outputs)]
         started = time.perf_counter()
         method, policy = self._plan(method, window)
+        self.check_call(prompts, len(rows), batch_size, method=method, window=policy, sampling=sampling)
         run = partial(generate, self.target, prompts, self.layout, seed=seed, num_outputs=num_outputs,
                       batch_size=batch_size)
         out, summary = self._generate(run, total=len(rows) * self.layout.length, method=method, policy=policy,

@@ -113,6 +113,9 @@ class CosmosPipeline(Pipeline):
         elif not self.target.model.config.video2world:
             raise ValueError("a Cosmos base model continues a video: pass video= (the CLI's --video), "
                              f"{' or '.join(map(str, self.accepted_frames))} frames")
+        # (the given tokens as encoded: `_requests`' are the most a video may give)
+        self._check_requests([(self.target, condition, self.layout, given)], num_outputs, batch_size, method, policy,
+                             sampling)
         run = partial(generate, self.target, condition, self.layout, seed=seed, num_outputs=num_outputs, given=given,
                       batch_size=batch_size)
         out, summary = self._generate(run, total=num_outputs * self.layout.length, method=method, policy=policy,

@@ -129,6 +129,8 @@ class TextPipeline(Pipeline):
         for p in prompts:
             check_prompt(p)
         method, policy = self._plan(method, window)
+        self.check_call(prompts, len(prompts) * num_outputs, batch_size, method=method, window=policy,
+                        sampling=sampling, max_new_tokens=max_new_tokens)
         run = partial(generate_text, self.target, prompts, max_new_tokens, stop_strings=stop_strings, stream=stream,
                       seed=seed, num_outputs=num_outputs, batch_size=batch_size)
         out, summary = self._generate(run, total=len(prompts) * num_outputs * max_new_tokens, method=method,

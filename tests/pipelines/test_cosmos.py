@@ -93,7 +93,7 @@ def test_video2world_takes_text_through_a_local_t5(folders, tmp_path):
         VideoPipeline.from_pretrained(folders["video2world"], allow_torchscript=True)("w1 w2", video=clip(1))
 
 
-def test_a_call_s_rows_are_checked_with_the_longest_video_it_may_be_given(folders, monkeypatch):
+def test_a_call_s_rows_are_checked_with_the_longest_video_it_may_be_given(folders, monkeypatch, capsys):
     from mmspec import memory
     from mmspec.api import row_need
 
@@ -107,3 +107,7 @@ def test_a_call_s_rows_are_checked_with_the_longest_video_it_may_be_given(folder
     pipe.check_rows(None, 3, window=4, video=clip(4))
     with pytest.raises(memory.DoesNotFit, match="^4 rows at a time need about"):
         pipe.check_rows(None, 4, window=4, video=clip(4))
+    monkeypatch.setattr(pipe.target, "session", None)  # any work would fail
+    with pytest.raises(memory.DoesNotFit, match="^4 rows at a time need about"):  # a call: before its progress bar
+        pipe(video=clip(4), num_outputs=4, batch_size=4, window=4, progress_bar=True)
+    assert capsys.readouterr().err == ""  # (tqdm writes on stderr)

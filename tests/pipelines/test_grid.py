@@ -203,3 +203,27 @@ def test_a_video_s_rows_are_checked_with_its_first_frames_call(tiny_models, monk
     pipe.check_rows(["red heart"], 2, method="ar", window=1)  # frame 0 by plain ar: narrower than the video's rows
     with pytest.raises(memory.DoesNotFit, match="^2 rows at a time need about"):  # by exact with auto windows up to
         pipe.check_rows(["red heart"], 2, method="exact", window=4)  # the image model's 16 over its 4 x 4 grid
+
+
+@pytest.mark.parametrize("method, window, first_frames_fit", [("ar", 1, True), ("exact", 4, False)])
+def test_a_video_that_does_not_fit_is_refused_before_its_first_frames_and_its_progress_bar(
+        tiny_models, monkeypatch, capsys, method, window, first_frames_fit):
+    from mmspec import memory
+    from mmspec.api import row_need
+
+    pipe = VideoPipeline.from_pretrained(tiny_models / "video-from-text", window_cache="off")
+    image = pipe.image_model
+    given = torch.full((1, pipe.layout.length), -1)
+    given[0, :4] = 0  # frame 0, from the first-frame model
+    need = row_need(pipe.target, pipe.condition(["red heart"]), pipe.layout, method=method, window=window,
+                    sampling=pipe.default_sampling, given=given)
+    first = row_need(image.target, image.condition(["red heart"]), image.layout, method=method,
+                     window=1 if method == "ar" else "auto", sampling=image.default_sampling)  # as the video draws them
+    assert (first < need) == first_frames_fit  # 3 rows of one of the two calls fit, of the other not
+    free = int((memory.fixed_bytes() + 3 * min(need, first)) / memory.SHARE) + 1
+    monkeypatch.setattr(memory, "free_bytes", lambda device: free)
+    for model in (pipe, image):
+        monkeypatch.setattr(model.target, "session", None)  # any work would fail
+    with pytest.raises(memory.DoesNotFit, match="^3 rows at a time need about"):
+        pipe("red heart", num_outputs=3, method=method, window=window, batch_size=3, progress_bar=True)
+    assert capsys.readouterr().err == ""  # (tqdm writes on stderr)

@@ -27,7 +27,7 @@ def test_text_output_keeps_token_ids_and_calls_on_commit(tiny_text):
     assert sum(int(k.sum()) for k in forwards) == len(out.tokens[0])
 
 
-def test_a_call_s_rows_are_checked_against_memory_before_any_work(tiny_text, monkeypatch):
+def test_a_call_s_rows_are_checked_against_memory_before_any_work(tiny_text, monkeypatch, capsys):
     from mmspec import memory
     from mmspec.api import row_need
     from mmspec.layouts import Sequence1D
@@ -42,3 +42,6 @@ def test_a_call_s_rows_are_checked_against_memory_before_any_work(tiny_text, mon
     for prompts, rows, new in (([short], 3, 6), ([short, long], 2, 6), ([short], 2, 100)):  # a longer row needs more
         with pytest.raises(memory.DoesNotFit, match=f"^{rows} rows at a time need about"):
             pipe.check_rows(prompts, rows, method="ar", max_new_tokens=new)
+    with pytest.raises(memory.DoesNotFit, match="^3 rows at a time need about"):  # a call: before its progress bar
+        pipe([short], num_outputs=3, batch_size=3, method="ar", max_new_tokens=6, progress_bar=True)
+    assert capsys.readouterr().err == ""  # (tqdm writes on stderr)
