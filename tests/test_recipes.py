@@ -83,15 +83,3 @@ def test_gpt_sizes_replace_the_models_and_bad_ones_are_refused():
     for bad in (["vocab_size=9"], ["dim=big"], ["dim"]):
         with pytest.raises(SystemExit, match="--gpt"):
             train_gpt.sizes(bad)
-
-
-def test_backdrop_prompts_keep_the_colour_within_the_prompt_and_some_pairs_are_held_out():
-    from mmspec.pipelines.scene import BACKGROUNDS
-
-    record = {"label": "red heart", "words": ["red", "heart", "heavy", "black", "heart", "smileys", "emotion"] * 3}
-    ws = data.backdrop_words(record, "blue")
-    assert ws[:4] == ["red", "heart", "blue", "background"]  # within the first of the prompt's 12 words
-    pairs = [(str(code), colour) for code in range(200) for colour in BACKGROUNDS]
-    share = np.mean([data.held_out_backdrop(*p) for p in pairs])
-    assert 0.1 < share < 0.2
-    assert {c for p, c in pairs if not data.held_out_backdrop(p, c)} == set(BACKGROUNDS)  # every colour is trained on

@@ -121,7 +121,7 @@ def _image_eval_rows(m: dict) -> str:
             f"| prompt followed: samples whose subject the classifier (`recipes/classifier.py`, trained on the art) "
             f"names, same prompts | **{d['classifier_names_subject']:.2f}** at the default sampling; "
             f"{other['classifier_names_subject']:.2f} {other_name} |\n"
-            f"| generalising: loss on held-out stagings (never trained on) / on training stagings | "
+            f"| generalising: loss at placements never trained on / at training placements | "
             f"**{loss['ratio']}** ({loss['heldout_placements']} / {loss['training_placements']} nats/token) |\n")
 
 
@@ -196,22 +196,10 @@ are tokenized one by one with `{tokenizer}`. The sprite's poses and the scene ar
                  "the staging, the prompt the "
                  f"subject. {staging['held_out_placements_percent']}% of the placements below full size (the same "
                  "for every subject) are never trained on: the held-out pictures are the training subjects there.")
-    backdrops = m.get("backdrops")
-    if backdrops:
-        data += (f"\n\nThis model draws {backdrops['subjects']} subjects (`IMAGE_SUBJECTS` in `recipes/data.py`: faces, "
-                 "hearts, animals, plants, food, vehicles, weather, sport and things), the base emoji of both art sets, "
-                 f"at full size on each of {len(backdrops['colours'])} background colours (the video scenes' "
-                 f"`BACKGROUNDS`: {', '.join(backdrops['colours'])}; `build_backdrop_images`). A prompt may name the "
-                 "colour (\"red heart blue background\") or leave it, and the art set, to the seed. "
-                 f"{backdrops['held_out_pairs_percent']}% of the (emoji, colour) pairs are never trained on: the "
-                 "held-out pictures are training subjects on training colours, in pairs it has not seen.")
     init_flag = ((f" --clips {m['clips']}" if given else "") + " --subjects everyday" * everyday +
                  " --init <previous model folder>" * bool(init) +
-                 " --bf16" * bool(m.get("bf16_autocast")) +
-                 (f" --lr {m['lr']}" if given or m.get("lr", 1e-3) != 1e-3 else "") +
-                 (f" --batch {m['batch']}" if m.get("device", "cpu") != "cpu" or m["batch"] != 16 else "") +
-                 (f" --device {m['device']}" if m.get("device", "cpu") != "cpu" else "") +
-                 (f" --patience {m['patience']}" if m.get("patience") else ""))
+                 " --bf16" * bool(m.get("bf16_autocast")) + (f" --lr {m['lr']}" if given else "") +
+                 (f" --device {m['device']} --batch {m['batch']}" if m.get("device", "cpu") != "cpu" else ""))
     return f"""# {name}: a small prompt-conditioned AR {'video' if video else 'image'} model
 
 mmspec's reference GPT (LlamaGen-style: RMSNorm, SwiGLU, {'3D' if video else '2D'} RoPE), {m['params'] / 1e6:.2f}M
@@ -252,7 +240,7 @@ python models/recipes/train_gpt.py --model {name} --max-minutes {m['train_minute
 Teacher-forced cross-entropy through `GPT.forward_sequence(cond, tokens, layout.positions())`.{what_trained}
 Prompt words: the CLDR label, then the Unicode name, short names, skin tones and category, e.g.
 "red heart heavy black smileys emotion"; the word vocabulary comes from emoji.json (label words
-outside it become `<unk>`). {'Each (art set, emoji) is sampled equally often, then one of its skin-tone variants. ' if not (video or staging or backdrops) else ''}The
+outside it become `<unk>`). {'Each (art set, emoji) is sampled equally often, then one of its skin-tone variants. ' if not (video or staging) else ''}The
 condition is dropped (all padding) for {m.get('condition_dropout', 0.1):.0%} of sequences, otherwise it is {'the label alone ("red apple", as users write it), the full word list or a random half of its words (' + format((1 - m.get('condition_dropout', 0.1)) / 3, '.0%') + ' each)' if m.get('label_prompts') else 'the full word list (45%) or a random half of its words (45%)'}, so short prompts are in distribution. AdamW (0.9, 0.95), weight
 decay 0.05, lr {m.get('lr', '1e-3')} on a cosine over the time budget, batch {m['batch']}. Checkpoints in
 `.cache/train/{name}/` (rerun to resume), losses in `.cache/train/{name}/log.jsonl`.

@@ -208,9 +208,9 @@ def held_out_staging(edge: int, x: int, y: int) -> bool:
     return edge < STAGE_CANVAS and h < HELD_OUT_STAGING_PERCENT
 
 
-def stage(sprite: Image.Image, edge: int, x: int, y: int, rgb=(255, 255, 255)) -> np.ndarray:
-    """An RGBA emoji at edge pixels with its corner at (x, y) on a canvas of colour rgb -> uint8 [64, 64, 3]."""
-    canvas = Image.new("RGBA", (STAGE_CANVAS, STAGE_CANVAS), tuple(rgb) + (255,))
+def stage(sprite: Image.Image, edge: int, x: int, y: int) -> np.ndarray:
+    """An RGBA emoji at edge pixels with its corner at (x, y) on the white canvas -> uint8 [64, 64, 3]."""
+    canvas = Image.new("RGBA", (STAGE_CANVAS, STAGE_CANVAS), (255, 255, 255, 255))
     canvas.alpha_composite(sprite.resize((edge, edge), Image.LANCZOS), (x, y))
     return np.asarray(canvas.convert("RGB"))
 
@@ -260,44 +260,6 @@ def build_staged_images(per_image: int | None = None, held_per_image: int = 4, s
 
 def load_staged(per_image: int | None = None):
     z = np.load(build_staged_images(per_image))
-    return z["images"], z["test"], json.loads(str(z["meta"]))
-
-
-def held_out_backdrop(base: str, colour: str) -> bool:
-    """~15% of the (emoji, background colour) pairs, never trained on: every emoji and every colour is trained on
-    with others."""
-    return int(hashlib.sha1(f"{base},{colour}".encode()).hexdigest(), 16) % 100 < HELD_OUT_STAGING_PERCENT
-
-
-def build_backdrop_images() -> Path:
-    """.cache/data/emoji_backdrops.npz: images uint8 [N,64,64,3], each IMAGE_SUBJECTS emoji at full size on each
-    background colour of the video scenes (BACKGROUNDS); its words end with the colour's ("blue background"), which
-    a prompt may name or leave to the seed. `test` marks the held-out (emoji, colour) pairs."""
-    path = CACHE / "data" / "emoji_backdrops.npz"
-    if path.exists():
-        return path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    imgs, test, meta = [], [], []
-    for r in subject_records():
-        sprite = load_rgba(r["file"])
-        for colour, rgb in BACKGROUNDS.items():
-            imgs.append(stage(sprite, STAGE_CANVAS, 0, 0, rgb))
-            test.append(held_out_backdrop(r["base"], colour))
-            meta.append({k: r[k] for k in ("art", "code", "base", "label", "subject")} | {
-                "words": backdrop_words(r, colour), "colour": colour})
-    np.savez(path, images=np.stack(imgs), test=np.array(test), meta=np.array(json.dumps(meta)))
-    print(f"emoji on backdrops: {len(imgs)} ({sum(test)} held out) -> {path}")
-    return path
-
-
-def backdrop_words(record: dict, colour: str) -> list[str]:
-    """The label's words, the background's, then the emoji's other words (within the prompt's 12 words)."""
-    label = words(record["label"])
-    return label + [colour, "background"] + [w for w in record["words"] if w not in label]
-
-
-def load_backdrops():
-    z = np.load(build_backdrop_images())
     return z["images"], z["test"], json.loads(str(z["meta"]))
 
 

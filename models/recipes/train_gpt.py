@@ -57,25 +57,19 @@ def make_layout(spec):
     return getattr(mmspec, kind)(*shape)
 
 
-# emoji-image's pictures: (the file they are built into, its loader)
-STAGINGS = {"backdrops": (data.build_backdrop_images, data.load_backdrops),
-            "placements": (data.build_staged_images, data.load_staged)}
-
-
-def tokenize(name: str, vq_path: Path, batch: int = 64, clips: int = 6000, staging: str = "backdrops"):
+def tokenize(name: str, vq_path: Path, batch: int = 64, clips: int = 6000):
     """-> tokens int16 [N, L], words (list of lists), test mask; cached per VQ weights (and clip count)."""
     from mmspec.tokenizers import VQTokenizer
     h = vq_hash(vq_path)
-    build, load = STAGINGS[staging]
-    suffix = "_" + build().stem if name == "emoji-image" else "" if clips == 6000 else f"_{clips}"
+    suffix = "_" + data.build_staged_images().stem if name == "emoji-image" else "" if clips == 6000 else f"_{clips}"
     path = common.CACHE / "data" / f"tokens_{name}_{h}{suffix}.npz"
     if path.exists():  # prompt words always come from the current data (they are cheap and may be improved)
         z = np.load(path)
-        meta = (load() if name == "emoji-image" else data.load_videos(clips))[2]
+        meta = (data.load_staged() if name == "emoji-image" else data.load_videos(clips))[2]
         return z["tokens"], [m["words"] for m in meta], z["test"]
     vq = VQTokenizer.from_pretrained(vq_path)
     if name == "emoji-image":
-        imgs, test, meta = load()
+        imgs, test, meta = data.load_staged()
         words = [m["words"] for m in meta]
         toks = np.concatenate([vq.encode(imgs[i:i + batch]).flatten(1).numpy() for i in range(0, len(imgs), batch)])
     else:
@@ -93,16 +87,15 @@ def tokenize(name: str, vq_path: Path, batch: int = 64, clips: int = 6000, stagi
 def training_data(args):
     """-> tokens [N, L], prompt word lists, test mask, prompt vocabulary, label word lists (emoji-image: a third of
     its prompts are the label alone, "red apple", as users write it; None for emoji-video), sampling weights [N]
-    (emoji-image placements: every edge drawn as often, `data.staging_weights`; None: uniform)."""
+    (emoji-image: every edge of its stagings drawn as often, `data.staging_weights`; None: uniform)."""
     if args.pack:
         return read_pack(Path(args.pack), args)
-    toks, words, test = tokenize(args.model, Path(args.vq), clips=args.clips, staging=args.staging)
+    toks, words, test = tokenize(args.model, Path(args.vq), clips=args.clips)
     vocab = data.build_vocab(data.load_images()[2])
     if args.model != "emoji-image":
         return toks, words, test, vocab, None, None
-    meta = STAGINGS[args.staging][1]()[2]
-    weights = data.staging_weights(meta) if args.staging == "placements" else None
-    return toks, words, test, vocab, [data.words(m["label"]) for m in meta], weights
+    meta = data.load_staged()[2]
+    return toks, words, test, vocab, [data.words(m["label"]) for m in meta], data.staging_weights(meta)
 
 
 def write_pack(path: Path, args) -> None:
@@ -111,7 +104,7 @@ def write_pack(path: Path, args) -> None:
     toks, words, test, vocab, labels, weights = training_data(args)
     np.savez_compressed(path, tokens=toks, words=np.array(json.dumps(words)), test=test,
                         vocab=np.array(json.dumps(vocab)), labels=np.array(json.dumps(labels)),
-                        vq=np.array(vq_hash(Path(args.vq))), model=np.array(args.model), staging=np.array(args.staging),
+                        vq=np.array(vq_hash(Path(args.vq))), model=np.array(args.model),
                         **({} if weights is None else {"weights": weights}))
     print(f"wrote {path}: {toks.shape[0]} sequences of {toks.shape[1]} tokens", flush=True)
 
@@ -120,8 +113,8 @@ def read_pack(path: Path, args):
     """-> tokens, words, test, vocab, labels, weights from `write_pack`'s file; refused if made for another model or
     VQ."""
     z = np.load(path)
-    for key, want in (("model", args.model), ("vq", vq_hash(Path(args.vq))), ("staging", args.staging)):
-        if key in z and str(z[key]) != want:
+    for key, want in (("model", args.model), ("vq", vq_hash(Path(args.vq)))):
+        if str(z[key]) != want:
             raise SystemExit(f"{path} was packed for {key} {str(z[key])!r}, not {want!r}: rerun --write-pack")
     return (z["tokens"], json.loads(str(z["words"])), z["test"], json.loads(str(z["vocab"])),
             json.loads(str(z["labels"])), z["weights"] if "weights" in z else None)
@@ -202,9 +195,6 @@ def main():
     p.add_argument("--patience", type=int, default=0, metavar="N",
                    help="stop once the held-out loss (measured every 200 steps) has not improved for N measures "
                         "(0: train the whole budget); either way the weights exported are those of its minimum")
-    p.add_argument("--staging", choices=list(STAGINGS), default="backdrops",
-                   help="emoji-image's pictures: each subject at full size on each scene background colour "
-                        "(backdrops), or at every placement of five sizes on white (placements)")
     p.add_argument("--gpt", nargs="+", default=[], metavar="KEY=N",
                    help="the GPT's sizes instead of the model's (dim=256 n_layer=8 n_head=8): a larger model for a GPU run")
     p.add_argument("--bf16", action="store_true",
@@ -337,12 +327,7 @@ def export(model, cfg, vocab, toks, words, tr, te, positions, device, args, run,
     seen = Path(args.work) / "best.json"
     if seen.exists():  # the weights exported are those of the lowest held-out loss (`Best`)
         metrics["exported_step"] = json.loads(seen.read_text())["step"]
-    if args.patience:
-        metrics["patience"] = args.patience
-    if args.model == "emoji-image" and args.staging == "backdrops":
-        metrics["backdrops"] = {"subjects": len(data.IMAGE_SUBJECTS), "colours": list(data.BACKGROUNDS),
-                                "held_out_pairs_percent": data.HELD_OUT_STAGING_PERCENT}
-    elif args.model == "emoji-image":
+    if args.model == "emoji-image":
         metrics["staging"] = {"subjects": len(data.IMAGE_SUBJECTS), "per_image": "every training placement",
                               "edges": list(data.STAGE_EDGES), "edge_weights": "equal",
                               "held_out_placements_percent": data.HELD_OUT_STAGING_PERCENT}
