@@ -198,8 +198,11 @@ are tokenized one by one with `{tokenizer}`. The sprite's poses and the scene ar
                  "for every subject) are never trained on: the held-out pictures are the training subjects there.")
     init_flag = ((f" --clips {m['clips']}" if given else "") + " --subjects everyday" * everyday +
                  " --init <previous model folder>" * bool(init) +
-                 " --bf16" * bool(m.get("bf16_autocast")) + (f" --lr {m['lr']}" if given else "") +
-                 (f" --device {m['device']} --batch {m['batch']}" if m.get("device", "cpu") != "cpu" else ""))
+                 " --bf16" * bool(m.get("bf16_autocast")) +
+                 (f" --lr {m['lr']}" if given or m.get("lr", 1e-3) != 1e-3 else "") +
+                 (f" --batch {m['batch']}" if m.get("device", "cpu") != "cpu" or m["batch"] != 16 else "") +
+                 (f" --device {m['device']}" if m.get("device", "cpu") != "cpu" else "") +
+                 (f" --patience {m['patience']}" if m.get("patience") else ""))
     return f"""# {name}: a small prompt-conditioned AR {'video' if video else 'image'} model
 
 mmspec's reference GPT (LlamaGen-style: RMSNorm, SwiGLU, {'3D' if video else '2D'} RoPE), {m['params'] / 1e6:.2f}M

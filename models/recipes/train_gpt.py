@@ -327,6 +327,8 @@ def export(model, cfg, vocab, toks, words, tr, te, positions, device, args, run,
     seen = Path(args.work) / "best.json"
     if seen.exists():  # the weights exported are those of the lowest held-out loss (`Best`)
         metrics["exported_step"] = json.loads(seen.read_text())["step"]
+    if args.patience:
+        metrics["patience"] = args.patience
     if args.model == "emoji-image":
         metrics["staging"] = {"subjects": len(data.IMAGE_SUBJECTS), "per_image": "every training placement",
                               "edges": list(data.STAGE_EDGES), "edge_weights": "equal",
