@@ -10,7 +10,12 @@ Cost models, seconds a step by width W at R rows:
   gpu-linear  c0 (1 + 0.013 (W - 1)): a step of 16 1.2x AR, the same per position from AR on
   gpu         AR c0, a wider step c0 (1 + J + s (W - 1)): the drafter's and verifier's fixed cost J, then little per
               position (J, s: 0.36, 0.001 at 1 row, the H200 window sweep's flat 5.3-5.6 ms a step from 4 to 32 against
-              AR's 3.9; 0.17, 0.002 at 8 rows, a step of 16 1.2x AR; 0.2, 0.02 at 32 rows, a step of 16 1.5x AR)
+              AR's 3.9; 0.17, 0.002 at 8 rows, a step of 16 1.2x AR; 0.2, 0.0093 at 32 rows, a step
+              of 16 1.34x AR as the H200 timed it at cf730a6, benchmarks/results/gpu/suite-image: `ar` 1.350 s for
+              256 steps, 5.27 ms; fixed `exact` 16 1.613 s for about 229 forwards of the batch, 7.04 ms (its 143.7
+              forwards are a row's mean: the batch runs until its last row is done, 229 on a CPU at the same NFE
+              per row); J is not measured there, 4 and 8 were not run. The batch's last row moves 1.12 tokens a step
+              at 16 there: `--scale 0.37` on the prior's 1.32)
   cpu         policy_sim.py's emoji-image table (1 and 8 rows, linear in the rows)
 
   python benchmarks/window_synthetic.py --seeds 16 [--scale 1.3]
@@ -28,7 +33,8 @@ from mmspec.sampling import Sampling
 from mmspec.window import AutoWindow, WindowMemory, load_prior, prior_at
 
 LENGTH, WIDTHS, BURST = 256, [1, 4, 8, 16], 0.3  # a step commits a run with chance BURST, else 1 token
-GPU = {1: (0.36, 0.001), 8: (0.17, 0.002), 32: (0.2, 0.02)}  # rows -> (J, s)
+COLD = 4  # the steps `--cold` makes dearer: plain AR's probe, the first steps `auto` times
+GPU = {1: (0.36, 0.001), 8: (0.17, 0.002), 32: (0.2, 0.0093)}  # rows -> (J, s)
 MODELS = {"gpu-linear": lambda W, R, pos: 0.0065 * (1 + 0.013 * (W - 1)) * (1 + 0.3 * pos),
           "gpu": lambda W, R, pos: 0.0065 * (1 + (GPU[R][0] + GPU[R][1] * (W - 1) if W > 1 else 0)) * (1 + 0.3 * pos),
           "cpu": lambda W, R, pos: cpu_cost("image", W, pos, R)}
@@ -44,8 +50,9 @@ class State:
         self.sampling = Sampling()
 
 
-def generation(prior, cost, rows: int, window, seed: int, scale: float) -> tuple[float, float]:
-    """One generation at `window` (an int, or "auto" from nothing measured) -> (mean window, seconds)."""
+def generation(prior, cost, rows: int, window, seed: int, scale: float, cold: float = 1.0) -> tuple[float, float]:
+    """One generation at `window` (an int, or "auto" from nothing measured) -> (mean window, seconds); its first
+    `COLD` steps cost `cold` times more."""
     rng, tokens = random.Random(seed), prior_at(prior, rows, WIDTHS)
     policy = AutoWindow(max_window=WIDTHS[-1], memory=WindowMemory(prior=prior)) if window == "auto" else None
     state, widths, seconds = State(rows), [], 0.0
@@ -54,7 +61,7 @@ def generation(prior, cost, rows: int, window, seed: int, scale: float) -> tuple
         run = scale * (tokens[L][n * 8 // LENGTH] - 1) / BURST  # a run's extra tokens, on average
         k = 1 + (int(run) + (rng.random() < run % 1) if rng.random() < BURST else 0)
         k = max(1, min(k, L, LENGTH - n))
-        s = cost(L, rows, n / LENGTH)
+        s = cost(L, rows, n / LENGTH) * (cold if len(widths) < COLD else 1.0)
         state.n += k
         seconds, widths = seconds + s, widths + [L]
         if policy:
@@ -67,13 +74,15 @@ def main(argv=None) -> None:
     ap.add_argument("--seeds", type=int, default=8)
     ap.add_argument("--scale", type=float, default=1.0, help="the generations' extra tokens per step over the prior's")
     ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--cold", type=float, default=1.0, help="the first steps of a generation cost this much more")
     args = ap.parse_args(argv)
     prior = load_prior(models_dir() / "emoji-image")["exact"]
     print("| costs | rows | auto: mean window | auto | fixed 4 | fixed 8 | fixed 16 |\n|---|---|---|---|---|---|---|")
     for name in args.models.split(","):
         for rows in GPU:
-            ar = generation(prior, MODELS[name], rows, 1, 0, args.scale)[1]
-            runs = {w: [generation(prior, MODELS[name], rows, w, seed, args.scale) for seed in range(args.seeds)]
+            ar = generation(prior, MODELS[name], rows, 1, 0, args.scale, args.cold)[1]
+            runs = {w: [generation(prior, MODELS[name], rows, w, seed, args.scale, args.cold)
+                        for seed in range(args.seeds)]
                     for w in ["auto", 4, 8, 16]}
             speed = {w: sum(ar / s for _, s in r) / len(r) for w, r in runs.items()}
             mean = sum(m for m, _ in runs["auto"]) / args.seeds

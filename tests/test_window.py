@@ -273,6 +273,43 @@ def test_at_a_batch_a_width_takes_over_only_if_it_wins_by_15_percent(seconds_of_
     assert (chosen[-100:].count(8) > 80) == switches and chosen[-100:].count(8) > 0  # (rechecks)
 
 
+def _whole(tokens):
+    """k_of for a mean of `tokens` [L] per step: whole tokens, 1 or 2, that add up to it."""
+    total = dict.fromkeys(tokens, 0.0)
+
+    def k_of(L):
+        total[L] += tokens[L]
+        return int(total[L]) - int(total[L] - tokens[L])
+    return k_of
+
+
+@pytest.mark.parametrize("rows", [32, 8])
+def test_at_a_batch_auto_narrows_to_plain_ar_once_ar_wins_by_any_margin(rows):
+    # AR 5.3 ms a step; 16 commits 1.9 tokens a step and for its first 100 steps costs 8 ms (26% ahead of AR), then
+    # at 32 rows 11.2 ms: AR is 11% ahead, less than the 15% a wider width needs to take over, but AR's one token a
+    # step is certain, so 16 gives way (it stayed before). At 8 rows a step of 16 goes on at 7.5 ms and 16 stays.
+    k_of, wide = _whole({1: 1.0, 16: 1.9}), 0.0112 if rows == 32 else 0.0075
+    policy, state, chosen = AutoWindow(max_window=16, widths=[1, 16], memory=WindowMemory()), FakeState(rows), []
+    for step in range(400):
+        L = policy(state)
+        chosen.append(L)
+        _step(policy, state, torch.full((rows,), k_of(L)), 0.0053 if L == 1 else 0.008 if step < 100 else wide)
+    assert chosen[20:100].count(16) > 60
+    assert chosen[-100:].count(1 if rows == 32 else 16) > 80
+
+
+def test_at_a_batch_plain_ar_timed_dear_at_the_start_is_timed_again():
+    # emoji-image at 32 rows on the H200 (cf730a6): AR 5.27 ms a step, a batch step of 16 7.04 ms for 1.12 tokens
+    # (AR 19% ahead), where the prior expects 1.32. Here AR's probe, the generation's first steps, costs 1.6x (a
+    # cold start): by it and the prior 16 wins. Once measurement brings 16 down to 1.12 tokens, AR's stale cost
+    # still puts it 25% behind, beyond `hope`, and before it was never timed again: 16 ran to the end
+    k_of, cold = _whole({1: 1.0, 16: 1.12}), iter([1.6] * 4)
+    policy = AutoWindow(max_window=16, widths=[1, 16], memory=WindowMemory(prior={32: {1: 1.0, 16: 1.32}}))
+    chosen = _run(policy, 300, seconds_of=lambda L: 0.00527 * next(cold, 1.0) if L == 1 else 0.00704, k_of=k_of,
+                  state=FakeState(rows=32))
+    assert chosen[:4] == [1] * 4 and chosen[8:40].count(16) == 32 and chosen[-100:].count(1) > 80
+
+
 def test_at_one_row_auto_tries_every_width_even_when_the_scale_says_it_cannot_win():
     # emoji-image at 1 row: by the prior 16 barely wins (1.8 tokens per 5.7 ms against AR's 1 per 3.3), but the
     # first 60 steps are hard (nothing accepted): the probes of 4 pull the scale down until 16 cannot win, and it

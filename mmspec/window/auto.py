@@ -25,10 +25,10 @@ class AutoWindow(Estimate):
     large for wide windows to pay never spends a stretch on them. Then the best one runs, with a stretch of a
     neighbouring width every `recheck` steps (acceptance changes along a generation); a neighbour that loses again
     waits twice as long for its next stretch, up to `max_wait` steps. A wider window must beat a narrower one by
-    `margin` to be kept (a wide window kept on a lucky stretch costs most), and any window must beat the one running
-    by `margin` to replace it. The steps right after a change of width do not count (`_warmup`): after a widening
-    its new slots start from fresh fills that a window kept at L would not have; after a narrowing its slots were
-    refined by the wider window.
+    `margin` to be kept (a wide window kept on a lucky stretch costs most), and any window but plain AR (whose step
+    commits exactly one token: no luck to guard against) must beat the one running by `margin` to replace it. The
+    steps right after a change of width do not count (`_warmup`): after a widening its new slots start from fresh
+    fills that a window kept at L would not have; after a narrowing its slots were refined by the wider window.
 
     With a `WindowMemory` (a pipeline keeps one for its model and device, on disk), the measurements carry over from
     one generation to the next of the same batch size, so a later call starts at the best known window instead of
@@ -36,10 +36,10 @@ class AutoWindow(Estimate):
     generation need not explore either: what is left to learn is each width's step cost on this device at this
     batch size, and a couple of real steps tell it (`probe`; they commit tokens like any other). Widths are probed
     narrowest first, and only while they could win at the least their step can cost (`_could_win`). The neighbour
-    rechecks then measure a width's step cost, and only while it could plausibly win (`hope`). Where the prior is
-    given by band of the output, the region is the prior's business and the scale the prompt's: at a new band the
-    plan is made afresh if the best width changes with it; at one row a width that wins by the prior where the
-    output now is runs at once, not after a stretch of the width running.
+    rechecks then measure a width's step cost, and only while it could plausibly win (`hope`; plain AR at a batch
+    always). Where the prior is given by band of the output, the region is the prior's business and the scale the
+    prompt's: at a new band the plan is made afresh if the best width changes with it; at one row a width that wins
+    by the prior where the output now is runs at once, not after a stretch of the width running.
     """
 
     stretch = 4  # measured steps per stretch of a candidate
@@ -168,11 +168,14 @@ class AutoWindow(Estimate):
         # scale down until no wider width could win, and plain AR, measuring nothing, never lifted it again: one
         # cold run of the README's image in three stayed at AR. Its stretch costs little there: its steps commit.)
         near = c if self.expected else c[max(b - 1, 0): b + 2]
-        # (a width that never ran has lost nothing: it is due at once, not after a recheck's wait)
+        # (a width that never ran has lost nothing: it is due at once, not after a recheck's wait). At a batch plain AR
+        # is due after its wait whatever its estimate: every choice is made against its cost, and one timed dear
+        # (say in a generation's first steps) would otherwise keep a batch wide for the rest of it
         due = [L for L in near if L != best and (self.measured[L] < 0 or self.step - self.measured[L] >= self.wait[L])
                and (L < best or b == 0 or self._plausible(L, c[b - 1], best))
-               and (not self.expected or (self.hope * self.rate(L) >= self.rate(best) if self.seconds[L]
-                                          else self.rows == 1 or self._could_win(L)))]
+               and (not self.expected or L == 1 and self.rows > 1
+                    or (self.hope * self.rate(L) >= self.rate(best) if self.seconds[L]
+                        else self.rows == 1 or self._could_win(L)))]
         self.wait[best] = self.recheck
         if not due:
             return [best] * self.recheck
@@ -209,9 +212,12 @@ class AutoWindow(Estimate):
         for L in ran[1:]:
             if self.rate(L) > need * self.rate(best):
                 best = L
-        # and any width must win clearly against the one running: a neighbour's stretch is a few bursty steps, and
-        # a switch on their luck costs more than the margin
-        if self.best is not None and self.rate(best) <= self.margin * self.rate(self.best):
+        # and a speculative width must win clearly against the one running: a neighbour's stretch is a few bursty
+        # steps, and a switch on their luck costs more than the margin. Plain AR only has to win: its step commits
+        # exactly one token, so its rate is as sure as its step cost, and a wide width it beats at all is losing (with
+        # the margin, a batch that went wide stayed wide with AR up to 15% ahead)
+        if self.best is not None and best != self.best and \
+                self.rate(best) <= (1.0 if best == 1 else self.margin) * self.rate(self.best):
             best = self.best
         return best
 
