@@ -133,6 +133,7 @@ def _rebound_by_compiled_steps(method, monkeypatch) -> set[str]:
         return out
 
     monkeypatch.setattr(mmspec.executor.Executor, "__call__", watched)
+    torch._dynamo.reset()  # graphs an earlier test traced (a patched `advance` may not be guarded) are not reused
     _run(method, compile={"backend": "aot_eager"})
     return rebound
 
