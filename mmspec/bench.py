@@ -102,6 +102,7 @@ def run_figures(timed: Timed) -> dict:
     """NFE, acceptance and speed of one timed pipeline output."""
     s = timed.result.stats
     return {"nfe_per_row": s.nfe.float().mean().item(), "tokens_per_row": s.committed.float().mean().item(),
+            "total_nfe": s.total_nfe,  # the batch's forwards: it steps until its last row ends (what a step's cost pays)
             "mean_window": s.mean_window,
             "mean_acceptance_length": s.mean_acceptance_length, "acceptance_rate": s.acceptance_rate,
             "seconds": timed.seconds, "cpu_seconds": timed.cpu_seconds,

@@ -33,6 +33,9 @@ def test_entries_run_at_their_own_window_and_exact_gives_ar_tokens(image):
     assert by["exact w=3"]["identical_rows"] == by["exact w=3"]["rows"] == 4  # exact: AR's tokens, row for row
     assert by["ar"]["nfe_ratio"] == by["ar"]["wall_ratio"] == 1.0 and by["ar"]["nfe_per_row"] == 16
     assert identical_rows(by["coupled"]["output"], by["ar"]["output"]) == by["coupled"]["identical_rows"]
+    # the batch steps until its last row ends: its forwards are its slowest row's, not the rows' mean
+    nfe = by["coupled"]["output"].stats.nfe
+    assert by["coupled"]["total_nfe"] == nfe.max() >= by["coupled"]["nfe_per_row"] and by["ar"]["total_nfe"] == 16
 
 
 def test_entries_need_distinct_labels(image):
