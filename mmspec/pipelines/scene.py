@@ -77,9 +77,9 @@ def parse(prompt: str) -> tuple[str | None, str | None, str]:
 
 
 def cut_out(image: Image.Image, threshold: int = 40) -> Image.Image:
-    """An emoji on a plain background (white, or any of the scene colours emoji-image draws on) -> RGBA sprite:
-    the pixels near a corner's colour and connected to that corner become transparent (white inside the emoji,
-    such as eyes, stays)."""
+    """An emoji on a plain background (white, as emoji-image draws, or a picture of the user's on any plain colour) ->
+    RGBA sprite: the pixels near a corner's colour and connected to that corner become transparent (white inside the
+    emoji, such as eyes, stays)."""
     rgb = np.asarray(image.convert("RGB")).astype(np.int16)  # [H, W, 3]
     h, w, _ = rgb.shape
     outside = np.zeros((h, w), bool)
@@ -95,8 +95,8 @@ def cut_out(image: Image.Image, threshold: int = 40) -> Image.Image:
 
 
 def first_frame(image: Image.Image, motion: str | None, colour: str | None, size: int = 32) -> Image.Image:
-    """An emoji image on a plain background (e.g. an emoji-image output) -> the first frame of a clip of that motion: the
-    sprite at a mid-range edge, where the motion starts, with the clip's anchor in the middle of the frame."""
+    """An emoji image on a plain background (e.g. an emoji-image output) -> the first frame of a clip of that motion:
+    the sprite at a mid-range edge, where the motion starts, with the clip's anchor in the middle of the frame."""
     edge = sum(SPRITE_EDGES) // 2
     anchor = (size - edge) // 2
     where = pose(motion or "", 0.0, edge, anchor, anchor, size)
