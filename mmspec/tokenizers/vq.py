@@ -1,4 +1,5 @@
-"""VQ image tokenizer over a diffusers `VQModel` folder (config.json + safetensors).
+"""VQ image tokenizer over a diffusers `VQModel` folder or a patch VQ folder (mmspec.reference.patch_vq), each
+config.json + safetensors.
 
 `encode` maps images to codebook ids on the latent grid (64x64 -> 16x16 for the bundled emoji VQ,
 32x32 -> 8x8); `decode` maps ids back to pixels through the codebook, bypassing re-quantisation.
@@ -11,16 +12,44 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from mmspec.reference.patch_vq import PatchVQ, is_patch_folder
+
+
+class _DiffusersVQ:
+    """A diffusers VQModel behind PatchVQ's surface: latents, ids, embed, pixels."""
+
+    def __init__(self, vq):
+        self.vq = vq
+
+    def latents(self, x):  # [B, 3, H, W] -> [B, D, h, w]
+        return self.vq.encode(x).latents
+
+    def ids(self, z):  # [B, D, h, w] -> [B, h, w]
+        B, D, h, w = z.shape
+        flat = z.permute(0, 2, 3, 1).reshape(-1, D).float()
+        return torch.cdist(flat, self.vq.quantize.embedding.weight.float()).argmin(1).view(B, h, w)
+
+    def embed(self, ids):  # [B, h, w] -> [B, D, h, w]
+        B, h, w = ids.shape
+        return self.vq.quantize.get_codebook_entry(ids.flatten(), shape=(B, h, w, self.vq.config.vq_embed_dim
+                                                                           or self.vq.config.latent_channels))
+
+    def pixels(self, q):  # [B, D, h, w] -> [B, 3, H, W]
+        return self.vq.decode(q, force_not_quantize=True).sample
+
 
 class VQTokenizer:
     def __init__(self, vq, device: "str | torch.device" = "cpu", dtype: torch.dtype = torch.float32):
         vq = vq.to(device=device)
-        self.vq = (vq if vq.dtype == dtype else vq.to(dtype=dtype)).eval()  # diffusers warns on any dtype cast
-        self.device, self.dtype = torch.device(device), dtype
+        self.vq = (vq if next(vq.parameters()).dtype == dtype else vq.to(dtype=dtype)).eval()  # diffusers warns on
+        self.device, self.dtype = torch.device(device), dtype                                # any dtype cast
         cfg = vq.config
-        self.codebook_size = cfg.num_vq_embeddings
-        self.embed_dim = cfg.vq_embed_dim or cfg.latent_channels
-        self.downsample = 2 ** (len(cfg.block_out_channels) - 1)
+        if isinstance(vq, PatchVQ):
+            self._model = vq
+            self.codebook_size, self.downsample = cfg.codebook_size, cfg.patch
+        else:
+            self._model = _DiffusersVQ(self.vq)
+            self.codebook_size, self.downsample = cfg.num_vq_embeddings, 2 ** (len(cfg.block_out_channels) - 1)
 
     @classmethod
     def from_pretrained(cls, path: "str | Path", device: "str | torch.device" = "cpu",
@@ -30,6 +59,8 @@ class VQTokenizer:
         from mmspec.loading import check_folder
 
         path = check_folder(path, "VQ tokenizer")
+        if is_patch_folder(path):
+            return cls(PatchVQ.from_pretrained(path, dtype=dtype), device=device, dtype=dtype)
         # torch_dtype at load (not a later .to) and no accelerate-only low-memory path: loads quietly
         vq = VQModel.from_pretrained(str(path), torch_dtype=dtype, low_cpu_mem_usage=False, use_safetensors=True)
         return cls(vq, device=device, dtype=dtype)
@@ -51,11 +82,7 @@ class VQTokenizer:
     @torch.no_grad()
     def encode(self, images) -> torch.Tensor:
         """images -> codebook ids [B, h, w] (long)."""
-        h = self.vq.encode(self._to_tensor(images)).latents
-        B, C, H, W = h.shape
-        z = h.permute(0, 2, 3, 1).reshape(-1, C)
-        idx = torch.cdist(z.float(), self.vq.quantize.embedding.weight.float()).argmin(1)
-        return idx.view(B, H, W)
+        return self._model.ids(self._model.latents(self._to_tensor(images)))
 
     @torch.no_grad()
     def decode(self, ids: torch.Tensor) -> torch.Tensor:
@@ -68,11 +95,10 @@ class VQTokenizer:
             ids = ids.view(ids.shape[0], side, side)
         if ids.min() < 0 or ids.max() >= self.codebook_size:
             raise ValueError(f"codebook ids must be in [0, {self.codebook_size}), got [{ids.min()}, {ids.max()}]")
-        B, h, w = ids.shape
-        emb = self.vq.quantize.get_codebook_entry(ids.flatten(), shape=(B, h, w, self.embed_dim)).to(self.dtype)
+        emb = self._model.embed(ids).to(self.dtype)  # [B, D, h, w]
         # one image per decoder call: batched convolutions round differently with the batch size and
         # the thread count, and an image's pixels must depend on its tokens only (render jobs rely on it)
-        return torch.cat([self.vq.decode(e[None], force_not_quantize=True).sample for e in emb]).clamp(-1, 1)
+        return torch.cat([self._model.pixels(e[None]) for e in emb]).clamp(-1, 1)
 
     def decode_pil(self, ids: torch.Tensor, chunk: int = 256) -> list:
         """codebook ids -> list of PIL RGB images, decoded `chunk` at a time (the float pictures of a large request

@@ -122,7 +122,7 @@ def read_pack(path: Path, args):
 
 def vq_hash(vq_path: Path) -> str:
     import hashlib
-    return hashlib.sha1((vq_path / "diffusion_pytorch_model.safetensors").read_bytes()).hexdigest()[:10]
+    return hashlib.sha1(b"".join(f.read_bytes() for f in sorted(vq_path.glob("*.safetensors")))).hexdigest()[:10]
 
 
 def sizes(pairs: list[str]) -> dict[str, int]:
@@ -218,7 +218,8 @@ def main():
     layout = make_layout(spec["layout"])
     assert toks.shape[1] == layout.length, (toks.shape, layout)
     # the GPT's vocabulary is the tokenizer's codebook: a larger one would sample ids the VQ cannot decode
-    codebook = json.loads((Path(args.vq) / "config.json").read_text())["num_vq_embeddings"]
+    from mmspec.tokenizers import VQTokenizer
+    codebook = VQTokenizer.from_pretrained(args.vq).codebook_size
     cfg = mmspec.GPTConfig(vocab_size=codebook, cond_vocab_size=len(vocab), cond_len=COND_LEN, cond_rope="identity",
                            **spec["gpt"] | sizes(args.gpt))
     model = mmspec.GPT(cfg).to(device)

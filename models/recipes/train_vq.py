@@ -1,8 +1,10 @@
-"""Train the emoji VQ tokenizers (diffusers VQModel): `emoji-vq` (64x64 image <-> 16x16 codebook ids) and,
-with --frames, `emoji-vq-video` (32x32 video frame <-> 8x8 ids).
+"""Train the emoji VQ tokenizers: `emoji-vq` (64x64 image <-> 16x16 codebook ids) and, with --frames,
+`emoji-vq-video` (32x32 video frame <-> 8x8 ids), as diffusers VQModels; with --patch, a patch VQ
+(mmspec.reference.patch_vq: each code from its own 4x4 pixels, so a sprite moved by whole tokens keeps its codes).
 
     python models/recipes/train_vq.py                 # resumable; --max-minutes sets the total budget
     python models/recipes/train_vq.py --frames        # the video frames' tokenizer
+    python models/recipes/train_vq.py --patch --out models/emoji-pvq   # + the staged emoji (every placement)
 
 Data: the emoji images (both art sets, skin tones, composited on white), plus, for a quarter of each
 batch, 2x2 mosaics of 32x32 frames (a shrunken sprite on a plain colour). With --frames: single frames
@@ -25,17 +27,36 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
 import data  # noqa: E402
 
+from mmspec.reference.patch_vq import PatchConfig, PatchVQ  # noqa: E402
+
 ROOT = common.ROOT
 
 VQ_CONFIG = dict(in_channels=3, out_channels=3, down_block_types=("DownEncoderBlock2D",) * 3,
                  up_block_types=("UpDecoderBlock2D",) * 3, block_out_channels=(32, 64, 64), layers_per_block=1,
                  latent_channels=8, vq_embed_dim=8, num_vq_embeddings=1024, norm_num_groups=32, sample_size=64)
 FRAME_CONFIG = {**VQ_CONFIG, "num_vq_embeddings": 512, "sample_size": 32, "mid_block_add_attention": False}
+PATCH_CONFIG = PatchConfig()
 
 
-def make_vq(config: dict):
+def make_vq(config):
+    if isinstance(config, PatchConfig):
+        return PatchVQ(config)
     from diffusers import VQModel
     return VQModel(**config)
+
+
+def codebook(vq) -> torch.Tensor:
+    """[K, D] code vectors (a parameter: restarts write into it)."""
+    return vq.codebook if isinstance(vq, PatchVQ) else vq.quantize.embedding.weight
+
+
+def vq_pass(vq, x: torch.Tensor):
+    """pixels [B, 3, H, W] -> (reconstruction, VQ loss, ids, latents [B, D, h, w]), either kind of model."""
+    if isinstance(vq, PatchVQ):
+        return vq(x)
+    h = vq.encode(x).latents
+    q, commit, (_, _, ids) = vq.quantize(h)
+    return vq.decode(q, force_not_quantize=True).sample, commit, ids, h
 
 
 def to_tensor(imgs: np.ndarray) -> torch.Tensor:
@@ -70,9 +91,8 @@ def evaluate(vq, x: torch.Tensor, batch: int = 64):
     mse, ids = [], []
     for i in range(0, len(x), batch):
         xb = x[i:i + batch]
-        h = vq.encode(xb).latents
-        q, _, (_, _, idx) = vq.quantize(h)
-        rec = vq.decode(q, force_not_quantize=True).sample.clamp(-1, 1)
+        rec, _, idx, _ = vq_pass(vq, xb)
+        rec = rec.clamp(-1, 1)
         mse.append(((rec - xb) / 2).pow(2).flatten(1).mean(1))
         ids.append(idx.flatten())
     vq.train()
@@ -80,6 +100,20 @@ def evaluate(vq, x: torch.Tensor, batch: int = 64):
     psnr = (10 * torch.log10(1 / mse.clamp_min(1e-10))).mean().item()
     ids = torch.cat(ids)
     return psnr, ids.unique().numel(), ids
+
+
+@torch.no_grad()
+def moved_codes_kept(vq, n: int = 64, move: int = 2) -> float:
+    """The share of a staged sprite's tokens whose code stays the same when the sprite moves by `move` whole tokens
+    on each axis: n training subjects at edge 32, corner (8, 8) against (8 + 4 * move, 8 + 4 * move). A patch VQ
+    keeps them all; an AR model learns a subject once only as far as they are kept."""
+    recs = data.subject_records()[:n]
+    t = data.STAGE_STEP
+    a = [data.stage(data.load_rgba(r["file"]), 32, 8, 8) for r in recs]
+    b = [data.stage(data.load_rgba(r["file"]), 32, 8 + t * move, 8 + t * move) for r in recs]
+    ids_a, ids_b = (vq_pass(vq, to_tensor(np.stack(v)))[2] for v in (a, b))
+    s, e = 8 // t, (8 + 32) // t  # the sprite's tokens
+    return (ids_a[:, s:e, s:e] == ids_b[:, s + move:e + move, s + move:e + move]).float().mean().item()
 
 
 def frames_data(clips: int, held_out: int = 200):
@@ -94,6 +128,8 @@ def main():
     p = common.base_parser("emoji-vq", minutes=35, lr=5e-4, batch=16)
     p.add_argument("--frames", action="store_true", help="the video frames' tokenizer, models/emoji-vq-video "
                    "(defaults then: 30 minutes, lr 1e-3, batch 32, no mosaics)")
+    p.add_argument("--patch", action="store_true", help="a patch VQ trained on the emoji images and every staging of "
+                   "the emoji-image subjects (held out: the emoji images' held-out split, and held-out stagings)")
     p.add_argument("--clips", type=int, default=24000, help="emoji-motion clips whose frames --frames trains on")
     p.add_argument("--mosaic-frac", type=float, default=0.25)
     p.add_argument("--eval-every", type=int, default=100)
@@ -113,6 +149,8 @@ def main():
         for flag, (name, value) in defaults.items():
             if flag not in argv:
                 setattr(args, name, value)
+    if args.patch:
+        config = PATCH_CONFIG
     device = common.setup(args)
     if args.frames:
         train_x, test_x = frames_data(args.clips)
@@ -121,6 +159,10 @@ def main():
         imgs, test, meta, alpha = data.load_images(with_alpha=True)
         train_x, test_x = imgs[~test], imgs[test]
         alpha = alpha[~test]
+    staged_test = None
+    if args.patch:  # the mosaics draw sprites from the emoji images: the staged pictures come after them
+        staged, staged_held, _ = data.load_staged()
+        train_x, staged_test = np.concatenate([train_x, staged[~staged_held]]), staged[staged_held]
     x_test = to_tensor(test_x).to(device)
     rng = np.random.default_rng(args.seed)
 
@@ -134,28 +176,27 @@ def main():
         params = list(vq.post_quant_conv.parameters()) + list(vq.decoder.parameters())
     opt = torch.optim.AdamW(params, lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
     run = common.Run(args, vq, opt, extra={"rng_np": None})
-    print(f"VQModel {common.count_params(vq) / 1e6:.2f}M params, train {len(train_x)}, held out {len(test_x)}",
+    print(f"{type(vq).__name__} {common.count_params(vq) / 1e6:.2f}M params, train {len(train_x)}, held out {len(test_x)}",
           flush=True)
     if run.step == 0 and not args.decoder_only:  # initialise the codebook from encoder outputs
         with torch.no_grad():
             # as many latents as 64 images of 64x64 give (16K): 256 frames of 32x32
             xb = to_tensor(train_x[rng.choice(len(train_x), 64 * 4096 // train_x[0, ..., 0].size)]).to(device)
-            z = vq.encode(xb).latents.permute(0, 2, 3, 1).reshape(-1, config["vq_embed_dim"])
-            vq.quantize.embedding.weight.copy_(z[torch.randperm(len(z))[:config["num_vq_embeddings"]]])
+            z = vq_pass(vq, xb)[3]
+            z = z.permute(0, 2, 3, 1).reshape(-1, z.shape[1])
+            codebook(vq).copy_(z[torch.randperm(len(z))[:len(codebook(vq))]])
     rng = np.random.default_rng(args.seed + run.step)
-    usage = torch.zeros(config["num_vq_embeddings"], device=device)
+    usage = torch.zeros(len(codebook(vq)), device=device)
     lr = common.lr_at(args, run.step, run.elapsed)
     n_mosaic = int(round(args.batch * args.mosaic_frac))
     while not run.done and not args.export_only:
         run.set_lr(lr)
         xb = to_tensor(train_x[rng.choice(len(train_x), args.batch - n_mosaic)])
         if n_mosaic:
-            xb = torch.cat([xb, mosaic_batch(n_mosaic, train_x, alpha, rng)])
+            xb = torch.cat([xb, mosaic_batch(n_mosaic, train_x[:len(alpha)], alpha, rng)])
         xb = xb.to(device)
         with torch.set_grad_enabled(not args.decoder_only):
-            h = vq.encode(xb).latents
-            q, commit, (_, _, idx) = vq.quantize(h)
-        rec = vq.decode(q, force_not_quantize=True).sample
+            rec, commit, idx, h = vq_pass(vq, xb)
         mse = F.mse_loss(rec, xb)
         loss = mse + 0.1 * F.l1_loss(rec, xb) + commit
         run.backward_step(loss)
@@ -166,7 +207,7 @@ def main():
                 if len(dead):
                     z = h.detach().permute(0, 2, 3, 1).reshape(-1, h.shape[1])
                     pick = z[torch.randint(len(z), (len(dead),), device=device)]
-                    vq.quantize.embedding.weight[dead] = pick + 0.01 * torch.randn_like(pick)
+                    codebook(vq)[dead] = pick + 0.01 * torch.randn_like(pick)
                 run.extra["restarted"] = run.extra.get("restarted", 0) + len(dead)
             usage.zero_()
         lr = run.tick()
@@ -178,10 +219,10 @@ def main():
             psnr, used, _ = evaluate(vq, x_test)
             run.log(eval_psnr=round(psnr, 2), eval_codes_used=used)
     run.save()
-    export(vq, config, train_x, test_x, args, run)
+    export(vq, config, train_x, test_x, args, run, staged_test)
 
 
-def export(vq, config, train_x, test_x, args, run):
+def export(vq, config, train_x, test_x, args, run, staged_test=None):
     from PIL import Image
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -193,27 +234,35 @@ def export(vq, config, train_x, test_x, args, run):
     sub = np.random.default_rng(0).choice(len(train_x), 1024, replace=False)
     _, used_train, ids_train = evaluate(vq_cpu, to_tensor(train_x[sub]))
     all_ids = torch.cat([ids, ids_train])
-    counts = torch.bincount(all_ids, minlength=config["num_vq_embeddings"]).float()
+    counts = torch.bincount(all_ids, minlength=len(codebook(vq_cpu))).float()
     pr = counts / counts.sum()
     perplexity = torch.exp(-(pr[pr > 0] * pr[pr > 0].log()).sum()).item()
     # bf16 export, then re-measure PSNR with the bf16 weights (what users load)
-    vq_cpu.to(torch.bfloat16).save_pretrained(out, safe_serialization=True)
-    from diffusers import VQModel
-    vq16 = VQModel.from_pretrained(out).float()
+    if isinstance(vq_cpu, PatchVQ):
+        vq_cpu.save_pretrained(out, dtype=torch.bfloat16)
+        vq16 = PatchVQ.from_pretrained(out)
+    else:
+        from diffusers import VQModel
+        vq_cpu.to(torch.bfloat16).save_pretrained(out, safe_serialization=True)
+        vq16 = VQModel.from_pretrained(out).float()
     psnr16, used16, _ = evaluate(vq16, x_test)
+    extra = {}
+    if staged_test is not None:
+        extra["heldout_staged_psnr_db_bf16"] = round(evaluate(vq16, to_tensor(staged_test))[0], 2)
+        extra["moved_codes_kept"] = round(moved_codes_kept(vq16), 3)
     # a reconstruction grid: 8 held-out originals (top) and reconstructions (bottom)
     with torch.no_grad():
         xb = x_test[:: max(1, len(x_test) // 8)][:8]
-        rec = vq16(xb).sample.clamp(-1, 1)
+        rec = vq_pass(vq16, xb)[0].clamp(-1, 1)
     grid = torch.cat([torch.cat(list(xb), 2), torch.cat(list(rec), 2)], 1)
     Image.fromarray(((grid.permute(1, 2, 0) + 1) * 127.5).round().byte().numpy()).save(out / "reconstructions.png")
     metrics = {"heldout_psnr_db": round(psnr, 2), "heldout_psnr_db_bf16": round(psnr16, 2),
                "codes_used_heldout": used, "codes_used_train_1024": used_train,
-               "codes_used_total": int((counts > 0).sum()), "codebook_size": config["num_vq_embeddings"],
+               "codes_used_total": int((counts > 0).sum()), "codebook_size": len(codebook(vq_cpu)), **extra,
                "code_perplexity": round(perplexity, 1), "steps": run.step, "batch": args.batch,
                "train_minutes": round(run.elapsed / 60, 1), "threads": args.threads, "device": args.device,
                "params": common.count_params(vq_cpu), "data": "emoji-motion clip frames" if args.frames else
-               "emoji images and frame mosaics", "lr": args.lr}
+               "emoji images and frame mosaics" + (", every staging" if args.patch else ""), "lr": args.lr}
     common.write_json(out / "metrics.json", metrics)
     print(metrics, flush=True)
 
