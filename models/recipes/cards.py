@@ -91,6 +91,57 @@ and resumes when rerun; losses are logged to `.cache/train/{name}/log.jsonl`.
 {m.get('remark', '')}"""
 
 
+def card_patch_vq(name: str, m: dict, cfg: dict) -> str:
+    side = cfg["sample_size"] // cfg["patch"]
+    return f"""# {name}: a patch VQ tokenizer for emoji images
+
+A `PatchVQ` (mmspec/reference/patch_vq.py, {m['params'] / 1e6:.2f}M parameters, codebook of {m['codebook_size']}
+{cfg['embed_dim']}-dim codes): a {cfg['sample_size']}x{cfg['sample_size']} RGB image becomes a {side}x{side} grid of
+code ids, each computed from its own {cfg['patch']}x{cfg['patch']} pixels only (a convolution whose kernel is its
+stride, then 1x1 convolutions). The decoder looks {cfg['dec_blocks'] * 2 + 1} tokens around each code, so edges
+between patches stay smooth. It is the tokenizer of `emoji-image`. Weights: bf16 safetensors.
+
+Why a patch tokenizer: `emoji-image` draws each subject at many places and sizes. With codes that see only their own
+patch, a sprite moved by whole tokens keeps every code ({m['moved_codes_kept']:.0%} of a moved sprite's codes kept;
+the diffusers VQModel it replaced, whose 3x3 convolutions and mid-block attention see far beyond a patch, kept 83% by
+the same measure, and gave a plain white interior several codes)
+and plain white is one code wherever it is, so the image model learns a subject once rather than once per place.
+
+```python
+from mmspec.tokenizers import VQTokenizer
+vq = VQTokenizer.from_pretrained("models/{name}")
+ids = vq.encode(images)          # uint8 [B, 64, 64, 3] or PIL -> [B, {side}, {side}]
+pixels = vq.decode(ids)          # -> [B, 3, 64, 64] in [-1, 1]; vq.decode_pil(ids) -> PIL images
+```
+
+![held-out originals (top) and reconstructions (bottom)](reconstructions.png)
+
+| | |
+|---|---|
+| held-out reconstruction PSNR (bf16 weights) | **{m['heldout_psnr_db_bf16']} dB** on held-out emoji (fp32: {m['heldout_psnr_db']} dB); {m['heldout_staged_psnr_db_bf16']} dB on staged pictures at held-out placements |
+| a sprite moved by 2 tokens keeps its codes | {m['moved_codes_kept']:.3f} (`train_vq.moved_codes_kept`: 64 subjects at edge 32) |
+| codebook usage | {m['codes_used_heldout']} codes on the held-out images, {m['codes_used_train_1024']} on 1024 training ones, {m['codes_used_total']} / {m['codebook_size']} together; code perplexity {m['code_perplexity']} |
+| training | {m['steps']} steps of batch {m['batch']}, {minutes(m)} |
+
+## Data
+
+{EMOJI_DATA}
+
+Beside them, every training staging of the `emoji-image` subjects (the pictures it trains on); a quarter of every batch
+is 2x2 mosaics of 32x32 "video frames" (a shrunken sprite on a plain colour).
+
+## Training
+
+```bash
+python models/recipes/data.py        # npm pack the two art sets into .cache/, build the arrays
+python models/recipes/train_vq.py --max-minutes {m['train_minutes']:.0f} --threads {m['threads']}
+```
+Loss: MSE + 0.1 L1 + the VQ loss (codebook + 0.25 commitment); unused codes are restarted from encoder outputs every
+25 steps. AdamW, lr {m['lr']} on a cosine over the time budget. The run checkpoints to `.cache/train/{name}/` and
+resumes when rerun; losses are logged to `.cache/train/{name}/log.jsonl`.
+{m.get('remark', '')}"""
+
+
 def _motion_rows(m: dict) -> str:
     """The rows of recipes/eval_video.py's figures, where the metrics have them."""
     v = m.get("motion")
@@ -305,6 +356,8 @@ def main(names=None):
         cfg = json.loads((folder / "config.json").read_text())
         if cfg.get("_class_name") == "VQModel":
             text = card_vq(folder.name, m)
+        elif cfg.get("_class_name") == "PatchVQ":
+            text = card_patch_vq(folder.name, m, cfg)
         elif cfg.get("model_type") == "mmspec-gpt":
             text = card_gpt(folder.name, m, cfg)
         else:

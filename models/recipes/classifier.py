@@ -100,7 +100,7 @@ def main():
     device = common.setup(args)
     images, test, meta = data.load_staged(per_image=48)  # (48 stagings of each image at random)
     subjects = np.array([m["subject"] for m in meta])
-    recon_path = Path(args.work) / "vq_reconstructions.npy"
+    recon_path = Path(args.work) / f"vq_reconstructions_{common.vq_hash(common.ROOT / 'models' / 'emoji-vq')}.npy"
     if not recon_path.exists():
         np.save(recon_path, vq_reconstructions(images))
     recon = np.load(recon_path)

@@ -131,3 +131,9 @@ def add_metrics(folder: Path, key: str, result: dict) -> None:
 
 def count_params(model: torch.nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
+
+
+def vq_hash(vq_path: Path) -> str:
+    """A tokenizer folder's weights in 10 hex digits: what names the data tokenized (or reconstructed) with it."""
+    import hashlib
+    return hashlib.sha1(b"".join(f.read_bytes() for f in sorted(Path(vq_path).glob("*.safetensors")))).hexdigest()[:10]

@@ -9,8 +9,8 @@ in wordings it was not trained on, 4 samples each.
 - **Variety**: two samples are visibly different when their mean absolute pixel difference is at least
   VISIBLY_DIFFERENT (of 255); a prompt varies when its 4 samples hold at least 3 pictures that are pairwise
   visibly different (greedy: a sample counts when it differs from every one counted before it). The threshold
-  sits above what emoji-vq alone changes (a staged picture against its reconstruction: median 9.1, 99th
-  percentile 16.6) and below 95% of the differences between two stagings of one emoji (5th percentile 17.1).
+  sits above what emoji-vq alone changes (a staged picture at a held-out placement against its reconstruction:
+  median 2.5, 99th percentile 6.2) and below 95% of the differences between two stagings of one emoji (5th percentile 17.1).
 - **Prompt followed**: the share of samples the classifier names as the prompt's subject, at the model's
   default sampling and at the same sampling without classifier-free guidance.
 - **Held-out gap**: teacher-forced loss (nats/token) on staged pictures at placements never trained on,

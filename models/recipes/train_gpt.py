@@ -38,7 +38,9 @@ COND_LEN = 12
 MODELS = {
     "emoji-image": dict(tokenizer="emoji-vq", gpt=dict(dim=192, n_layer=6, n_head=6, multiple_of=32, rope_axes=2, block_size=256),
                         layout=("Grid2D", [16, 16]), frame=64, drop=0.15,
-                        sampling={"temperature": 1.0, "top_k": 100, "cfg_scale": 3.0},
+                        # a small top-k keeps a sprite from derailing on a rare token; CFG above 1.5 made fewer samples
+                        # that the classifier names (eval_image.py, 2026-12-04: 3.0 0.40 of 40 prompts' first 10)
+                        sampling={"temperature": 1.0, "top_k": 5, "cfg_scale": 1.5},
                         prompts=["red heart", "smiling face", "dog face", "pizza", "rocket", "sun", "racing car",
                                  "red apple"]),
     # frame 0 is always given (an image, or the emoji-image model's output): the loss covers frames 1..7
@@ -60,7 +62,7 @@ def make_layout(spec):
 def tokenize(name: str, vq_path: Path, batch: int = 64, clips: int = 6000):
     """-> tokens int16 [N, L], words (list of lists), test mask; cached per VQ weights (and clip count)."""
     from mmspec.tokenizers import VQTokenizer
-    h = vq_hash(vq_path)
+    h = common.vq_hash(vq_path)
     suffix = "_" + data.build_staged_images().stem if name == "emoji-image" else "" if clips == 6000 else f"_{clips}"
     path = common.CACHE / "data" / f"tokens_{name}_{h}{suffix}.npz"
     if path.exists():  # prompt words always come from the current data (they are cheap and may be improved)
@@ -104,7 +106,7 @@ def write_pack(path: Path, args) -> None:
     toks, words, test, vocab, labels, weights = training_data(args)
     np.savez_compressed(path, tokens=toks, words=np.array(json.dumps(words)), test=test,
                         vocab=np.array(json.dumps(vocab)), labels=np.array(json.dumps(labels)),
-                        vq=np.array(vq_hash(Path(args.vq))), model=np.array(args.model),
+                        vq=np.array(common.vq_hash(Path(args.vq))), model=np.array(args.model),
                         **({} if weights is None else {"weights": weights}))
     print(f"wrote {path}: {toks.shape[0]} sequences of {toks.shape[1]} tokens", flush=True)
 
@@ -113,16 +115,11 @@ def read_pack(path: Path, args):
     """-> tokens, words, test, vocab, labels, weights from `write_pack`'s file; refused if made for another model or
     VQ."""
     z = np.load(path)
-    for key, want in (("model", args.model), ("vq", vq_hash(Path(args.vq)))):
+    for key, want in (("model", args.model), ("vq", common.vq_hash(Path(args.vq)))):
         if str(z[key]) != want:
             raise SystemExit(f"{path} was packed for {key} {str(z[key])!r}, not {want!r}: rerun --write-pack")
     return (z["tokens"], json.loads(str(z["words"])), z["test"], json.loads(str(z["vocab"])),
             json.loads(str(z["labels"])), z["weights"] if "weights" in z else None)
-
-
-def vq_hash(vq_path: Path) -> str:
-    import hashlib
-    return hashlib.sha1(b"".join(f.read_bytes() for f in sorted(vq_path.glob("*.safetensors")))).hexdigest()[:10]
 
 
 def sizes(pairs: list[str]) -> dict[str, int]:

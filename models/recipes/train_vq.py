@@ -1,18 +1,16 @@
-"""Train the emoji VQ tokenizers: `emoji-vq` (64x64 image <-> 16x16 codebook ids) and, with --frames,
-`emoji-vq-video` (32x32 video frame <-> 8x8 ids), as diffusers VQModels; with --patch, a patch VQ
-(mmspec.reference.patch_vq: each code from its own 4x4 pixels, so a sprite moved by whole tokens keeps its codes).
+"""Train the emoji VQ tokenizers: `emoji-vq` (64x64 image <-> 16x16 codebook ids), a patch VQ
+(mmspec.reference.patch_vq: each code from its own 4x4 pixels, so a sprite moved by whole tokens keeps its codes),
+and, with --frames, `emoji-vq-video` (32x32 video frame <-> 8x8 ids), a diffusers VQModel.
 
     python models/recipes/train_vq.py                 # resumable; --max-minutes sets the total budget
     python models/recipes/train_vq.py --frames        # the video frames' tokenizer
-    python models/recipes/train_vq.py --patch --out models/emoji-pvq   # + the staged emoji (every placement)
 
-Data: the emoji images (both art sets, skin tones, composited on white), plus, for a quarter of each
-batch, 2x2 mosaics of 32x32 frames (a shrunken sprite on a plain colour). With --frames: single frames
-of the synthetic emoji-motion clips the video model trains on. emoji-vq reconstructs those at 13.8 dB
-PSNR, so a video tokenized with it is blurred before the video model adds its own errors; the frame
-tokenizer (no mid-block attention: each code sees its neighbourhood only, 512 codes) reaches about
-26 dB. Loss: MSE + 0.1 L1 + the VQ commitment loss. Unused codes are restarted from encoder outputs of
-the current batch every 25 steps (keeps the codebook in use).
+Data: the emoji images (both art sets, skin tones, composited on white) and every training staging of the
+emoji-image subjects (data.build_staged_images), plus, for a quarter of each batch, 2x2 mosaics of 32x32 frames
+(a shrunken sprite on a plain colour). With --frames: single frames of the synthetic emoji-motion clips the
+video model trains on; the frame tokenizer (no mid-block attention: each code sees its neighbourhood only, 512
+codes) reaches about 26 dB on them. Loss: MSE + 0.1 L1 + the VQ loss. Unused codes are restarted from encoder
+outputs of the current batch every 25 steps (keeps the codebook in use).
 """
 from __future__ import annotations
 
@@ -27,15 +25,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
 import data  # noqa: E402
 
-from mmspec.reference.patch_vq import PatchConfig, PatchVQ  # noqa: E402
+from mmspec.reference.patch_vq import PatchConfig, PatchVQ, is_patch_folder  # noqa: E402
 
 ROOT = common.ROOT
 
-VQ_CONFIG = dict(in_channels=3, out_channels=3, down_block_types=("DownEncoderBlock2D",) * 3,
-                 up_block_types=("UpDecoderBlock2D",) * 3, block_out_channels=(32, 64, 64), layers_per_block=1,
-                 latent_channels=8, vq_embed_dim=8, num_vq_embeddings=1024, norm_num_groups=32, sample_size=64)
-FRAME_CONFIG = {**VQ_CONFIG, "num_vq_embeddings": 512, "sample_size": 32, "mid_block_add_attention": False}
-PATCH_CONFIG = PatchConfig()
+FRAME_CONFIG = dict(in_channels=3, out_channels=3, down_block_types=("DownEncoderBlock2D",) * 3,
+                    up_block_types=("UpDecoderBlock2D",) * 3, block_out_channels=(32, 64, 64), layers_per_block=1,
+                    latent_channels=8, vq_embed_dim=8, num_vq_embeddings=512, norm_num_groups=32, sample_size=32,
+                    mid_block_add_attention=False)
+IMAGE_CONFIG = PatchConfig()
 
 
 def make_vq(config):
@@ -43,6 +41,21 @@ def make_vq(config):
         return PatchVQ(config)
     from diffusers import VQModel
     return VQModel(**config)
+
+
+def load_vq(path):
+    """A tokenizer folder as a trainable model, either kind."""
+    if is_patch_folder(path):
+        return PatchVQ.from_pretrained(path)
+    from diffusers import VQModel
+    return VQModel.from_pretrained(path).float()
+
+
+def decoder_params(vq) -> list:
+    """What --decoder-only trains: everything after the codes."""
+    if isinstance(vq, PatchVQ):
+        return list(vq.decoder.parameters())
+    return list(vq.post_quant_conv.parameters()) + list(vq.decoder.parameters())
 
 
 def codebook(vq) -> torch.Tensor:
@@ -56,7 +69,7 @@ def vq_pass(vq, x: torch.Tensor):
         return vq(x)
     h = vq.encode(x).latents
     q, commit, (_, _, ids) = vq.quantize(h)
-    return vq.decode(q, force_not_quantize=True).sample, commit, ids, h
+    return vq.decode(q, force_not_quantize=True).sample, commit, ids.view(h.shape[0], *h.shape[2:]), h
 
 
 def to_tensor(imgs: np.ndarray) -> torch.Tensor:
@@ -125,32 +138,26 @@ def frames_data(clips: int, held_out: int = 200):
 
 
 def main():
-    p = common.base_parser("emoji-vq", minutes=35, lr=5e-4, batch=16)
+    p = common.base_parser("emoji-vq", minutes=25, lr=1e-3, batch=32)
     p.add_argument("--frames", action="store_true", help="the video frames' tokenizer, models/emoji-vq-video "
-                   "(defaults then: 30 minutes, lr 1e-3, batch 32, no mosaics)")
-    p.add_argument("--patch", action="store_true", help="a patch VQ trained on the emoji images and every staging of "
-                   "the emoji-image subjects (held out: the emoji images' held-out split, and held-out stagings)")
+                   "(defaults then: 30 minutes, no mosaics)")
     p.add_argument("--clips", type=int, default=24000, help="emoji-motion clips whose frames --frames trains on")
     p.add_argument("--mosaic-frac", type=float, default=0.25)
     p.add_argument("--eval-every", type=int, default=100)
     p.add_argument("--decoder-only", action="store_true",
-                   help="fine-tune only post_quant_conv + decoder of --init (codes, hence the GPTs' tokens, unchanged)")
-    p.add_argument("--init", default=None, help="VQModel folder to start from (default: models/emoji-vq)")
+                   help="fine-tune only the decoder of --init (codes, hence the GPTs' tokens, unchanged)")
+    p.add_argument("--init", default=None, help="tokenizer folder to start from (default: --out)")
     argv = sys.argv[1:]
     args = p.parse_args(argv)
     if args.decoder_only and "--work" not in argv:
         args.work = str(common.CACHE / "train" / "emoji-vq-decoder")
-    config = VQ_CONFIG
+    config = FRAME_CONFIG if args.frames else IMAGE_CONFIG
     if args.frames:
-        config = FRAME_CONFIG
-        defaults = {"--max-minutes": ("max_minutes", 30.0), "--lr": ("lr", 1e-3), "--batch": ("batch", 32),
-                    "--mosaic-frac": ("mosaic_frac", 0.0), "--out": ("out", str(ROOT / "models" / "emoji-vq-video")),
+        defaults = {"--max-minutes": ("max_minutes", 30.0), "--mosaic-frac": ("mosaic_frac", 0.0), "--out": ("out", str(ROOT / "models" / "emoji-vq-video")),
                     "--work": ("work", str(common.CACHE / "train" / "emoji-vq-video"))}
         for flag, (name, value) in defaults.items():
             if flag not in argv:
                 setattr(args, name, value)
-    if args.patch:
-        config = PATCH_CONFIG
     device = common.setup(args)
     if args.frames:
         train_x, test_x = frames_data(args.clips)
@@ -160,7 +167,7 @@ def main():
         train_x, test_x = imgs[~test], imgs[test]
         alpha = alpha[~test]
     staged_test = None
-    if args.patch:  # the mosaics draw sprites from the emoji images: the staged pictures come after them
+    if not args.frames:  # the mosaics draw sprites from the emoji images: the staged pictures come after them
         staged, staged_held, _ = data.load_staged()
         train_x, staged_test = np.concatenate([train_x, staged[~staged_held]]), staged[staged_held]
     x_test = to_tensor(test_x).to(device)
@@ -169,11 +176,11 @@ def main():
     vq = make_vq(config).to(device)
     params = vq.parameters()
     if args.decoder_only:
-        from diffusers import VQModel
-        vq.load_state_dict(VQModel.from_pretrained(args.init or args.out).float().state_dict())
-        for mod in (vq.encoder, vq.quant_conv, vq.quantize):
-            mod.requires_grad_(False)
-        params = list(vq.post_quant_conv.parameters()) + list(vq.decoder.parameters())
+        vq.load_state_dict(load_vq(args.init or args.out).state_dict())
+        vq.requires_grad_(False)
+        params = decoder_params(vq)
+        for q in params:
+            q.requires_grad_(True)
     opt = torch.optim.AdamW(params, lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
     run = common.Run(args, vq, opt, extra={"rng_np": None})
     print(f"{type(vq).__name__} {common.count_params(vq) / 1e6:.2f}M params, train {len(train_x)}, held out {len(test_x)}",
@@ -262,7 +269,7 @@ def export(vq, config, train_x, test_x, args, run, staged_test=None):
                "code_perplexity": round(perplexity, 1), "steps": run.step, "batch": args.batch,
                "train_minutes": round(run.elapsed / 60, 1), "threads": args.threads, "device": args.device,
                "params": common.count_params(vq_cpu), "data": "emoji-motion clip frames" if args.frames else
-               "emoji images and frame mosaics" + (", every staging" if args.patch else ""), "lr": args.lr}
+               "emoji images, every staging, frame mosaics", "lr": args.lr}
     common.write_json(out / "metrics.json", metrics)
     print(metrics, flush=True)
 
