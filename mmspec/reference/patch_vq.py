@@ -3,8 +3,8 @@ tokens gives the same codes, moved. The decoder looks at neighbouring codes, so 
 
 Why: an AR model learns a subject once, not once for each place, only if the subject's tokens copy under a move. A
 VQGAN encoder (3x3 convolutions, mid-block attention, GroupNorm over the picture) lets every code see far beyond its
-patch: the bundled emoji-vq gives the same codes for about half a sprite's tokens after a 2-token move, and a plain
-white interior several different codes.
+patch: the diffusers VQModel bundled as emoji-vq before this one kept 83% of a sprite's codes after a 2-token move
+(models/recipes/train_vq.py `moved_codes_kept`), and gave a plain white interior several different codes.
 
 Folder: config.json {"_class_name": "PatchVQ", PatchConfig fields} + model.safetensors (loaded strictly).
 """
