@@ -39,7 +39,8 @@ MODELS = {
     "emoji-image": dict(tokenizer="emoji-vq", gpt=dict(dim=192, n_layer=6, n_head=6, multiple_of=32, rope_axes=2, block_size=256),
                         layout=("Grid2D", [16, 16]), frame=64, drop=0.15,
                         # a small top-k keeps a sprite from derailing on a rare token; CFG above 1.5 made fewer samples
-                        # that the classifier names (eval_image.py, 2026-12-04: 3.0 0.40 of 40 prompts' first 10)
+                        # that the classifier names (every 4th eval_image.py prompt, 2026-12-04: CFG 3 top-k 100 0.40,
+                        # CFG 2 top-k 5 0.50, CFG 1.5 top-k 5 0.78)
                         sampling={"temperature": 1.0, "top_k": 5, "cfg_scale": 1.5},
                         prompts=["red heart", "smiling face", "dog face", "pizza", "rocket", "sun", "racing car",
                                  "red apple"]),
