@@ -34,6 +34,13 @@ class PatchConfig:
     sample_size: int = 64  # the picture edge it was trained on (a hint for pipelines, not a limit)
 
 
+def nearest_codes(z: torch.Tensor, codebook: torch.Tensor) -> torch.Tensor:
+    """Code vectors z [B, D, h, w] -> the ids [B, h, w] of their nearest rows of codebook [K, D] (in fp32)."""
+    B, D, h, w = z.shape
+    flat = z.permute(0, 2, 3, 1).reshape(-1, D).float()
+    return torch.cdist(flat, codebook.float()).argmin(1).view(B, h, w)
+
+
 class ResBlock(nn.Module):
     def __init__(self, ch: int):
         super().__init__()
@@ -66,9 +73,7 @@ class PatchVQ(nn.Module):
 
     def ids(self, z: torch.Tensor) -> torch.Tensor:
         """[B, D, h, w] -> nearest codebook ids [B, h, w]."""
-        B, D, h, w = z.shape
-        flat = z.permute(0, 2, 3, 1).reshape(-1, D).float()
-        return torch.cdist(flat, self.codebook.float()).argmin(1).view(B, h, w)
+        return nearest_codes(z, self.codebook)
 
     def embed(self, ids: torch.Tensor) -> torch.Tensor:
         """ids [B, h, w] -> code vectors [B, D, h, w]."""

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from mmspec.reference.patch_vq import PatchVQ, is_patch_folder
+from mmspec.reference.patch_vq import PatchVQ, is_patch_folder, nearest_codes
 
 
 class _DiffusersVQ:
@@ -25,9 +25,7 @@ class _DiffusersVQ:
         return self.vq.encode(x).latents
 
     def ids(self, z):  # [B, D, h, w] -> [B, h, w]
-        B, D, h, w = z.shape
-        flat = z.permute(0, 2, 3, 1).reshape(-1, D).float()
-        return torch.cdist(flat, self.vq.quantize.embedding.weight.float()).argmin(1).view(B, h, w)
+        return nearest_codes(z, self.vq.quantize.embedding.weight)
 
     def embed(self, ids):  # [B, h, w] -> [B, D, h, w]
         B, h, w = ids.shape
