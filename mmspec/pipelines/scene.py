@@ -79,7 +79,8 @@ def parse(prompt: str) -> tuple[str | None, str | None, str]:
 def cut_out(image: Image.Image, threshold: int = 40) -> Image.Image:
     """An emoji on a plain background (white, as emoji-image draws, or a picture of the user's on any plain colour) ->
     RGBA sprite: the pixels near a corner's colour and connected to that corner become transparent (white inside the
-    emoji, such as eyes, stays)."""
+    emoji, such as eyes, stays), cut to the smallest square around the rest (emoji-image draws its subject at any size
+    and place on the canvas; a clip's sprite fills its square, as the emoji art the video model trained on does)."""
     rgb = np.asarray(image.convert("RGB")).astype(np.int16)  # [H, W, 3]
     h, w, _ = rgb.shape
     outside = np.zeros((h, w), bool)
@@ -91,7 +92,16 @@ def cut_out(image: Image.Image, threshold: int = 40) -> Image.Image:
         ImageDraw.floodfill(marks, (x, y), 128)
         outside |= np.asarray(marks) == 128
     alpha = np.where(outside, 0, 255).astype(np.uint8)
-    return Image.fromarray(np.dstack([rgb.astype(np.uint8), alpha]), "RGBA")
+    sprite = np.dstack([rgb.astype(np.uint8), alpha])  # [H, W, 4]
+    ys, xs = np.nonzero(alpha)
+    if len(ys):
+        top, left, side = ys.min(), xs.min(), max(np.ptp(ys), np.ptp(xs)) + 1
+        square = np.zeros((side, side, 4), np.uint8)  # transparent, the subject centred in it
+        hy, wx = ys.max() + 1 - top, xs.max() + 1 - left
+        oy, ox = (side - hy) // 2, (side - wx) // 2
+        square[oy:oy + hy, ox:ox + wx] = sprite[top:top + hy, left:left + wx]
+        sprite = square
+    return Image.fromarray(sprite, "RGBA")
 
 
 def first_frame(image: Image.Image, motion: str | None, colour: str | None, size: int = 32) -> Image.Image:

@@ -154,7 +154,26 @@ def _motion_rows(m: dict) -> str:
             f"{v['psnr_frame0_db']} dB) |\n"
             f"| motion shown (the foreground moves the named way and lasts) | **{v['motion_shown']:.2f}** of "
             f"{v['motion_judged']} judged clips ({per}); the opposite motion on the same clips: "
-            f"{v['motion_shown_control']:.2f} |\n")
+            f"{v['motion_shown_control']:.2f} |\n" + _motion_extra_rows(v))
+
+
+def _motion_extra_rows(v: dict) -> str:
+    """Per-motion PSNR, the subject named, and the figures without CFG, where eval_video.py measured them."""
+    rows = ""
+    if "psnr_to_ideal_per_motion_db" in v:
+        rows += ("| PSNR to the ideal clip by motion, frames 1-7 | "
+                 + ", ".join(f"{k} {x:.1f}" for k, x in v["psnr_to_ideal_per_motion_db"].items()) + " dB |\n")
+    if "subject_named_frame7" in v:
+        rows += (f"| the classifier (`classifier.py`, trained on the art) names the subject | frame 7: "
+                 f"**{v['subject_named_frame7']:.2f}** of clips, frame 0 (the image model's picture, staged): "
+                 f"{v['subject_named_frame0']:.2f} |\n")
+    if "no_cfg" in v:
+        n, cfg = v["no_cfg"], v["sampling"].get("cfg_scale")
+        rows += (f"| classifier-free guidance (scale {cfg}) against none, same seeds and frames 0 | subject named in "
+                 f"frame 7 {v.get('subject_named_frame7', float('nan')):.2f} against "
+                 f"{n.get('subject_named_frame7', float('nan')):.2f}; PSNR frames 1-7 {v['psnr_to_ideal_db']} against "
+                 f"{n['psnr_to_ideal_db']} dB; motion shown {v['motion_shown']:.2f} against {n['motion_shown']:.2f} |\n")
+    return rows
 
 
 def _image_eval_rows(m: dict) -> str:

@@ -64,7 +64,7 @@ def tokenize(name: str, vq_path: Path, batch: int = 64, clips: int = 6000):
     """-> tokens int16 [N, L], words (list of lists), test mask; cached per VQ weights (and clip count)."""
     from mmspec.tokenizers import VQTokenizer
     h = common.vq_hash(vq_path)
-    suffix = "_" + data.build_staged_images().stem if name == "emoji-image" else "" if clips == 6000 else f"_{clips}"
+    suffix = "_" + (data.build_staged_images() if name == "emoji-image" else data.build_videos(clips)).stem
     path = common.CACHE / "data" / f"tokens_{name}_{h}{suffix}.npz"
     if path.exists():  # prompt words always come from the current data (they are cheap and may be improved)
         z = np.load(path)

@@ -29,8 +29,18 @@ def _emoji(background=(255, 255, 255)):
 
 @pytest.mark.parametrize("colour", ["white", "blue", "yellow"])
 def test_cut_out_makes_the_surrounding_background_transparent_and_keeps_white_inside(colour):
-    alpha = np.asarray(cut_out(_emoji(BACKGROUNDS[colour])))[..., 3]
-    assert alpha[0, 0] == 0 and alpha[63, 63] == 0 and alpha[32, 32] == 255 and alpha[28, 26] == 255
+    alpha = np.asarray(cut_out(_emoji(BACKGROUNDS[colour])))[..., 3]  # the disc's square: pixels 9..55
+    assert alpha.shape == (47, 47)
+    assert alpha[0, 0] == 0 and alpha[46, 46] == 0 and alpha[23, 23] == 255 and alpha[19, 17] == 255
+
+
+def test_cut_out_cuts_a_small_subject_off_centre_to_its_square():
+    """emoji-image draws a subject at any size and place: frame 0's sprite is the subject, not the canvas."""
+    a = np.full((64, 64, 3), 255, np.uint8)
+    a[40:52, 6:14] = (20, 20, 220)  # 12 tall, 8 wide, near the bottom left
+    sprite = np.asarray(cut_out(Image.fromarray(a)))
+    assert sprite.shape == (12, 12, 4)
+    assert (sprite[:, 2:10, 3] == 255).all() and (sprite[:, :2, 3] == 0).all() and (sprite[:, 10:, 3] == 0).all()
 
 
 @pytest.mark.parametrize("motion,where", [("slide left", "right"), ("slide right", "left"), ("bounce", "bottom"),
