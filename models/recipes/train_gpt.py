@@ -61,7 +61,7 @@ def make_layout(spec):
 
 
 def tokenize(name: str, vq_path: Path, batch: int = 64, clips: int = 6000):
-    """-> tokens int16 [N, L], words (list of lists), test mask; cached per VQ weights (and clip count)."""
+    """-> tokens int16 [N, L], words (list of lists), test mask; cached per VQ weights and data file."""
     from mmspec.tokenizers import VQTokenizer
     h = common.vq_hash(vq_path)
     suffix = "_" + (data.build_staged_images() if name == "emoji-image" else data.build_videos(clips)).stem
