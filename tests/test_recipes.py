@@ -83,3 +83,25 @@ def test_gpt_sizes_replace_the_models_and_bad_ones_are_refused():
     for bad in (["vocab_size=9"], ["dim=big"], ["dim"]):
         with pytest.raises(SystemExit, match="--gpt"):
             train_gpt.sizes(bad)
+
+
+def test_fillers_wrap_the_subject_words_in_order_and_never_use_the_held_out_wordings():
+    import train_gpt
+
+    vocab = ["<pad>", "<unk>", "red", "heart", "heavy", "flag", "clock", "emoji", "symbol"]
+    fillers = train_gpt.filler_words(vocab, [["red", "heart", "heavy"]])
+    assert set(fillers) == {"<unk>", "flag", "clock"}  # no subject's word, no eval_image wording word
+    assert {w for fmt in eval_image.WORDINGS for w in fmt.replace("{}", "").split()} - {"of"} <= \
+        train_gpt.HELD_OUT_FILLERS  # ("of" is a stop word: prompts drop it)
+    index = {w: i for i, w in enumerate(vocab)}
+    rng = np.random.default_rng(0)
+    rows = train_gpt.condition_batch([["red", "heart"]] * 400, index, rng, drop=0.0, fillers=fillers,
+                                     filler_share=0.5).numpy()
+    said = [[vocab[i] for i in row if i] for row in rows]
+    wrapped = [ws for ws in said if set(ws) - {"red", "heart"}]
+    assert 0.4 < len(wrapped) / len(said) < 0.6  # the share asked for, one or two fillers each
+    assert all(set(ws) <= {"red", "heart", *fillers} and 1 <= len(set(ws) & set(fillers)) and len(ws) <= 4
+               and [w for w in ws if w in ("red", "heart")] in (["red", "heart"], ["red"], ["heart"]) for ws in wrapped)
+    assert {ws[0] for ws in wrapped} & set(fillers)  # fillers go before the subject too ("emoji of rocket")
+    plain = train_gpt.condition_batch([["red", "heart"]] * 50, index, rng, drop=0.0).numpy()
+    assert all(sum(i > 0 for i in row) <= 2 for row in plain)  # without fillers, nothing is added

@@ -191,7 +191,10 @@ def _image_eval_rows(m: dict) -> str:
             f"| prompt followed: samples whose subject the classifier (`recipes/classifier.py`, trained on the art) "
             f"names, same prompts | **{d['classifier_names_subject']:.2f}** at the default sampling; "
             f"{other['classifier_names_subject']:.2f} {other_name} |\n"
-            f"| generalising: loss at placements never trained on / at training placements | "
+            + (f"| prompt followed, by wording (default sampling, 10 prompts each) | "
+               + ", ".join(f'"{w.format("X")}" {share:.2f}' for w, share in d["named_by_wording"].items()) + " |\n"
+               if "named_by_wording" in d else "")
+            + f"| generalising: loss at placements never trained on / at training placements | "
             f"**{loss['ratio']}** ({loss['heldout_placements']} / {loss['training_placements']} nats/token) |\n")
 
 
@@ -319,10 +322,19 @@ Teacher-forced cross-entropy through `GPT.forward_sequence(cond, tokens, layout.
 Prompt words: the CLDR label, then the Unicode name, short names, skin tones and category, e.g.
 "red heart heavy black smileys emotion"; the word vocabulary comes from emoji.json (label words
 outside it become `<unk>`). {'Each (art set, emoji) is sampled equally often, then one of its skin-tone variants. ' if not (video or staging) else ''}The
-condition is dropped (all padding) for {m.get('condition_dropout', 0.1):.0%} of sequences, otherwise it is {'the label alone ("red apple", as users write it), the full word list or a random half of its words (' + format((1 - m.get('condition_dropout', 0.1)) / 3, '.0%') + ' each)' if m.get('label_prompts') else 'the full word list (45%) or a random half of its words (45%)'}, so short prompts are in distribution. AdamW (0.9, 0.95), weight
+condition is dropped (all padding) for {m.get('condition_dropout', 0.1):.0%} of sequences, otherwise it is {'the label alone ("red apple", as users write it), the full word list or a random half of its words (' + format((1 - m.get('condition_dropout', 0.1)) / 3, '.0%') + ' each)' if m.get('label_prompts') else 'the full word list (45%) or a random half of its words (45%)'}, so short prompts are in distribution.{_filler_text(m)} AdamW (0.9, 0.95), weight
 decay 0.05, lr {m.get('lr', '1e-3')} on a cosine over the time budget, batch {m['batch']}. Checkpoints in
 `.cache/train/{name}/` (rerun to resume), losses in `.cache/train/{name}/log.jsonl`.
 """
+
+
+def _filler_text(m: dict) -> str:
+    """The training prompts' filler words (train_gpt.condition_batch), where the model was trained with them."""
+    if not m.get("filler_share"):
+        return ""
+    return (f" {m['filler_share']:.0%} of the kept prompts also carry one or two filler words at random places: words"
+            " of the vocabulary that no training prompt uses (other emoji's names) or the unknown word, never \"emoji\""
+            " or \"symbol\" (the held-out wordings of `eval_image.py`).")
 
 
 def card_text(name: str, m: dict, cfg: dict) -> str:

@@ -53,7 +53,9 @@ def prompt_figures(pipe, sampling: dict, per_prompt: int = 4) -> tuple[dict, np.
     images = np.stack([np.asarray(im.convert("RGB")) for im in out.images])  # [40 * per_prompt, 64, 64, 3]
     subjects = np.repeat([data.IMAGE_SUBJECTS.index(s) for _, s in EVAL_PROMPTS], per_prompt)
     named = classifier.predict(classifier.load(), images) == subjects
-    return {"sampling": sampling} | scores(images, named, per_prompt), images
+    by_prompt = named.reshape(len(EVAL_PROMPTS), per_prompt)  # prompt i is worded WORDINGS[i % 4]
+    wordings = {w: round(float(by_prompt[i::len(WORDINGS)].mean()), 3) for i, w in enumerate(WORDINGS)}
+    return {"sampling": sampling} | scores(images, named, per_prompt) | {"named_by_wording": wordings}, images
 
 
 def scores(images: np.ndarray, named: np.ndarray, per_prompt: int = 4) -> dict:
