@@ -9,8 +9,8 @@ the null condition, cond_rope "identity"), trained teacher-forced with
 emoji-video, 0.15 for emoji-image, whose default sampling guides) trains the null condition that
 classifier-free guidance needs; otherwise the full word list or a random subset of its words (45% each),
 for emoji-image the label alone, the full list or a random subset (28% each), so short prompts like "red
-heart" are in distribution, and 30% of those carry filler words (`condition_batch`), so "a red heart sticker" is too. emoji-image trains on data.IMAGE_SUBJECTS at every training placement of every
-edge (data.build_staged_images; each edge drawn as often, data.staging_weights: the seed picks the staging, the
+heart" are in distribution, and 30% of those carry filler words (`condition_batch`), so "red heart sticker" is
+too. emoji-image trains on data.IMAGE_SUBJECTS at every training placement of every edge (data.build_staged_images; each edge drawn as often, data.staging_weights: the seed picks the staging, the
 prompt the subject); its held-out sequences are the same subjects at placements never trained on. The weights
 exported are those of the lowest held-out loss (`Best`; `--patience N` stops N measures after it), so a run that
 goes on into memorising exports the model that generalised. Images/frames are tokenized once with the VQ and
@@ -149,7 +149,7 @@ def filler_words(vocab: list[str], word_lists) -> list[str]:
 
 
 def condition_batch(word_lists, index, rng, drop: float = 0.1, cond_len: int = COND_LEN, labels=None,
-                    fillers: "list[str] | None" = None, filler_share: float = 0.3):
+                    fillers: "list[str] | None" = None, filler_share: float = 0.0):
     """Prompt ids [B, cond_len]: none (drop), the full word list, or a random half of it; with `labels` (each
     a word list's leading label words), a third of the kept prompts are the label alone, as users write it. With
     `fillers`, `filler_share` of the kept prompts get one or two of those words at random places ("sticker red apple",
