@@ -10,8 +10,8 @@ emoji-video, 0.15 for emoji-image, whose default sampling guides) trains the nul
 classifier-free guidance needs; otherwise the full word list or a random subset of its words (45% each),
 for emoji-image the label alone, the full list or a random subset (28% each), so short prompts like "red
 heart" are in distribution, and 30% of those carry filler words (`condition_batch`), so "red heart sticker" is
-too. emoji-image trains on data.IMAGE_SUBJECTS at every training placement of every edge (data.build_staged_images; each edge drawn as often, data.staging_weights: the seed picks the staging, the
-prompt the subject); its held-out sequences are the same subjects at placements never trained on. The weights
+too. emoji-image trains on data.IMAGE_SUBJECTS at every training placement of every edge (data.build_staged_images;
+each edge drawn as often, data.staging_weights: the seed picks the staging, the prompt the subject); its held-out sequences are the same subjects at placements never trained on. The weights
 exported are those of the lowest held-out loss (`Best`; `--patience N` stops N measures after it), so a run that
 goes on into memorising exports the model that generalised. Images/frames are tokenized once with the VQ and
 cached in .cache/data/.
