@@ -10,6 +10,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models" / "recipes
 import classifier  # noqa: E402
 import data  # noqa: E402
 import eval_image  # noqa: E402
+import eval_video  # noqa: E402
 
 
 def test_placements_sit_on_the_token_grid_inside_the_canvas_and_some_are_held_out():
@@ -105,3 +106,47 @@ def test_fillers_wrap_the_subject_words_in_order_and_never_use_the_held_out_word
     assert {ws[0] for ws in wrapped} & set(fillers)  # fillers go before the subject too ("emoji of rocket")
     plain = train_gpt.condition_batch([["red", "heart"]] * 50, index, rng, drop=0.0).numpy()
     assert all(sum(i > 0 for i in row) <= 2 for row in plain)  # without fillers, nothing is added
+
+
+class _Tokenizer:
+    """A frame tokenizer stand-in: 4-pixel patches; `levels` grey levels per channel (256: lossless)."""
+    downsample = 4
+
+    def __init__(self, levels: int):
+        self.step = 256 // levels
+
+    def encode(self, images):
+        return np.stack([np.asarray(im) // self.step for im in images])
+
+    def decode_pil(self, codes):
+        from PIL import Image
+        return [Image.fromarray((c * self.step).astype(np.uint8)) for c in codes]
+
+
+def _pipe(levels: int):
+    from types import SimpleNamespace
+    return SimpleNamespace(layout=SimpleNamespace(t=8, w=8), tokenizer=_Tokenizer(levels))
+
+
+def test_the_ideal_clip_starts_where_the_pipeline_stages_frame_0_and_moves():
+    from PIL import Image
+    from mmspec.pipelines.scene import first_frame
+    picture = Image.new("RGB", (64, 64), "white")
+    picture.paste((200, 30, 30), (16, 16, 48, 48))
+    clip = eval_video.ideal_clip(_pipe(256), "slide right red apple blue background", picture)
+    assert len(clip) == 8 and clip[0].shape == (32, 32, 3)
+    assert np.array_equal(clip[0], np.asarray(first_frame(picture, "slide right", "blue")))
+    x = eval_video.track(np.stack(clip))[:, 0]
+    assert x[-1] - x[0] > 3  # the sprite's centroid moves right
+
+
+def test_the_tokenizer_ceiling_is_perfect_for_a_lossless_tokenizer_only():
+    from PIL import Image
+    from types import SimpleNamespace
+    picture = Image.fromarray(np.random.default_rng(0).integers(0, 256, (64, 64, 3), dtype=np.uint8))
+    pictures = SimpleNamespace(images=[picture, picture])
+    rows = ["bounce red apple", "zoom in red apple"]
+    lossless = eval_video.tokenizer_ceiling(_pipe(256), rows, pictures)
+    lossy = eval_video.tokenizer_ceiling(_pipe(4), rows, pictures)
+    assert lossless["tokenizer_ceiling_db"] > 100  # no error: psnr's cap
+    assert 5 < lossy["tokenizer_ceiling_db"] < 40 and 5 < lossy["tokenizer_ceiling_frame7_db"] < 40

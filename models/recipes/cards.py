@@ -151,10 +151,18 @@ def _motion_rows(m: dict) -> str:
     return (f"| PSNR to the ideal clip, frames 1-7 ({v['clips']} clips: 8 motions x 4 subjects x 2; "
             f"`recipes/eval_video.py`) | **{v['psnr_to_ideal_db']} dB** (frame 7: {v['psnr_to_ideal_frame7_db']} dB; "
             f"frame 0 held still: {v['psnr_still_frame0_db']} dB; frame 0 itself, through the tokenizer: "
-            f"{v['psnr_frame0_db']} dB) |\n"
+            f"{v['psnr_frame0_db']} dB) |\n" + _ceiling_row(v) +
             f"| motion shown (the foreground moves the named way and lasts) | **{v['motion_shown']:.2f}** of "
             f"{v['motion_judged']} judged clips ({per}); the opposite motion on the same clips: "
             f"{v['motion_shown_control']:.2f} |\n" + _motion_extra_rows(v))
+
+
+def _ceiling_row(v: dict) -> str:
+    if "tokenizer_ceiling_db" not in v:
+        return ""
+    return (f"| the ideal clip through the frame tokenizer, frames 1-7 (what a model that generated the ideal clip's "
+            f"own codes would score) | {v['tokenizer_ceiling_db']} dB (frame 7: "
+            f"{v['tokenizer_ceiling_frame7_db']} dB) |\n")
 
 
 def _motion_extra_rows(v: dict) -> str:

@@ -7,7 +7,8 @@ Clips are generated the way users get them (`VideoPipeline`, text -> image -> vi
 sampling, plain AR's law), for 8 motions x 4 subjects x 2 samples, seed 0.
 - **PSNR to the ideal clip**: the ideal clip moves frame 0's sprite (the image model's picture) exactly as the
   training clips move theirs (`mmspec/pipelines/scene.py`). Beside it, the same measure for frame 0 held
-  still: a model that only copies frame 0 scores that.
+  still (a model that only copies frame 0 scores that) and for the ideal clip through the frame tokenizer, frame
+  by frame (`tokenizer_ceiling_db`: a model that generated the ideal clip's own codes would score that).
 - **Motion shown**: the foreground (pixels far from the frame's border colour) is tracked from frame 0 to
   frame 7; a slide must move its centroid 3+ pixels the named way, a zoom scale its area by 1.3 (in) or
   1/1.3 (out), a bounce lift it 3+ pixels, and the foreground must last (a quarter of its area; zoom out:
@@ -72,7 +73,7 @@ def figures(folder: Path, device: str = "cpu") -> dict:
     rows = [f"{m} {s}" for m in MOTIONS for s in SUBJECTS for _ in range(2)]
     pictures = pipe._render_first_frames(rows, seed=0, progress_bar=False)
     default = dict(pipe.default_sampling)
-    result = clip_figures(pipe, rows, pictures, default)
+    result = clip_figures(pipe, rows, pictures, default) | tokenizer_ceiling(pipe, rows, pictures)
     if default.get("cfg_scale", 1.0) != 1.0:
         plain = {k: v for k, v in default.items() if k != "cfg_scale"}
         result["no_cfg"] = {k: v for k, v in clip_figures(pipe, rows, pictures, plain).items()
@@ -80,24 +81,45 @@ def figures(folder: Path, device: str = "cpu") -> dict:
     return {"sampling": default} | result
 
 
-def clip_figures(pipe, rows: list[str], pictures, sampling: dict) -> dict:
+def ideal_clip(pipe, row: str, picture) -> list[np.ndarray]:
+    """The clip the row's motion makes of frame 0's picture, as the training clips were made: uint8 [H, W, 3] frames."""
     from mmspec.pipelines.scene import BACKGROUNDS, SPRITE_EDGES, cut_out, parse, place, pose
 
-    out = pipe(rows, seed=0, method="ar", image=pictures, sampling=sampling, progress_bar=False)
     size = pipe.layout.w * pipe.tokenizer.downsample
     edge, t = sum(SPRITE_EDGES) // 2, pipe.layout.t
     anchor = (size - edge) // 2  # as scene.first_frame places it
+    motion, colour, _ = parse(row)
+    return [place(cut_out(picture), pose(motion, i / (t - 1), edge, anchor, anchor, size),
+                  BACKGROUNDS[colour or "white"], size) for i in range(t)]
+
+
+def tokenizer_ceiling(pipe, rows: list[str], pictures) -> dict:
+    """PSNR of the ideal clips' frames 1-7 through the frame tokenizer (encode, decode), overall and at frame 7."""
+    from PIL import Image
+
+    ceiling = []
+    for row, picture in zip(rows, pictures.images):
+        ideal = ideal_clip(pipe, row, picture)[1:]
+        decoded = pipe.tokenizer.decode_pil(pipe.tokenizer.encode([Image.fromarray(f) for f in ideal]))
+        ceiling.append([psnr(np.asarray(d.convert("RGB")), f) for d, f in zip(decoded, ideal)])
+    return {"tokenizer_ceiling_db": round(float(np.mean(ceiling)), 2),
+            "tokenizer_ceiling_frame7_db": round(float(np.mean([c[-1] for c in ceiling])), 2)}
+
+
+def clip_figures(pipe, rows: list[str], pictures, sampling: dict) -> dict:
+    from mmspec.pipelines.scene import parse
+
+    out = pipe(rows, seed=0, method="ar", image=pictures, sampling=sampling, progress_bar=False)
     gen, still, first, show, control = [], [], [], {m: [] for m in MOTIONS}, []
     per_motion = {m: [] for m in MOTIONS}
     for row, picture, frames in zip(rows, pictures.images, out.videos):
-        motion, colour, _ = parse(row)
-        ideal = [place(cut_out(picture), pose(motion, i / (t - 1), edge, anchor, anchor, size),
-                       BACKGROUNDS[colour or "white"], size) for i in range(t)]
+        motion = parse(row)[0]
+        ideal = ideal_clip(pipe, row, picture)
         clip = np.stack([np.asarray(f.convert("RGB")) for f in frames])
         first.append(psnr(clip[0], ideal[0]))  # what the tokenizer keeps of the staged frame 0
-        gen.append([psnr(clip[i], ideal[i]) for i in range(1, t)])
+        gen.append([psnr(c, i) for c, i in zip(clip[1:], ideal[1:])])
         per_motion[motion].append(np.mean(gen[-1]))
-        still.append([psnr(ideal[0], ideal[i]) for i in range(1, t)])
+        still.append([psnr(ideal[0], i) for i in ideal[1:]])
         track_ = track(clip)
         if (s := shown(motion, track_)) is not None:
             show[motion].append(s)
