@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
+from mmspec.pipelines.scene import MOTIONS
 from mmspec.reference.eagle import EagleHead, HeadConfig, save_head
 from mmspec.sampling import Sampling
 
@@ -78,12 +79,19 @@ class _Target:
         self.vocab_size = self.target.vocab_size
 
     def conditions(self, count: int, rng: random.Random, text_tokens: int):
-        """-> (condition for mmspec.generate, layout) of `count` random prompts."""
+        """-> (condition for mmspec.generate, layout, given tokens or None) of `count` random prompts. A video
+        model whose pipeline gives frame 0 (drawn by its image model, staged) gets it here too: a head distilled
+        on frames 0 the target generated itself would learn from clips users never see."""
         if self.kind == "text":
-            return [rng.choice(CODE_OPENINGS) for _ in range(count)], self._Sequence1D(text_tokens)
+            return [rng.choice(CODE_OPENINGS) for _ in range(count)], self._Sequence1D(text_tokens), None
         words = [w for w in self.pipe.vocab if w.isalpha()]
         prompts = [" ".join(rng.sample(words, rng.randint(1, 3))) for _ in range(count)]
-        return self.pipe.condition(prompts), self.layout
+        given = None
+        if self.kind == "video" and self.pipe.image_model is not None:
+            if self.pipe.staging is not None:  # a scene names its motion first ("bounce red apple")
+                prompts = [f"{rng.choice(MOTIONS)} {p}" for p in prompts]
+            given, _ = self.pipe._given(prompts, None, None, seed=rng.randrange(2**31), progress_bar=False)
+        return self.pipe.condition(prompts), self.layout, given
 
 
 def default_config(target: _Target) -> HeadConfig:
@@ -110,8 +118,8 @@ def distill(target: _Target, cfg: HeadConfig, train: TrainConfig, progress: bool
     with tqdm(total=train.samples, desc="distilling", unit="seq", disable=not progress) as bar:
         for first in range(0, train.samples, train.batch):
             count = min(train.batch, train.samples - first)
-            cond, layout = target.conditions(count, rng, train.text_tokens)
-            g = mmspec.generate(target.target, cond, layout, method="ar",
+            cond, layout, given = target.conditions(count, rng, train.text_tokens)
+            g = mmspec.generate(target.target, cond, layout, method="ar", given=given,
                                 sampling=target.sampling, seed=train.seed * 1_000_003 + first)
             tokens = g.tokens.clamp(min=0)  # [B, N]
             session = target.target.session(cond, layout, cfg=target.sampling.cfg, num_samples=1, max_window=1)
@@ -298,10 +306,10 @@ def evaluate(target: _Target, head: EagleHead, train: TrainConfig, prompts: int 
     (`exact` draws, AR's tokens) against the Jacobi window's `exact`, per slot and as mean tokens per forward."""
     import mmspec
 
-    cond, layout = target.conditions(prompts, random.Random(train.seed + 10_007), train.text_tokens)
+    cond, layout, given = target.conditions(prompts, random.Random(train.seed + 10_007), train.text_tokens)
     result = {"window": EVAL_WINDOW, "prompts": prompts}
     for name, method in (("eagle", {"name": "eagle", "head": head, "exact": True}), ("exact", "exact")):
-        g = mmspec.generate(target.target, cond, layout, method=method, window=EVAL_WINDOW,
+        g = mmspec.generate(target.target, cond, layout, method=method, window=EVAL_WINDOW, given=given,
                             sampling=target.sampling, seed=train.seed + 1)
         st = g.stats
         per_slot = st.accepted_at.sum(0).float() / st.forwards_at.sum(0).clamp(min=1).float()

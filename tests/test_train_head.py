@@ -121,3 +121,23 @@ def test_a_head_over_a_smaller_draft_vocabulary_keeps_the_tokens_the_samples_use
     ar = pipe(["a b"], seed=2, method="ar", max_new_tokens=10)
     eagle = pipe(["a b"], seed=2, method={"name": "eagle", "head": out, "exact": True}, window=4, max_new_tokens=10)
     assert [t.tolist() for t in ar.tokens] == [t.tolist() for t in eagle.tokens]
+
+
+def test_a_video_head_learns_from_the_clips_users_get_frame_0_drawn_by_the_image_model(tiny_models, tmp_path):
+    for name in ("vq", "image", "video-from-text"):
+        shutil.copytree(tiny_models / name, tmp_path / name)
+    import random
+
+    from mmspec.train_head import _Target, default_config, distill
+    target = _Target(tmp_path / "video-from-text", "cpu")
+    cond, layout, given = target.conditions(4, random.Random(0), 0)
+    frame = layout.h * layout.w
+    assert given.shape == (4, layout.length) and (given[:, :frame] >= 0).all() and (given[:, frame:] == -1).all()
+    data = distill(target, default_config(target), TrainConfig(**TINY), progress=False)
+    first = _Target(tmp_path / "video-from-text", "cpu").conditions(4, random.Random(0), 0)[2]
+    assert torch.equal(data["tokens"][:4, :frame], first[:, :frame])  # the samples start from the given frames 0
+    train_head(tmp_path / "video-from-text", train=TrainConfig(**TINY), progress=False)
+    pipe = load_pipeline("video", tmp_path / "video-from-text", window_cache="off")
+    ar = pipe(["bounce red apple"], seed=3, method="ar")
+    eagle = pipe(["bounce red apple"], seed=3, method={"name": "eagle", "exact": True}, window=4)
+    assert torch.equal(ar.tokens, eagle.tokens)
