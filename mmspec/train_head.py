@@ -26,7 +26,6 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
-from mmspec.pipelines.scene import MOTIONS
 from mmspec.reference.eagle import EagleHead, HeadConfig, save_head
 from mmspec.sampling import Sampling
 
@@ -89,6 +88,8 @@ class _Target:
         given = None
         if self.kind == "video" and self.pipe.image_model is not None:
             if self.pipe.staging is not None:  # a scene names its motion first ("bounce red apple")
+                from mmspec.pipelines.scene import MOTIONS
+
                 prompts = [f"{rng.choice(MOTIONS)} {p}" for p in prompts]
             given, _ = self.pipe._given(prompts, None, None, seed=rng.randrange(2**31), progress_bar=False)
         return self.pipe.condition(prompts), self.layout, given

@@ -89,8 +89,9 @@ def ideal_clip(pipe, row: str, picture) -> list[np.ndarray]:
     edge, t = sum(SPRITE_EDGES) // 2, pipe.layout.t
     anchor = (size - edge) // 2  # as scene.first_frame places it
     motion, colour, _ = parse(row)
-    return [place(cut_out(picture), pose(motion, i / (t - 1), edge, anchor, anchor, size),
-                  BACKGROUNDS[colour or "white"], size) for i in range(t)]
+    sprite = cut_out(picture)
+    return [place(sprite, pose(motion, i / (t - 1), edge, anchor, anchor, size), BACKGROUNDS[colour or "white"], size)
+            for i in range(t)]
 
 
 def tokenizer_ceiling(pipe, rows: list[str], pictures) -> dict:
