@@ -18,23 +18,35 @@ BACKGROUNDS = {"white": (255, 255, 255), "black": (0, 0, 0), "red": (220, 50, 50
                "blue": (60, 100, 220), "yellow": (240, 210, 60), "purple": (140, 80, 190), "gray": (128, 128, 128),
                "orange": (240, 140, 40), "pink": (240, 150, 190), "sky": (150, 200, 240), "mint": (170, 230, 190)}
 SPRITE_EDGES = (14, 20)  # sprite edge in pixels on a 32-pixel frame, inclusive
+# The frame tokenizer's patch (emoji-vq-video, a patch VQ): slides and bounces move the sprite by whole patches from a
+# corner on the patch grid, so every code of a later frame is a code of frame 0, moved (a copy the video model learns
+# once, for every subject), instead of codes of a sprite shifted by a few pixels, which it would have to redraw.
+STEP = 4
+
+
+def on_grid(v: float) -> int:
+    """A position in pixels -> the patch-grid position at or below it."""
+    return STEP * int(v // STEP)
 
 
 def pose(motion: str, f: float, edge: int, cx: int, cy: int, size: int) -> tuple[int, float, float, float]:
     """Where the sprite is at time f in [0, 1] -> (edge in pixels, rotation in degrees, x, y of its corner).
-    (cx, cy) is the clip's random anchor; slides cross the whole frame, bounce starts on the floor."""
-    lo, hi = 0, size - edge
+    (cx, cy) is the clip's random anchor (on the patch grid). Slides start at a side and bounce on the floor; both
+    travel the same whole patches at the same frames for every sprite edge, so when a frame moves depends on the
+    frame's index alone."""
+    lo, hi = 0, on_grid(size - edge)
+    span = min(hi, on_grid(size - SPRITE_EDGES[1]))  # how far slides travel and bounces lift
     scale, angle, x, y = 1.0, 0.0, float(cx), float(cy)
     if motion == "slide left":
-        x = hi - f * (hi - lo)
+        x = hi - on_grid(f * span)
     elif motion == "slide right":
-        x = lo + f * (hi - lo)
+        x = lo + on_grid(f * span)
     elif motion == "slide up":
-        y = hi - f * (hi - lo)
+        y = hi - on_grid(f * span)
     elif motion == "slide down":
-        y = lo + f * (hi - lo)
+        y = lo + on_grid(f * span)
     elif motion == "bounce":
-        y = hi - abs(math.sin(math.pi * 1.5 * f)) * (hi - lo)
+        y = hi - on_grid(abs(math.sin(math.pi * 1.5 * f)) * span)
     elif motion == "zoom in":
         scale = 0.4 + 0.9 * f
     elif motion == "zoom out":
@@ -108,7 +120,7 @@ def first_frame(image: Image.Image, motion: str | None, colour: str | None, size
     """An emoji image on a plain background (e.g. an emoji-image output) -> the first frame of a clip of that motion:
     the sprite at a mid-range edge, where the motion starts, with the clip's anchor in the middle of the frame."""
     edge = sum(SPRITE_EDGES) // 2
-    anchor = (size - edge) // 2
+    anchor = on_grid((size - edge) / 2)
     where = pose(motion or "", 0.0, edge, anchor, anchor, size)
     return Image.fromarray(place(cut_out(image), where, BACKGROUNDS[colour or "white"], size))
 

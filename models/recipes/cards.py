@@ -38,32 +38,49 @@ def minutes(m: dict) -> str:
     return f"{m['train_minutes']} min on CPU{thr} (2-core x86 VM, shared with another job)"
 
 
-def card_vq(name: str, m: dict) -> str:
-    frames = name.endswith("video")
-    size, grid = (32, 8) if frames else (64, 16)
-    role = ("the tokenizer of `emoji-video`: each 32x32 frame is encoded on its own" if frames else
-            "the tokenizer of `emoji-image` (a 32x32 frame becomes an 8x8 grid)")
-    data = ("""Frames of the synthetic emoji-motion clips `emoji-video` trains on (the clips are described in its
+def card_patch_vq(name: str, m: dict, cfg: dict) -> str:
+    frames = name.endswith("video")  # emoji-vq-video: single frames of the emoji-motion clips
+    size, side, k = cfg["sample_size"], cfg["sample_size"] // cfg["patch"], cfg["patch"]
+    if frames:
+        role = "the tokenizer of `emoji-video`: each 32x32 frame is encoded on its own"
+        why = f"""`emoji-video`'s slides and bounces move the sprite by whole {k}-pixel patches
+(mmspec/pipelines/scene.py): with codes that see only their own patch, every code of a later frame is a code of frame 0,
+moved, a copy the video model learns once for every subject instead of a sprite it would have to redraw at each
+shifted pixel. The frames hold a 14-20 pixel sprite on one of 12 colours: {m['codebook_size']} codes, more than
+`emoji-image`'s mostly white pictures need."""
+        data = """Frames of the synthetic emoji-motion clips `emoji-video` trains on (the clips are described in its
 card; the art below). Held-out figures: every frame of the first 200 held-out clips.
 
-""" + EMOJI_DATA) if frames else (EMOJI_DATA + """
+""" + EMOJI_DATA
+        rows = ""
+    else:
+        role = "the tokenizer of `emoji-image`"
+        why = f"""`emoji-image` draws each subject at many places and sizes. With codes that see only their own
+patch, a sprite moved by whole tokens keeps every code ({m['moved_codes_kept']:.0%} of a moved sprite's codes kept;
+the diffusers VQModel it replaced, whose 3x3 convolutions and mid-block attention see far beyond a patch, kept 83% by
+the same measure, and gave a plain white interior several codes)
+and plain white is one code wherever it is, so the image model learns a subject once rather than once per place."""
+        data = EMOJI_DATA + """
 
-A quarter of every batch is 2x2 mosaics of 32x32 "video frames" (a shrunken sprite on a plain colour).""")
-    why = ("""
-Why a second tokenizer: `emoji-vq`, trained on 64x64 emoji, reconstructs these frames at 13.8 dB, so
-every frame of a video was blurred before the video model added its own errors. This one has no
-mid-block attention (each code depends on its neighbourhood only) and half the codes.
-""" if frames else "")
-    return f"""# {name}: a tiny VQ tokenizer for emoji {'video frames' if frames else 'images'}
+Beside them, every training staging of the `emoji-image` subjects (the pictures it trains on); a quarter of every batch
+is 2x2 mosaics of 32x32 "video frames" (a shrunken sprite on a plain colour)."""
+        rows = (f"| held-out staged pictures (bf16 weights) | {m['heldout_staged_psnr_db_bf16']} dB at held-out "
+                f"placements |\n| a sprite moved by 2 tokens keeps its codes | {m['moved_codes_kept']:.3f} "
+                f"(`train_vq.moved_codes_kept`: 64 subjects at edge 32) |\n")
+    return f"""# {name}: a patch VQ tokenizer for emoji {'video frames' if frames else 'images'}
 
-A diffusers `VQModel` ({m['params'] / 1e6:.2f}M parameters, block_out_channels (32, 64, 64), codebook of
-{m['codebook_size']} 8-dim codes): a {size}x{size} RGB image becomes a {grid}x{grid} grid of code ids. It is
-{role}. Weights: bf16 safetensors.
-{why}
+A `PatchVQ` (mmspec/reference/patch_vq.py, {m['params'] / 1e6:.2f}M parameters, codebook of {m['codebook_size']}
+{cfg['embed_dim']}-dim codes): a {size}x{size} RGB image becomes a {side}x{side} grid of
+code ids, each computed from its own {k}x{k} pixels only (a convolution whose kernel is its
+stride, then 1x1 convolutions). The decoder looks {cfg['dec_blocks'] * 2 + 1} tokens around each code, so edges
+between patches stay smooth. It is {role}. Weights: bf16 safetensors.
+
+Why a patch tokenizer: {why}
+
 ```python
 from mmspec.tokenizers import VQTokenizer
 vq = VQTokenizer.from_pretrained("models/{name}")
-ids = vq.encode(images)          # uint8 [B, {size}, {size}, 3] or PIL -> [B, {grid}, {grid}]
+ids = vq.encode(images)          # uint8 [B, {size}, {size}, 3] or PIL -> [B, {side}, {side}]
 pixels = vq.decode(ids)          # -> [B, 3, {size}, {size}] in [-1, 1]; vq.decode_pil(ids) -> PIL images
 ```
 
@@ -71,8 +88,8 @@ pixels = vq.decode(ids)          # -> [B, 3, {size}, {size}] in [-1, 1]; vq.deco
 
 | | |
 |---|---|
-| held-out reconstruction PSNR (bf16 weights) | **{m['heldout_psnr_db_bf16']} dB** (fp32: {m['heldout_psnr_db']} dB) |
-| codebook usage | {m['codes_used_heldout']} codes on the held-out {'frames' if frames else 'images'}, {m['codes_used_train_1024']} on 1024 training ones, {m['codes_used_total']} / {m['codebook_size']} together; code perplexity {m['code_perplexity']} |
+| held-out reconstruction PSNR (bf16 weights) | **{m['heldout_psnr_db_bf16']} dB** on held-out {'frames' if frames else 'emoji'} (fp32: {m['heldout_psnr_db']} dB) |
+{rows}| codebook usage | {m['codes_used_heldout']} codes on the held-out {'frames' if frames else 'images'}, {m['codes_used_train_1024']} on 1024 training ones, {m['codes_used_total']} / {m['codebook_size']} together; code perplexity {m['code_perplexity']} |
 | training | {m['steps']} steps of batch {m['batch']}, {minutes(m)} |
 
 ## Data
@@ -83,58 +100,7 @@ pixels = vq.decode(ids)          # -> [B, 3, {size}, {size}] in [-1, 1]; vq.deco
 
 ```bash
 python models/recipes/data.py        # npm pack the two art sets into .cache/, build the arrays
-python models/recipes/train_vq.py{' --frames' if frames else ''} --max-minutes {m['train_minutes']:.0f}
-```
-Loss: MSE + 0.1 L1 + the VQ commitment loss; unused codes are restarted from encoder outputs every 25
-steps. AdamW, lr {m.get('lr', 5e-4)} on a cosine over the time budget. The run checkpoints to `.cache/train/{name}/`
-and resumes when rerun; losses are logged to `.cache/train/{name}/log.jsonl`.
-{m.get('remark', '')}"""
-
-
-def card_patch_vq(name: str, m: dict, cfg: dict) -> str:
-    side = cfg["sample_size"] // cfg["patch"]
-    return f"""# {name}: a patch VQ tokenizer for emoji images
-
-A `PatchVQ` (mmspec/reference/patch_vq.py, {m['params'] / 1e6:.2f}M parameters, codebook of {m['codebook_size']}
-{cfg['embed_dim']}-dim codes): a {cfg['sample_size']}x{cfg['sample_size']} RGB image becomes a {side}x{side} grid of
-code ids, each computed from its own {cfg['patch']}x{cfg['patch']} pixels only (a convolution whose kernel is its
-stride, then 1x1 convolutions). The decoder looks {cfg['dec_blocks'] * 2 + 1} tokens around each code, so edges
-between patches stay smooth. It is the tokenizer of `emoji-image`. Weights: bf16 safetensors.
-
-Why a patch tokenizer: `emoji-image` draws each subject at many places and sizes. With codes that see only their own
-patch, a sprite moved by whole tokens keeps every code ({m['moved_codes_kept']:.0%} of a moved sprite's codes kept;
-the diffusers VQModel it replaced, whose 3x3 convolutions and mid-block attention see far beyond a patch, kept 83% by
-the same measure, and gave a plain white interior several codes)
-and plain white is one code wherever it is, so the image model learns a subject once rather than once per place.
-
-```python
-from mmspec.tokenizers import VQTokenizer
-vq = VQTokenizer.from_pretrained("models/{name}")
-ids = vq.encode(images)          # uint8 [B, 64, 64, 3] or PIL -> [B, {side}, {side}]
-pixels = vq.decode(ids)          # -> [B, 3, 64, 64] in [-1, 1]; vq.decode_pil(ids) -> PIL images
-```
-
-![held-out originals (top) and reconstructions (bottom)](reconstructions.png)
-
-| | |
-|---|---|
-| held-out reconstruction PSNR (bf16 weights) | **{m['heldout_psnr_db_bf16']} dB** on held-out emoji (fp32: {m['heldout_psnr_db']} dB); {m['heldout_staged_psnr_db_bf16']} dB on staged pictures at held-out placements |
-| a sprite moved by 2 tokens keeps its codes | {m['moved_codes_kept']:.3f} (`train_vq.moved_codes_kept`: 64 subjects at edge 32) |
-| codebook usage | {m['codes_used_heldout']} codes on the held-out images, {m['codes_used_train_1024']} on 1024 training ones, {m['codes_used_total']} / {m['codebook_size']} together; code perplexity {m['code_perplexity']} |
-| training | {m['steps']} steps of batch {m['batch']}, {minutes(m)} |
-
-## Data
-
-{EMOJI_DATA}
-
-Beside them, every training staging of the `emoji-image` subjects (the pictures it trains on); a quarter of every batch
-is 2x2 mosaics of 32x32 "video frames" (a shrunken sprite on a plain colour).
-
-## Training
-
-```bash
-python models/recipes/data.py        # npm pack the two art sets into .cache/, build the arrays
-python models/recipes/train_vq.py --max-minutes {m['train_minutes']:.0f} --threads {m['threads']}
+python models/recipes/train_vq.py{' --frames' if frames else ''} --max-minutes {m['train_minutes']:.0f} --threads {m['threads']}
 ```
 Loss: MSE + 0.1 L1 + the VQ loss (codebook + 0.25 commitment); unused codes are restarted from encoder outputs every
 25 steps. AdamW, lr {m['lr']} on a cosine over the time budget. The run checkpoints to `.cache/train/{name}/` and
@@ -162,7 +128,11 @@ def _ceiling_row(v: dict) -> str:
         return ""
     return (f"| the ideal clip through the frame tokenizer, frames 1-7 (what a model that generated the ideal clip's "
             f"own codes would score) | {v['tokenizer_ceiling_db']} dB (frame 7: "
-            f"{v['tokenizer_ceiling_frame7_db']} dB) |\n")
+            f"{v['tokenizer_ceiling_frame7_db']} dB)" + (
+                f"; the subject named in its frame 7: {v['tokenizer_ceiling_subject_named_frame7']:.2f} (in the ideal "
+                f"clip's own: {v['ideal_subject_named_frame7']:.2f}; "
+                + ", ".join(f"{k} {x:.2f}" for k, x in v["ideal_subject_named_frame7_per_motion"].items()) + ")"
+                if "ideal_subject_named_frame7" in v else "") + " |\n")
 
 
 def _motion_extra_rows(v: dict) -> str:
@@ -224,7 +194,9 @@ def card_gpt(name: str, m: dict, cfg: dict) -> str:
     data = EMOJI_DATA + (f"""
 
 Videos: {m.get('clips', 6000)} clips of 8 frames at 32x32, each a base emoji (no skin tones) of 14-20 px moving on one
-of 12 plain colours: slide left / right / up / down, bounce, zoom in / out, rotate. Caption words:
+of 12 plain colours: slide left / right / up / down, bounce, zoom in / out, rotate. Slides and bounces move it by
+whole 4-pixel patches from a corner on the patch grid, so their later frames are frame 0's codes, moved; zooms and
+rotations redraw it. Caption words:
 the motion, the emoji's name, the background colour, e.g. "bounce red apple green background". Frames
 are tokenized one by one with `{tokenizer}`. The sprite's poses and the scene are defined once in
 `mmspec/pipelines/scene.py`, which the video pipeline also uses to stage frame 0.""" if video else "")
@@ -398,9 +370,7 @@ def main(names=None):
             continue
         m = json.loads((folder / "metrics.json").read_text())
         cfg = json.loads((folder / "config.json").read_text())
-        if cfg.get("_class_name") == "VQModel":
-            text = card_vq(folder.name, m)
-        elif cfg.get("_class_name") == "PatchVQ":
+        if cfg.get("_class_name") == "PatchVQ":
             text = card_patch_vq(folder.name, m, cfg)
         elif cfg.get("model_type") == "mmspec-gpt":
             text = card_gpt(folder.name, m, cfg)

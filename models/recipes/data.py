@@ -27,7 +27,7 @@ import numpy as np
 from PIL import Image
 
 from mmspec.pipelines.prompts import PAD_WORD, UNKNOWN_WORD, words
-from mmspec.pipelines.scene import BACKGROUNDS, MOTIONS, SPRITE_EDGES, place, pose
+from mmspec.pipelines.scene import BACKGROUNDS, MOTIONS, SPRITE_EDGES, STEP, on_grid, place, pose
 
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("MMSPEC_CACHE", ROOT / ".cache"))
@@ -290,7 +290,7 @@ def render_clip(sprite: Image.Image, motion: str, bg, frames: int = 8, size: int
     """A sprite (RGBA, any size) moving on a plain background: uint8 [frames, size, size, 3]."""
     rng = rng or np.random.default_rng(0)
     s = int(rng.integers(SPRITE_EDGES[0], SPRITE_EDGES[1] + 1))  # sprite edge in pixels
-    cx, cy = rng.integers(0, size - s + 1, size=2)
+    cx, cy = STEP * rng.integers(0, on_grid(size - s) // STEP + 1, size=2)  # a corner on the patch grid
     return np.stack([place(sprite, pose(motion, t / (frames - 1), s, cx, cy, size), bg, size) for t in range(frames)])
 
 
@@ -301,7 +301,7 @@ def video_caption(name_words: list[str], motion: str, bg_name: str) -> list[str]
 
 def build_videos(n_clips: int = 6000, seed: int = 0) -> Path:
     """.cache/data/emoji_videos.npz: clips uint8 [N,8,32,32,3] and captions (word lists), split by emoji."""
-    path = CACHE / "data" / f"emoji_videos_{n_clips}.npz"
+    path = CACHE / "data" / f"emoji_videos_step{STEP}_{n_clips}.npz"  # the scene's patch step: its clips differ
     if path.exists():
         return path
     path.parent.mkdir(parents=True, exist_ok=True)

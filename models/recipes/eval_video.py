@@ -15,7 +15,9 @@ sampling, plain AR's law), for 8 motions x 4 subjects x 2 samples, seed 0.
   a twentieth). Control: the opposite motion judged on the same clips (what a direction-blind model gets).
   On 400 held-out training clips the check passes 1.00 (zoom out 0.98).
 - **Subject named**: the share of clips whose frame 7 (and, beside it, frame 0) the subject classifier
-  (`classifier.py`, trained on the art) names as the prompt's subject; skipped when it is not trained.
+  (`classifier.py`, trained on the art) names as the prompt's subject; skipped when it is not trained. Beside it,
+  the share for the ideal clips' frames 7 through the frame tokenizer (what a model that generated their codes would
+  score), and for the ideal clips' own frames 7, by motion.
 All at the model's default sampling and again without its classifier-free guidance (`no_cfg`: the same seeds and
 first frames), which shows what guidance adds.
 """
@@ -61,7 +63,9 @@ def shown(motion: str, t: np.ndarray) -> "bool | None":
 
 
 def psnr(a: np.ndarray, b: np.ndarray) -> float:
-    return float(10 * np.log10(255.0 ** 2 / max(((a.astype(float) - b.astype(float)) ** 2).mean(), 1e-6)))
+    """In dB, at most 48.13 (a mean squared error of one level): frames of the ideal clip that have not moved yet would
+    otherwise score ~100 dB each and swamp a mean over frames."""
+    return float(10 * np.log10(255.0 ** 2 / max(((a.astype(float) - b.astype(float)) ** 2).mean(), 1.0)))
 
 
 def figures(folder: Path, device: str = "cpu") -> dict:
@@ -83,11 +87,11 @@ def figures(folder: Path, device: str = "cpu") -> dict:
 
 def ideal_clip(pipe, row: str, picture) -> list[np.ndarray]:
     """The clip the row's motion makes of frame 0's picture, as the training clips were made: uint8 [H, W, 3] frames."""
-    from mmspec.pipelines.scene import BACKGROUNDS, SPRITE_EDGES, cut_out, parse, place, pose
+    from mmspec.pipelines.scene import BACKGROUNDS, SPRITE_EDGES, cut_out, on_grid, parse, place, pose
 
     size = pipe.layout.w * pipe.tokenizer.downsample
     edge, t = sum(SPRITE_EDGES) // 2, pipe.layout.t
-    anchor = (size - edge) // 2  # as scene.first_frame places it
+    anchor = on_grid((size - edge) / 2)  # as scene.first_frame places it
     motion, colour, _ = parse(row)
     sprite = cut_out(picture)
     return [place(sprite, pose(motion, i / (t - 1), edge, anchor, anchor, size), BACKGROUNDS[colour or "white"], size)
@@ -98,13 +102,26 @@ def tokenizer_ceiling(pipe, rows: list[str], pictures) -> dict:
     """PSNR of the ideal clips' frames 1-7 through the frame tokenizer (encode, decode), overall and at frame 7."""
     from PIL import Image
 
-    ceiling = []
+    from mmspec.pipelines.scene import parse
+
+    ceiling, last, last_decoded = [], [], []
     for row, picture in zip(rows, pictures.images):
         ideal = ideal_clip(pipe, row, picture)[1:]
-        decoded = pipe.tokenizer.decode_pil(pipe.tokenizer.encode([Image.fromarray(f) for f in ideal]))
-        ceiling.append([psnr(np.asarray(d.convert("RGB")), f) for d, f in zip(decoded, ideal)])
-    return {"tokenizer_ceiling_db": round(float(np.mean(ceiling)), 2),
-            "tokenizer_ceiling_frame7_db": round(float(np.mean([c[-1] for c in ceiling])), 2)}
+        decoded = [np.asarray(d.convert("RGB")) for d in
+                   pipe.tokenizer.decode_pil(pipe.tokenizer.encode([Image.fromarray(f) for f in ideal]))]
+        ceiling.append([psnr(d, f) for d, f in zip(decoded, ideal)])
+        last.append(ideal[-1])
+        last_decoded.append(decoded[-1])
+    out = {"tokenizer_ceiling_db": round(float(np.mean(ceiling)), 2),
+           "tokenizer_ceiling_frame7_db": round(float(np.mean([c[-1] for c in ceiling])), 2)}
+    if classifier_trained():  # the subject named in those frames 7, and in the ideal clips' own (by motion)
+        out["tokenizer_ceiling_subject_named_frame7"] = round(float(
+            named_by_classifier(rows, np.stack(last_decoded)).mean()), 2)
+        hit = named_by_classifier(rows, np.stack(last))
+        out["ideal_subject_named_frame7"] = round(float(hit.mean()), 2)
+        out["ideal_subject_named_frame7_per_motion"] = {
+            m: round(float(hit[[parse(r)[0] == m for r in rows]].mean()), 2) for m in MOTIONS}
+    return out
 
 
 def clip_figures(pipe, rows: list[str], pictures, sampling: dict) -> dict:
@@ -140,15 +157,25 @@ def clip_figures(pipe, rows: list[str], pictures, sampling: dict) -> dict:
 
 def subject_named(rows: list[str], videos) -> dict:
     """Share of clips whose frame 0 and frame 7 the classifier names as the row's subject ({} without one)."""
-    import classifier
-    from mmspec.pipelines.scene import parse
-    if not (classifier.WORK / "model.safetensors").exists():
+    if not classifier_trained():
         return {}
+    return {f"subject_named_frame{i}": round(float(named_by_classifier(rows, np.stack(
+        [np.asarray(v[i].convert("RGB")) for v in videos])).mean()), 2) for i in (0, len(videos[0]) - 1)}
+
+
+def classifier_trained() -> bool:
+    import classifier
+    return (classifier.WORK / "model.safetensors").exists()
+
+
+def named_by_classifier(rows: list[str], frames: np.ndarray) -> np.ndarray:
+    """uint8 [N, H, W, 3], one frame per row -> bool [N]: the classifier names the row's subject."""
+    import classifier
     import data
-    net = classifier.load()
+    from mmspec.pipelines.scene import parse
+
     subjects = np.array([data.IMAGE_SUBJECTS.index(parse(r)[2]) for r in rows])
-    return {f"subject_named_frame{i}": round(float((classifier.predict(net, np.stack(
-        [np.asarray(v[i].convert("RGB")) for v in videos])) == subjects).mean()), 2) for i in (0, len(videos[0]) - 1)}
+    return classifier.predict(classifier.load(), frames) == subjects
 
 
 def main():

@@ -48,7 +48,7 @@ MODELS = {
     "emoji-video": dict(tokenizer="emoji-vq-video", gpt=dict(dim=192, n_layer=6, n_head=4, multiple_of=32, rope_axes=3, block_size=512),
                         layout=("Grid3D", [8, 8, 8]), frame=32, given_frames=1, drop=0.1,
                         # t < 1: with frame 0 given, the subject lasts longer and drafts are accepted more often
-                        sampling={"temperature": 0.7, "top_k": 50, "cfg_scale": 3.0},
+                        sampling={"temperature": 0.7, "top_k": 50, "cfg_scale": 1.2},
                         prompts=["bounce red apple", "slide right racing car", "zoom in red heart", "rotate sun",
                                  "slide down dog face", "slide left rocket", "zoom out pizza", "bounce soccer ball"]),
 }

@@ -1,6 +1,6 @@
-"""Train the emoji VQ tokenizers: `emoji-vq` (64x64 image <-> 16x16 codebook ids), a patch VQ
-(mmspec.reference.patch_vq: each code from its own 4x4 pixels, so a sprite moved by whole tokens keeps its codes),
-and, with --frames, `emoji-vq-video` (32x32 video frame <-> 8x8 ids), a diffusers VQModel.
+"""Train the emoji VQ tokenizers: `emoji-vq` (64x64 image <-> 16x16 codebook ids) and, with --frames,
+`emoji-vq-video` (32x32 video frame <-> 8x8 ids). Both are patch VQs (mmspec.reference.patch_vq: each code from its
+own 4x4 pixels, so a sprite moved by whole tokens keeps its codes).
 
     python models/recipes/train_vq.py                 # resumable; --max-minutes sets the total budget
     python models/recipes/train_vq.py --frames        # the video frames' tokenizer
@@ -8,8 +8,8 @@ and, with --frames, `emoji-vq-video` (32x32 video frame <-> 8x8 ids), a diffuser
 Data: the emoji images (both art sets, skin tones, composited on white) and every training staging of the
 emoji-image subjects (data.build_staged_images), plus, for a quarter of each batch, 2x2 mosaics of 32x32 frames
 (a shrunken sprite on a plain colour). With --frames: single frames of the synthetic emoji-motion clips the
-video model trains on; the frame tokenizer (no mid-block attention: each code sees its neighbourhood only, 512
-codes) reaches about 26 dB on them. Loss: MSE + 0.1 L1 + the VQ loss. Unused codes are restarted from encoder
+video model trains on, whose slides and bounces move by whole tokens (mmspec/pipelines/scene.py), so a later
+frame's codes are frame 0's, moved. Loss: MSE + 0.1 L1 + the VQ loss. Unused codes are restarted from encoder
 outputs of the current batch every 25 steps (keeps the codebook in use).
 """
 from __future__ import annotations
@@ -25,51 +25,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
 import data  # noqa: E402
 
-from mmspec.reference.patch_vq import PatchConfig, PatchVQ, is_patch_folder  # noqa: E402
+from mmspec.reference.patch_vq import PatchConfig, PatchVQ  # noqa: E402
 
 ROOT = common.ROOT
 
-FRAME_CONFIG = dict(in_channels=3, out_channels=3, down_block_types=("DownEncoderBlock2D",) * 3,
-                    up_block_types=("UpDecoderBlock2D",) * 3, block_out_channels=(32, 64, 64), layers_per_block=1,
-                    latent_channels=8, vq_embed_dim=8, num_vq_embeddings=512, norm_num_groups=32, sample_size=32,
-                    mid_block_add_attention=False)
+# frames hold a 14-20 pixel sprite on one of 12 colours: more codes than the 64x64 pictures' (mostly white) need
+FRAME_CONFIG = PatchConfig(codebook_size=2048, sample_size=32)
 IMAGE_CONFIG = PatchConfig()
-
-
-def make_vq(config):
-    if isinstance(config, PatchConfig):
-        return PatchVQ(config)
-    from diffusers import VQModel
-    return VQModel(**config)
-
-
-def load_vq(path):
-    """A tokenizer folder as a trainable model, either kind."""
-    if is_patch_folder(path):
-        return PatchVQ.from_pretrained(path)
-    from diffusers import VQModel
-    return VQModel.from_pretrained(path).float()
-
-
-def decoder_params(vq) -> list:
-    """What --decoder-only trains: everything after the codes."""
-    if isinstance(vq, PatchVQ):
-        return list(vq.decoder.parameters())
-    return list(vq.post_quant_conv.parameters()) + list(vq.decoder.parameters())
-
-
-def codebook(vq) -> torch.Tensor:
-    """[K, D] code vectors (a parameter: restarts write into it)."""
-    return vq.codebook if isinstance(vq, PatchVQ) else vq.quantize.embedding.weight
-
-
-def vq_pass(vq, x: torch.Tensor):
-    """pixels [B, 3, H, W] -> (reconstruction, VQ loss, ids, latents [B, D, h, w]), either kind of model."""
-    if isinstance(vq, PatchVQ):
-        return vq(x)
-    h = vq.encode(x).latents
-    q, commit, (_, _, ids) = vq.quantize(h)
-    return vq.decode(q, force_not_quantize=True).sample, commit, ids.view(h.shape[0], *h.shape[2:]), h
 
 
 def to_tensor(imgs: np.ndarray) -> torch.Tensor:
@@ -104,7 +66,7 @@ def evaluate(vq, x: torch.Tensor, batch: int = 64):
     mse, ids = [], []
     for i in range(0, len(x), batch):
         xb = x[i:i + batch]
-        rec, _, idx, _ = vq_pass(vq, xb)
+        rec, _, idx, _ = vq(xb)
         rec = rec.clamp(-1, 1)
         mse.append(((rec - xb) / 2).pow(2).flatten(1).mean(1))
         ids.append(idx.flatten())
@@ -124,7 +86,7 @@ def moved_codes_kept(vq, n: int = 64, move: int = 2) -> float:
     t = data.STAGE_STEP
     a = [data.stage(data.load_rgba(r["file"]), 32, 8, 8) for r in recs]
     b = [data.stage(data.load_rgba(r["file"]), 32, 8 + t * move, 8 + t * move) for r in recs]
-    ids_a, ids_b = (vq_pass(vq, to_tensor(np.stack(v)))[2] for v in (a, b))
+    ids_a, ids_b = (vq(to_tensor(np.stack(v)))[2] for v in (a, b))
     s, e = 8 // t, (8 + 32) // t  # the sprite's tokens
     return (ids_a[:, s:e, s:e] == ids_b[:, s + move:e + move, s + move:e + move]).float().mean().item()
 
@@ -141,7 +103,7 @@ def main():
     p = common.base_parser("emoji-vq", minutes=25, lr=1e-3, batch=32)
     p.add_argument("--frames", action="store_true", help="the video frames' tokenizer, models/emoji-vq-video "
                    "(defaults then: 30 minutes, no mosaics)")
-    p.add_argument("--clips", type=int, default=24000, help="emoji-motion clips whose frames --frames trains on")
+    p.add_argument("--clips", type=int, default=20000, help="emoji-motion clips whose frames --frames trains on")
     p.add_argument("--mosaic-frac", type=float, default=0.25)
     p.add_argument("--eval-every", type=int, default=100)
     p.add_argument("--decoder-only", action="store_true",
@@ -173,12 +135,12 @@ def main():
     x_test = to_tensor(test_x).to(device)
     rng = np.random.default_rng(args.seed)
 
-    vq = make_vq(config).to(device)
+    vq = PatchVQ(config).to(device)
     params = vq.parameters()
     if args.decoder_only:
-        vq.load_state_dict(load_vq(args.init or args.out).state_dict())
+        vq.load_state_dict(PatchVQ.from_pretrained(args.init or args.out).state_dict())
         vq.requires_grad_(False)
-        params = decoder_params(vq)
+        params = list(vq.decoder.parameters())
         for q in params:
             q.requires_grad_(True)
     opt = torch.optim.AdamW(params, lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
@@ -189,11 +151,11 @@ def main():
         with torch.no_grad():
             # as many latents as 64 images of 64x64 give (16K): 256 frames of 32x32
             xb = to_tensor(train_x[rng.choice(len(train_x), 64 * 4096 // train_x[0, ..., 0].size)]).to(device)
-            z = vq_pass(vq, xb)[3]
+            z = vq(xb)[3]
             z = z.permute(0, 2, 3, 1).reshape(-1, z.shape[1])
-            codebook(vq).copy_(z[torch.randperm(len(z))[:len(codebook(vq))]])
+            vq.codebook.copy_(z[torch.randperm(len(z))[:len(vq.codebook)]])
     rng = np.random.default_rng(args.seed + run.step)
-    usage = torch.zeros(len(codebook(vq)), device=device)
+    usage = torch.zeros(len(vq.codebook), device=device)
     lr = common.lr_at(args, run.step, run.elapsed)
     n_mosaic = int(round(args.batch * args.mosaic_frac))
     while not run.done and not args.export_only:
@@ -203,7 +165,7 @@ def main():
             xb = torch.cat([xb, mosaic_batch(n_mosaic, train_x[:len(alpha)], alpha, rng)])
         xb = xb.to(device)
         with torch.set_grad_enabled(not args.decoder_only):
-            rec, commit, idx, h = vq_pass(vq, xb)
+            rec, commit, idx, h = vq(xb)
         mse = F.mse_loss(rec, xb)
         loss = mse + 0.1 * F.l1_loss(rec, xb) + commit
         run.backward_step(loss)
@@ -214,7 +176,7 @@ def main():
                 if len(dead):
                     z = h.detach().permute(0, 2, 3, 1).reshape(-1, h.shape[1])
                     pick = z[torch.randint(len(z), (len(dead),), device=device)]
-                    codebook(vq)[dead] = pick + 0.01 * torch.randn_like(pick)
+                    vq.codebook[dead] = pick + 0.01 * torch.randn_like(pick)
                 run.extra["restarted"] = run.extra.get("restarted", 0) + len(dead)
             usage.zero_()
         lr = run.tick()
@@ -233,7 +195,7 @@ def export(vq, config, train_x, test_x, args, run, staged_test=None):
     from PIL import Image
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    vq_cpu = make_vq(config)
+    vq_cpu = PatchVQ(config)
     vq_cpu.load_state_dict({k: v.cpu() for k, v in vq.state_dict().items()})
     vq_cpu.eval()
     x_test = to_tensor(test_x)
@@ -241,17 +203,12 @@ def export(vq, config, train_x, test_x, args, run, staged_test=None):
     sub = np.random.default_rng(0).choice(len(train_x), 1024, replace=False)
     _, used_train, ids_train = evaluate(vq_cpu, to_tensor(train_x[sub]))
     all_ids = torch.cat([ids, ids_train])
-    counts = torch.bincount(all_ids, minlength=len(codebook(vq_cpu))).float()
+    counts = torch.bincount(all_ids, minlength=len(vq_cpu.codebook)).float()
     pr = counts / counts.sum()
     perplexity = torch.exp(-(pr[pr > 0] * pr[pr > 0].log()).sum()).item()
     # bf16 export, then re-measure PSNR with the bf16 weights (what users load)
-    if isinstance(vq_cpu, PatchVQ):
-        vq_cpu.save_pretrained(out, dtype=torch.bfloat16)
-        vq16 = PatchVQ.from_pretrained(out)
-    else:
-        from diffusers import VQModel
-        vq_cpu.to(torch.bfloat16).save_pretrained(out, safe_serialization=True)
-        vq16 = VQModel.from_pretrained(out).float()
+    vq_cpu.save_pretrained(out, dtype=torch.bfloat16)
+    vq16 = PatchVQ.from_pretrained(out)
     psnr16, used16, _ = evaluate(vq16, x_test)
     extra = {}
     if staged_test is not None:
@@ -260,12 +217,12 @@ def export(vq, config, train_x, test_x, args, run, staged_test=None):
     # a reconstruction grid: 8 held-out originals (top) and reconstructions (bottom)
     with torch.no_grad():
         xb = x_test[:: max(1, len(x_test) // 8)][:8]
-        rec = vq_pass(vq16, xb)[0].clamp(-1, 1)
+        rec = vq16(xb)[0].clamp(-1, 1)
     grid = torch.cat([torch.cat(list(xb), 2), torch.cat(list(rec), 2)], 1)
     Image.fromarray(((grid.permute(1, 2, 0) + 1) * 127.5).round().byte().numpy()).save(out / "reconstructions.png")
     metrics = {"heldout_psnr_db": round(psnr, 2), "heldout_psnr_db_bf16": round(psnr16, 2),
                "codes_used_heldout": used, "codes_used_train_1024": used_train,
-               "codes_used_total": int((counts > 0).sum()), "codebook_size": len(codebook(vq_cpu)), **extra,
+               "codes_used_total": int((counts > 0).sum()), "codebook_size": len(vq_cpu.codebook), **extra,
                "code_perplexity": round(perplexity, 1), "steps": run.step, "batch": args.batch,
                "train_minutes": round(run.elapsed / 60, 1), "threads": args.threads, "device": args.device,
                "params": common.count_params(vq_cpu), "data": "emoji-motion clip frames" if args.frames else

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from mmspec.pipelines.scene import BACKGROUNDS, cut_out, first_frame, parse, place, pose
+from mmspec.pipelines.scene import BACKGROUNDS, SPRITE_EDGES, STEP, cut_out, first_frame, parse, place, pose
 
 
 @pytest.mark.parametrize("prompt,expected", [
@@ -54,8 +54,23 @@ def test_first_frame_puts_the_sprite_where_the_motion_starts(motion, where):
     assert centre[where]
 
 
-def test_a_pose_at_the_end_of_a_slide_is_at_the_other_side():
-    assert pose("slide right", 0.0, 16, 3, 5, 32)[2:] == (0.0, 5.0)
-    assert pose("slide right", 1.0, 16, 3, 5, 32)[2:] == (16.0, 5.0)
+def test_a_slide_starts_at_a_side_and_travels_whole_patches():
+    assert pose("slide right", 0.0, 16, 4, 8, 32)[2:] == (0, 8.0)
+    assert pose("slide right", 1.0, 16, 4, 8, 32)[2:] == (12, 8.0)  # as far as the largest sprite can go
+    assert pose("slide left", 0.0, 16, 4, 8, 32)[2:] == (16, 8.0)
+
+
+@pytest.mark.parametrize("motion", ["slide left", "slide right", "slide up", "slide down", "bounce"])
+def test_copy_motions_stay_on_the_patch_grid_and_move_at_the_same_frames_for_every_edge(motion):
+    # so every code of a later frame is a code of frame 0, moved, and when it moves is the frame's index alone
+    moves = set()
+    for edge in range(SPRITE_EDGES[0], SPRITE_EDGES[1] + 1):
+        track = [pose(motion, i / 7, edge, 8, 8, 32)[2:] for i in range(8)]
+        assert all(v % STEP == 0 for xy in track for v in xy)
+        moves.add(tuple(np.abs(np.diff(np.array(track, dtype=float), axis=0)).sum(1)))
+    assert len(moves) == 1 and sum(next(iter(moves))) > 0
+
+
+def test_a_pose_is_drawn_on_the_frame():
     sprite = cut_out(_emoji())
     assert place(sprite, pose("zoom in", 0.0, 16, 8, 8, 32), (0, 0, 0), 32).shape == (32, 32, 3)
