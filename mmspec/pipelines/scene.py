@@ -116,11 +116,16 @@ def cut_out(image: Image.Image, threshold: int = 40) -> Image.Image:
     return Image.fromarray(sprite, "RGBA")
 
 
+def staged_edge_and_anchor(size: int) -> tuple[int, int]:
+    """The sprite edge and the anchor (on the patch grid, mid-frame) of a staged frame 0 on a size-pixel frame."""
+    edge = sum(SPRITE_EDGES) // 2
+    return edge, on_grid((size - edge) / 2)
+
+
 def first_frame(image: Image.Image, motion: str | None, colour: str | None, size: int = 32) -> Image.Image:
     """An emoji image on a plain background (e.g. an emoji-image output) -> the first frame of a clip of that motion:
     the sprite at a mid-range edge, where the motion starts, with the clip's anchor in the middle of the frame."""
-    edge = sum(SPRITE_EDGES) // 2
-    anchor = on_grid((size - edge) / 2)
+    edge, anchor = staged_edge_and_anchor(size)
     where = pose(motion or "", 0.0, edge, anchor, anchor, size)
     return Image.fromarray(place(cut_out(image), where, BACKGROUNDS[colour or "white"], size))
 

@@ -87,11 +87,10 @@ def figures(folder: Path, device: str = "cpu") -> dict:
 
 def ideal_clip(pipe, row: str, picture) -> list[np.ndarray]:
     """The clip the row's motion makes of frame 0's picture, as the training clips were made: uint8 [H, W, 3] frames."""
-    from mmspec.pipelines.scene import BACKGROUNDS, SPRITE_EDGES, cut_out, on_grid, parse, place, pose
+    from mmspec.pipelines.scene import BACKGROUNDS, cut_out, parse, place, pose, staged_edge_and_anchor
 
-    size = pipe.layout.w * pipe.tokenizer.downsample
-    edge, t = sum(SPRITE_EDGES) // 2, pipe.layout.t
-    anchor = on_grid((size - edge) / 2)  # as scene.first_frame places it
+    size, t = pipe.layout.w * pipe.tokenizer.downsample, pipe.layout.t
+    edge, anchor = staged_edge_and_anchor(size)  # where scene.first_frame puts it
     motion, colour, _ = parse(row)
     sprite = cut_out(picture)
     return [place(sprite, pose(motion, i / (t - 1), edge, anchor, anchor, size), BACKGROUNDS[colour or "white"], size)
