@@ -1,4 +1,4 @@
-"""The pure parts of the bundled models' recipes (models/recipes): staging layout, variety count, classifier shapes.
+"""The pure parts of the bundled models' recipes (models/recipes): staging layout, variety count, classifier inputs.
 Training and evaluation themselves need the npm art in .cache/ and are not run here."""
 import sys
 from pathlib import Path
@@ -52,6 +52,23 @@ def test_the_classifier_takes_image_and_video_frames(size):
     assert classifier.predict(net, frames).shape == (3,)
 
 
+def test_the_classifiers_scene_frames_are_video_frames_of_the_scene():
+    from PIL import Image
+
+    from mmspec.pipelines.scene import BACKGROUNDS
+
+    sprite = Image.new("RGBA", (64, 64), (10, 200, 10, 255))
+    frames, subjects = classifier.scene_frames([(sprite, 3), (sprite, 5)], per_sprite=20, seed=0)
+    assert frames.shape == (40, 32, 32, 3) and list(subjects) == [3] * 20 + [5] * 20
+    backgrounds = {tuple(v) for v in BACKGROUNDS.values()}
+    for f in frames:
+        colours, counts = np.unique(f.reshape(-1, 3), axis=0, return_counts=True)
+        green = np.abs(f.astype(int) - (10, 200, 10)).sum(-1) < 30
+        assert 25 <= green.sum() <= 26 ** 2  # the sprite, from a zoom's smallest (6 px) to its largest (26 px)
+        assert tuple(colours[counts.argmax()]) in backgrounds | {(10, 200, 10)}
+    assert len({f.tobytes() for f in frames}) > 30  # motions, frames and places vary
+
+
 def test_staging_weights_give_every_edge_the_same_share():
     meta = [{"edge": e} for e in data.STAGE_EDGES for _ in data.placements(e)]  # 81 stagings of 32, one of 64
     w = data.staging_weights(meta)
@@ -77,13 +94,18 @@ def test_the_weights_exported_are_those_of_the_lowest_held_out_loss_even_after_a
     assert train_gpt.Best(tmp_path, fresh=True).step == 0 and not (tmp_path / "best.safetensors").exists()
 
 
-def test_gpt_sizes_replace_the_models_and_bad_ones_are_refused():
+def test_gpt_and_decoder_sizes_replace_the_recipes_and_bad_ones_are_refused():
+    import common
     import train_gpt
+    import train_vq
 
-    assert train_gpt.sizes(["dim=256", "n_layer=8"]) == {"dim": 256, "n_layer": 8}
+    assert common.sizes(["dim=256", "n_layer=8"], train_gpt.GPT_SIZES, "--gpt") == {"dim": 256, "n_layer": 8}
     for bad in (["vocab_size=9"], ["dim=big"], ["dim"]):
         with pytest.raises(SystemExit, match="--gpt"):
-            train_gpt.sizes(bad)
+            common.sizes(bad, train_gpt.GPT_SIZES, "--gpt")
+    assert common.sizes(["dec_blocks=4"], train_vq.DECODER_SIZES, "--decoder") == {"dec_blocks": 4}
+    with pytest.raises(SystemExit, match="--decoder"):  # the codes' sizes stay --init's
+        common.sizes(["codebook_size=4096"], train_vq.DECODER_SIZES, "--decoder")
 
 
 def test_fillers_wrap_the_subject_words_in_order_and_never_use_the_held_out_wordings():

@@ -2,11 +2,13 @@
 
     python models/recipes/classifier.py              # trains .cache/train/classifier/, prints its accuracy
 
-Trained on the art, never on model samples: each batch is half fresh random stagings of the two art sets'
-emoji (edge 12-64 pixels anywhere on a 64-pixel canvas, on white or a scene background, some of it blurred
-or through 32 pixels, as video frames are) and half emoji-vq reconstructions of the training placements of
-data.build_staged_images (what emoji-image's tokens can draw at best). Its accuracy is reported on the
-held-out placements, as pixels and through emoji-vq: the ceiling of the "prompt followed" figure.
+Trained on the art, never on model samples: each batch is a third fresh random stagings of the two art sets'
+emoji (edge 12-64 pixels anywhere on a 64-pixel canvas, on white or a scene background, some of it turned, blurred
+or through 32 pixels, as video frames are), a third emoji-vq reconstructions of the training placements of
+data.build_staged_images (what emoji-image's tokens can draw at best) and a third emoji-vq-video reconstructions of
+32-pixel frames of the video scene (mmspec/pipelines/scene.py: any motion, any frame; what emoji-video's tokens can
+draw at best). Its accuracy is reported on the held-out placements, as pixels and through emoji-vq, and on fresh
+scene frames, as pixels and through emoji-vq-video: the ceilings of the "prompt followed" and "subject named" figures.
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ from PIL import Image, ImageFilter
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
 import data  # noqa: E402
-from mmspec.pipelines.scene import BACKGROUNDS  # noqa: E402
+from mmspec.pipelines.scene import BACKGROUNDS, MOTIONS, SPRITE_EDGES, STEP, on_grid, place, pose  # noqa: E402,E501
 
 WORK = common.CACHE / "train" / "classifier"
 SIZE = 64
@@ -51,14 +53,17 @@ def to_batch(images) -> torch.Tensor:
 
 
 def random_staging(sprite: Image.Image, rng) -> np.ndarray:
-    """The emoji at a random edge and place, on white (half the time) or a scene background, sometimes blurred or
-    rendered at 32 pixels and scaled back up: uint8 [64, 64, 3]."""
+    """The emoji at a random edge and place, on white (half the time) or a scene background, sometimes turned (as the
+    scene's rotate does), blurred or rendered at 32 pixels and scaled back up: uint8 [64, 64, 3]."""
     names = list(BACKGROUNDS)
     bg = (255, 255, 255) if rng.random() < 0.5 else BACKGROUNDS[names[int(rng.integers(len(names)))]]
     e = int(rng.integers(12, SIZE + 1))
     x, y = (int(v) for v in rng.integers(0, SIZE - e + 1, size=2))
+    sp = sprite.resize((e, e), Image.LANCZOS)
+    if rng.random() < 0.2:
+        sp = sp.rotate(float(rng.uniform(0, 360)), resample=Image.BICUBIC, expand=False)
     canvas = Image.new("RGBA", (SIZE, SIZE), tuple(bg) + (255,))
-    canvas.alpha_composite(sprite.resize((e, e), Image.LANCZOS), (x, y))
+    canvas.alpha_composite(sp, (x, y))
     im = canvas.convert("RGB")
     if rng.random() < 0.3:
         im = im.resize((32, 32), Image.BILINEAR).resize((SIZE, SIZE), Image.BILINEAR)
@@ -67,10 +72,28 @@ def random_staging(sprite: Image.Image, rng) -> np.ndarray:
     return np.asarray(im)
 
 
-def vq_reconstructions(images: np.ndarray, batch: int = 64) -> np.ndarray:
-    """images uint8 [N, 64, 64, 3] through emoji-vq and back (what emoji-image can draw at best)."""
+def scene_frame(sprite: Image.Image, rng, size: int = 32) -> np.ndarray:
+    """One frame of a training clip of the video scene (a random motion, frame, sprite edge, anchor and background),
+    as data.render_clip draws them: uint8 [size, size, 3]."""
+    motion = MOTIONS[int(rng.integers(len(MOTIONS)))]
+    edge = int(rng.integers(SPRITE_EDGES[0], SPRITE_EDGES[1] + 1))
+    cx, cy = STEP * rng.integers(0, on_grid(size - edge) // STEP + 1, size=2)
+    bg = list(BACKGROUNDS.values())[int(rng.integers(len(BACKGROUNDS)))]
+    return place(sprite, pose(motion, int(rng.integers(8)) / 7, edge, cx, cy, size), bg, size)
+
+
+def scene_frames(sprites: list, per_sprite: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """per_sprite scene frames of each (sprite, subject) -> (uint8 [N, 32, 32, 3], subjects [N])."""
+    rng = np.random.default_rng(seed)
+    frames = [scene_frame(sp, rng) for sp, _ in sprites for _ in range(per_sprite)]
+    return np.stack(frames), np.repeat([s for _, s in sprites], per_sprite)
+
+
+def vq_reconstructions(images: np.ndarray, tokenizer: str = "emoji-vq", batch: int = 64) -> np.ndarray:
+    """images uint8 [N, H, W, 3] through a bundled tokenizer and back (emoji-vq: what emoji-image can draw at best;
+    emoji-vq-video, on 32-pixel frames: what emoji-video can)."""
     from mmspec.tokenizers import VQTokenizer
-    vq = VQTokenizer.from_pretrained(common.ROOT / "models" / "emoji-vq")
+    vq = VQTokenizer.from_pretrained(common.ROOT / "models" / tokenizer)
     out = []
     for i in range(0, len(images), batch):
         out += [np.asarray(im.convert("RGB")) for im in vq.decode_pil(vq.encode(images[i:i + batch]))]
@@ -92,19 +115,28 @@ def load(work: Path = WORK) -> SubjectNet:
     return model.eval()
 
 
+def cached_reconstructions(work: Path, name: str, images: np.ndarray, tokenizer: str) -> np.ndarray:
+    """vq_reconstructions, kept in the work folder under the tokenizer's weights' hash."""
+    path = work / f"{name}_{common.vq_hash(common.ROOT / 'models' / tokenizer)}.npy"
+    if not path.exists():
+        np.save(path, vq_reconstructions(images, tokenizer))
+    return np.load(path)
+
+
 def main():
     from safetensors.torch import save_file
-    p = common.base_parser("classifier", minutes=6, lr=2e-3, batch=64)
+    p = common.base_parser("classifier", minutes=9, lr=2e-3, batch=96)
     p.set_defaults(work=str(WORK))
     args = p.parse_args()
     device = common.setup(args)
     images, test, meta = data.load_staged(per_image=48)  # (48 stagings of each image at random)
     subjects = np.array([m["subject"] for m in meta])
-    recon_path = Path(args.work) / f"vq_reconstructions_{common.vq_hash(common.ROOT / 'models' / 'emoji-vq')}.npy"
-    if not recon_path.exists():
-        np.save(recon_path, vq_reconstructions(images))
-    recon = np.load(recon_path)
+    recon = cached_reconstructions(Path(args.work), "vq_reconstructions", images, "emoji-vq")
     sprites = [(data.load_rgba(r["file"]), r["subject"]) for r in data.subject_records()]
+    frames, frame_subjects = scene_frames(sprites, per_sprite=48, seed=1)
+    frames_vq = cached_reconstructions(Path(args.work), "scene_frames_48_1", frames, "emoji-vq-video")
+    test_frames, test_subjects = scene_frames(sprites, per_sprite=4, seed=2)  # fresh poses, never trained on
+    test_frames_vq = cached_reconstructions(Path(args.work), "scene_frames_4_2", test_frames, "emoji-vq-video")
     model = SubjectNet(len(data.IMAGE_SUBJECTS)).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=1e-4)
     run = common.Run(args, model, opt)
@@ -114,12 +146,13 @@ def main():
     model.train()
     while not run.done and not args.export_only:
         run.set_lr(lr)
-        half = args.batch // 2
-        picks = rng.integers(len(sprites), size=half)
+        third = args.batch // 3
+        picks = rng.integers(len(sprites), size=third)
         fresh = np.stack([random_staging(sprites[i][0], rng) for i in picks])
-        idx = tr[rng.integers(len(tr), size=args.batch - half)]
-        x = torch.cat([to_batch(fresh), to_batch(recon[idx])])
-        y = torch.from_numpy(np.concatenate([[sprites[i][1] for i in picks], subjects[idx]]))
+        idx = tr[rng.integers(len(tr), size=third)]
+        fr = rng.integers(len(frames), size=args.batch - 2 * third)
+        x = torch.cat([to_batch(fresh), to_batch(recon[idx]), to_batch(frames_vq[fr])])
+        y = torch.from_numpy(np.concatenate([[sprites[i][1] for i in picks], subjects[idx], frame_subjects[fr]]))
         loss = F.cross_entropy(model(x), y)
         run.backward_step(loss)
         lr = run.tick()
@@ -130,6 +163,8 @@ def main():
     save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(Path(args.work) / "model.safetensors"))
     acc = {"heldout_placements_pixels": float((predict(model, images[te]) == subjects[te]).mean()),
            "heldout_placements_emoji_vq": float((predict(model, recon[te]) == subjects[te]).mean()),
+           "scene_frames_pixels": float((predict(model, test_frames) == test_subjects).mean()),
+           "scene_frames_emoji_vq_video": float((predict(model, test_frames_vq) == test_subjects).mean()),
            "steps": run.step, "train_minutes": round(run.elapsed / 60, 1), "subjects": len(data.IMAGE_SUBJECTS)}
     common.write_json(Path(args.work) / "metrics.json", acc)
     print(json.dumps(acc), flush=True)

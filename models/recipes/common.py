@@ -114,6 +114,17 @@ class Run:
         self._last_save = time.time()
 
 
+def sizes(pairs: list[str], allowed: set[str], flag: str) -> dict[str, int]:
+    """["dim=256", "n_layer=8"] -> {"dim": 256, "n_layer": 8}: sizes that replace a recipe's defaults (`flag`)."""
+    out = {}
+    for pair in pairs:
+        key, _, value = pair.partition("=")
+        if key not in allowed or not value.isdigit():
+            raise SystemExit(f"{flag} {pair}: expected KEY=N with KEY one of {', '.join(sorted(allowed))}")
+        out[key] = int(value)
+    return out
+
+
 def bf16_state_dict(model: torch.nn.Module) -> dict:
     return {k: v.detach().to(torch.bfloat16).contiguous() if v.is_floating_point() else v.detach().contiguous()
             for k, v in model.state_dict().items()}

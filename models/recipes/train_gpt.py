@@ -123,17 +123,7 @@ def read_pack(path: Path, args):
             json.loads(str(z["labels"])), z["weights"] if "weights" in z else None)
 
 
-def sizes(pairs: list[str]) -> dict[str, int]:
-    """["dim=256", "n_layer=8"] -> {"dim": 256, "n_layer": 8}: GPT sizes that replace the model's (`--gpt`)."""
-    allowed = {"dim", "n_layer", "n_head", "multiple_of"}
-    out = {}
-    for pair in pairs:
-        key, _, value = pair.partition("=")
-        if key not in allowed or not value.isdigit():
-            raise SystemExit(f"--gpt {pair}: expected KEY=N with KEY one of {', '.join(sorted(allowed))}")
-        out[key] = int(value)
-    return out
-
+GPT_SIZES = {"dim", "n_layer", "n_head", "multiple_of"}  # what --gpt may replace
 
 # words the held-out prompts of eval_image.py wrap subjects in ("rocket emoji", "emoji of rocket", "rocket symbol"):
 # never used as fillers, so the figure measures wordings the model has not been taught to ignore
@@ -240,7 +230,7 @@ def main():
     from mmspec.tokenizers import VQTokenizer
     codebook = VQTokenizer.from_pretrained(args.vq).codebook_size
     cfg = mmspec.GPTConfig(vocab_size=codebook, cond_vocab_size=len(vocab), cond_len=COND_LEN, cond_rope="identity",
-                           **spec["gpt"] | sizes(args.gpt))
+                           **spec["gpt"] | common.sizes(args.gpt, GPT_SIZES, "--gpt"))
     model = mmspec.GPT(cfg).to(device)
     if args.init:  # overwritten by a checkpoint when one exists (Run resumes it)
         model.load_state_dict(load_bf16(Path(args.init), device).state_dict())

@@ -15,6 +15,7 @@ outputs of the current batch every 25 steps (keeps the codebook in use).
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +33,7 @@ ROOT = common.ROOT
 # frames hold a 14-20 pixel sprite on one of 12 colours: more codes than the 64x64 pictures' (mostly white) need
 FRAME_CONFIG = PatchConfig(codebook_size=2048, sample_size=32)
 IMAGE_CONFIG = PatchConfig()
+DECODER_SIZES = {"dec_channels", "dec_blocks", "pix_channels"}  # what --decoder may replace
 
 
 def to_tensor(imgs: np.ndarray) -> torch.Tensor:
@@ -109,17 +111,21 @@ def main():
     p.add_argument("--decoder-only", action="store_true",
                    help="fine-tune only the decoder of --init (codes, hence the GPTs' tokens, unchanged)")
     p.add_argument("--init", default=None, help="tokenizer folder to start from (default: --out)")
+    p.add_argument("--decoder", nargs="+", default=[], metavar="KEY=N",
+                   help="the decoder's sizes instead of the recipe's (dec_channels=256 dec_blocks=4); with "
+                        "--decoder-only, a new decoder of those sizes learns to draw --init's codes")
     argv = sys.argv[1:]
     args = p.parse_args(argv)
-    if args.decoder_only and "--work" not in argv:
-        args.work = str(common.CACHE / "train" / "emoji-vq-decoder")
-    config = FRAME_CONFIG if args.frames else IMAGE_CONFIG
+    config = replace(FRAME_CONFIG if args.frames else IMAGE_CONFIG, **common.sizes(args.decoder, DECODER_SIZES,
+                                                                                    "--decoder"))
     if args.frames:
         defaults = {"--max-minutes": ("max_minutes", 30.0), "--mosaic-frac": ("mosaic_frac", 0.0), "--out": ("out", str(ROOT / "models" / "emoji-vq-video")),
                     "--work": ("work", str(common.CACHE / "train" / "emoji-vq-video"))}
         for flag, (name, value) in defaults.items():
             if flag not in argv:
                 setattr(args, name, value)
+    if args.decoder_only and "--work" not in argv:  # its own checkpoints, not the tokenizer's
+        args.work = str(common.CACHE / "train" / f"{Path(args.out).name}-decoder")
     device = common.setup(args)
     if args.frames:
         train_x, test_x = frames_data(args.clips)
@@ -138,7 +144,12 @@ def main():
     vq = PatchVQ(config).to(device)
     params = vq.parameters()
     if args.decoder_only:
-        vq.load_state_dict(PatchVQ.from_pretrained(args.init or args.out).state_dict())
+        init = PatchVQ.from_pretrained(args.init or args.out)
+        if args.decoder:  # a new decoder: only the encoder and the codebook (the codes) come from --init
+            vq.load_state_dict({k: v for k, v in init.state_dict().items() if not k.startswith("decoder.")},
+                               strict=False)
+        else:
+            vq.load_state_dict(init.state_dict())
         vq.requires_grad_(False)
         params = list(vq.decoder.parameters())
         for q in params:
@@ -164,7 +175,11 @@ def main():
         if n_mosaic:
             xb = torch.cat([xb, mosaic_batch(n_mosaic, train_x[:len(alpha)], alpha, rng)])
         xb = xb.to(device)
-        with torch.set_grad_enabled(not args.decoder_only):
+        if args.decoder_only:  # the codes are --init's: no gradient reaches the encoder or the codebook
+            with torch.no_grad():
+                idx = vq.ids(vq.latents(xb))
+            rec, commit = vq.pixels(vq.embed(idx)), torch.zeros((), device=device)
+        else:
             rec, commit, idx, h = vq(xb)
         mse = F.mse_loss(rec, xb)
         loss = mse + 0.1 * F.l1_loss(rec, xb) + commit
