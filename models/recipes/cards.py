@@ -143,8 +143,10 @@ def _motion_extra_rows(v: dict) -> str:
                  + ", ".join(f"{k} {x:.1f}" for k, x in v["psnr_to_ideal_per_motion_db"].items()) + " dB |\n")
     if "subject_named_frame7" in v:
         rows += (f"| the classifier (`classifier.py`, trained on the art) names the subject | frame 7: "
-                 f"**{v['subject_named_frame7']:.2f}** of clips, frame 0 (the image model's picture, staged): "
-                 f"{v['subject_named_frame0']:.2f} |\n")
+                 f"**{v['subject_named_frame7']:.2f}** of clips"
+                 + (" (" + ", ".join(f"{k} {x:.2f}" for k, x in v["subject_named_frame7_per_motion"].items()) + ")"
+                    if "subject_named_frame7_per_motion" in v else "")
+                 + f", frame 0 (the image model's picture, staged): {v['subject_named_frame0']:.2f} |\n")
     if "no_cfg" in v:
         n, cfg = v["no_cfg"], v["sampling"].get("cfg_scale")
         rows += (f"| classifier-free guidance (scale {cfg}) against none, same seeds and frames 0 | subject named in "

@@ -155,11 +155,18 @@ def clip_figures(pipe, rows: list[str], pictures, sampling: dict) -> dict:
 
 
 def subject_named(rows: list[str], videos) -> dict:
-    """Share of clips whose frame 0 and frame 7 the classifier names as the row's subject ({} without one)."""
+    """Share of clips whose frame 0 and frame 7 the classifier names as the row's subject, and frame 7's by motion
+    ({} without a classifier)."""
+    from mmspec.pipelines.scene import parse
+
     if not classifier_trained():
         return {}
-    return {f"subject_named_frame{i}": round(float(named_by_classifier(rows, np.stack(
-        [np.asarray(v[i].convert("RGB")) for v in videos])).mean()), 2) for i in (0, len(videos[0]) - 1)}
+    hit = {i: named_by_classifier(rows, np.stack([np.asarray(v[i].convert("RGB")) for v in videos]))
+           for i in (0, len(videos[0]) - 1)}
+    last = hit[len(videos[0]) - 1]
+    return {f"subject_named_frame{i}": round(float(h.mean()), 2) for i, h in hit.items()} | {
+        "subject_named_frame7_per_motion": {m: round(float(last[[parse(r)[0] == m for r in rows]].mean()), 2)
+                                            for m in MOTIONS}}
 
 
 def classifier_trained() -> bool:

@@ -39,8 +39,8 @@ MODELS = {
     "emoji-image": dict(tokenizer="emoji-vq", gpt=dict(dim=192, n_layer=6, n_head=6, multiple_of=32, rope_axes=2, block_size=256),
                         layout=("Grid2D", [16, 16]), frame=64, drop=0.15, fillers=0.3,
                         # a small top-k keeps a sprite from derailing on a rare token; on the model trained with fillers
-                        # (2026-12-05, all 40 eval_image.py prompts: classifier / variety) CFG 1.2 0.94 / 0.95, 1.1
-                        # 0.93 / 0.93, 1.5 0.87 / 0.78 (guidance narrows the stagings), none 0.91 / 0.93
+                        # (2026-12-05, all 40 eval_image.py prompts, classifier of 7f4863c / variety) CFG 1.2 0.94 /
+                        # 0.95, 1.1 0.93 / 0.93, 1.5 0.87 / 0.78 (guidance narrows the stagings), none 0.91 / 0.93
                         sampling={"temperature": 1.0, "top_k": 5, "cfg_scale": 1.2},
                         prompts=["red heart", "smiling face", "dog face", "pizza", "rocket", "sun", "racing car",
                                  "red apple"]),
