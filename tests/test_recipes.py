@@ -106,6 +106,22 @@ def test_gpt_and_decoder_sizes_replace_the_recipes_and_bad_ones_are_refused():
     assert common.sizes(["dec_blocks=4"], train_vq.DECODER_SIZES, "--decoder") == {"dec_blocks": 4}
     with pytest.raises(SystemExit, match="--decoder"):  # the codes' sizes stay --init's
         common.sizes(["codebook_size=4096"], train_vq.DECODER_SIZES, "--decoder")
+    assert common.sizes(["patch=2", "codebook_size=1024"], train_vq.CODE_SIZES, "--codes") == {
+        "patch": 2, "codebook_size": 1024}
+
+
+@pytest.mark.parametrize("patch, grid", [(4, 8), (2, 16)])
+def test_the_video_models_token_grid_and_block_come_from_its_tokenizer(tmp_path, patch, grid):
+    import train_gpt
+
+    from mmspec.reference.patch_vq import PatchConfig, PatchVQ
+
+    PatchVQ(PatchConfig(patch=patch, hidden=16, codebook_size=32, dec_channels=8, pix_channels=4,
+                        sample_size=32)).save_pretrained(tmp_path)
+    spec = train_gpt.on_tokenizer(train_gpt.MODELS["emoji-video"], tmp_path)
+    assert spec["layout"] == ("Grid3D", [8, grid, grid]) and spec["gpt"]["block_size"] == 8 * grid * grid
+    assert train_gpt.given_length(spec) == grid * grid  # frame 0
+    assert train_gpt.MODELS["emoji-video"]["layout"][1] == [8, 8, 8]  # the recipe's own spec untouched
 
 
 def test_fillers_wrap_the_subject_words_in_order_and_never_use_the_held_out_wordings():
@@ -172,3 +188,15 @@ def test_the_tokenizer_ceiling_is_perfect_for_a_lossless_tokenizer_only():
     lossy = eval_video.tokenizer_ceiling(_pipe(4), rows, pictures)
     assert lossless["tokenizer_ceiling_db"] == 48.13  # no error: psnr's cap (a mean squared error of one level)
     assert 5 < lossy["tokenizer_ceiling_db"] < 40 and 5 < lossy["tokenizer_ceiling_frame7_db"] < 40
+
+
+def test_bf16_is_refused_on_a_cpu_that_would_emulate_it():
+    import common
+    import torch
+
+    cpu = torch.device("cpu")
+    with pytest.raises(SystemExit, match="no native bf16"):
+        common.check_bf16(cpu, True, native=False)
+    common.check_bf16(cpu, True, native=True)
+    common.check_bf16(cpu, False, native=False)  # not asked for
+    common.check_bf16(torch.device("cuda"), True, native=False)  # the check is the CPU's

@@ -186,6 +186,16 @@ def heldout_loss(model, toks, words, index, positions, device, start: int = 0, b
     return tot / cnt
 
 
+def on_tokenizer(spec: dict, vq_path: "str | Path") -> dict:
+    """The model's spec with the token grid its tokenizer gives a frame of spec["frame"] pixels (and the GPT's
+    block_size to match): emoji-video's 8x8 codes a frame through emoji-vq-video's 4-pixel patches, 16x16 through a
+    tokenizer of 2-pixel patches (`train_vq.py --frames --codes patch=2`)."""
+    from mmspec.tokenizers import VQTokenizer
+    side, rest = spec["frame"] // VQTokenizer.from_pretrained(vq_path).downsample, spec["layout"][1][:-2]
+    shape = [*rest, side, side]
+    return spec | {"layout": (spec["layout"][0], shape), "gpt": spec["gpt"] | {"block_size": math.prod(shape)}}
+
+
 def given_length(spec) -> int:
     """Tokens of the layout that are always given at generation (frame 0 of emoji-video), not trained on."""
     shape = spec["layout"][1]
@@ -207,8 +217,8 @@ def main():
     p.add_argument("--gpt", nargs="+", default=[], metavar="KEY=N",
                    help="the GPT's sizes instead of the model's (dim=256 n_layer=8 n_head=8): a larger model for a GPU run")
     p.add_argument("--bf16", action="store_true",
-                   help="bf16 autocast for the forward (1.3x faster steps on an avx512_bf16 CPU; weights and the "
-                        "optimiser stay fp32)")
+                   help="bf16 autocast for the forward (1.3x faster steps on an avx512_bf16 CPU, refused on a CPU "
+                        "without native bf16, where it is ~9x slower; weights and the optimiser stay fp32)")
     argv = sys.argv[1:]
     args = p.parse_args(argv)
     if "--out" not in argv:
@@ -216,8 +226,9 @@ def main():
     if "--work" not in argv:
         args.work = str(common.CACHE / "train" / args.model)
     device = common.setup(args)
-    spec = MODELS[args.model]
-    args.vq = args.vq or str(ROOT / "models" / spec["tokenizer"])
+    common.check_bf16(device, args.bf16)
+    args.vq = args.vq or str(ROOT / "models" / MODELS[args.model]["tokenizer"])
+    spec = on_tokenizer(MODELS[args.model], args.vq)
     if args.write_pack:
         return write_pack(Path(args.write_pack), args)
     toks, words, test, vocab, labels, weights = training_data(args)
@@ -318,7 +329,8 @@ def export(model, cfg, vocab, toks, words, tr, te, positions, device, args, run,
               "tokenizer": os.path.relpath(Path(args.vq).resolve(), out.resolve()),
               "prompt_vocab": "vocab.json", "default_sampling": spec["sampling"]}
     if spec.get("given_frames"):  # without an image, the pipeline renders frame 0 with the image model, staged as
-        config["first_frame_model"] = "../emoji-image"  # the sprite the clips were trained on (pipelines/scene.py)
+        config["first_frame_model"] = os.path.relpath(ROOT / "models" / "emoji-image", out.resolve())  # the sprite
+        # the clips were trained on (pipelines/scene.py); relative, as the tokenizer's, so an --out anywhere loads
         config["first_frame_staging"] = "emoji-sprite"
     common.write_json(out / "config.json", config)
     common.write_json(out / "vocab.json", vocab)

@@ -34,6 +34,7 @@ ROOT = common.ROOT
 FRAME_CONFIG = PatchConfig(codebook_size=2048, sample_size=32)
 IMAGE_CONFIG = PatchConfig()
 DECODER_SIZES = {"dec_channels", "dec_blocks", "pix_channels"}  # what --decoder may replace
+CODE_SIZES = {"patch", "hidden", "embed_dim", "codebook_size"}  # what --codes may replace
 
 
 def to_tensor(imgs: np.ndarray) -> torch.Tensor:
@@ -114,10 +115,16 @@ def main():
     p.add_argument("--decoder", nargs="+", default=[], metavar="KEY=N",
                    help="the decoder's sizes instead of the recipe's (dec_channels=256 dec_blocks=4); with "
                         "--decoder-only, a new decoder of those sizes learns to draw --init's codes")
+    p.add_argument("--codes", nargs="+", default=[], metavar="KEY=N",
+                   help="the codes' sizes instead of the recipe's (patch=2 hidden=128 codebook_size=1024: 16x16 codes "
+                        "a 32-pixel frame; train_gpt.py takes its grid from the tokenizer it is given)")
     argv = sys.argv[1:]
     args = p.parse_args(argv)
+    if args.codes and args.decoder_only:
+        raise SystemExit("--codes with --decoder-only: the codes are --init's; train a new tokenizer instead")
     config = replace(FRAME_CONFIG if args.frames else IMAGE_CONFIG, **common.sizes(args.decoder, DECODER_SIZES,
-                                                                                    "--decoder"))
+                                                                                    "--decoder"),
+                     **common.sizes(args.codes, CODE_SIZES, "--codes"))
     if args.frames:
         defaults = {"--max-minutes": ("max_minutes", 30.0), "--mosaic-frac": ("mosaic_frac", 0.0), "--out": ("out", str(ROOT / "models" / "emoji-vq-video")),
                     "--work": ("work", str(common.CACHE / "train" / "emoji-vq-video"))}
