@@ -25,7 +25,7 @@ from PIL import Image, ImageFilter
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
 import data  # noqa: E402
-from mmspec.pipelines.scene import BACKGROUNDS, MOTIONS, SPRITE_EDGES, STEP, on_grid, place, pose  # noqa: E402,E501
+from mmspec.pipelines.scene import BACKGROUNDS, MOTIONS, place, pose  # noqa: E402
 
 WORK = common.CACHE / "train" / "classifier"
 SIZE = 64
@@ -76,8 +76,7 @@ def scene_frame(sprite: Image.Image, rng, size: int = 32) -> np.ndarray:
     """One frame of a training clip of the video scene (a random motion, frame, sprite edge, anchor and background),
     as data.render_clip draws them: uint8 [size, size, 3]."""
     motion = MOTIONS[int(rng.integers(len(MOTIONS)))]
-    edge = int(rng.integers(SPRITE_EDGES[0], SPRITE_EDGES[1] + 1))
-    cx, cy = STEP * rng.integers(0, on_grid(size - edge) // STEP + 1, size=2)
+    edge, cx, cy = data.sprite_placement(rng, size)
     bg = list(BACKGROUNDS.values())[int(rng.integers(len(BACKGROUNDS)))]
     return place(sprite, pose(motion, int(rng.integers(8)) / 7, edge, cx, cy, size), bg, size)
 

@@ -286,11 +286,17 @@ def build_vocab(meta: list[dict]) -> list[str]:
 
 # ----------------------------------------------------------------------------------------------- video
 
+def sprite_placement(rng, size: int = 32) -> tuple[int, int, int]:
+    """A clip's random sprite edge in pixels and its anchor corner (x, y) on the patch grid."""
+    s = int(rng.integers(SPRITE_EDGES[0], SPRITE_EDGES[1] + 1))
+    cx, cy = STEP * rng.integers(0, on_grid(size - s) // STEP + 1, size=2)
+    return s, cx, cy
+
+
 def render_clip(sprite: Image.Image, motion: str, bg, frames: int = 8, size: int = 32, rng=None) -> np.ndarray:
     """A sprite (RGBA, any size) moving on a plain background: uint8 [frames, size, size, 3]."""
     rng = rng or np.random.default_rng(0)
-    s = int(rng.integers(SPRITE_EDGES[0], SPRITE_EDGES[1] + 1))  # sprite edge in pixels
-    cx, cy = STEP * rng.integers(0, on_grid(size - s) // STEP + 1, size=2)  # a corner on the patch grid
+    s, cx, cy = sprite_placement(rng, size)
     return np.stack([place(sprite, pose(motion, t / (frames - 1), s, cx, cy, size), bg, size) for t in range(frames)])
 
 

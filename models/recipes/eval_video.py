@@ -23,6 +23,7 @@ first frames), which shows what guidance adds.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -101,8 +102,6 @@ def tokenizer_ceiling(pipe, rows: list[str], pictures) -> dict:
     """PSNR of the ideal clips' frames 1-7 through the frame tokenizer (encode, decode), overall and at frame 7."""
     from PIL import Image
 
-    from mmspec.pipelines.scene import parse
-
     ceiling, last, last_decoded = [], [], []
     for row, picture in zip(rows, pictures.images):
         ideal = ideal_clip(pipe, row, picture)[1:]
@@ -118,8 +117,7 @@ def tokenizer_ceiling(pipe, rows: list[str], pictures) -> dict:
             named_by_classifier(rows, np.stack(last_decoded)).mean()), 2)
         hit = named_by_classifier(rows, np.stack(last))
         out["ideal_subject_named_frame7"] = round(float(hit.mean()), 2)
-        out["ideal_subject_named_frame7_per_motion"] = {
-            m: round(float(hit[[parse(r)[0] == m for r in rows]].mean()), 2) for m in MOTIONS}
+        out["ideal_subject_named_frame7_per_motion"] = by_motion(rows, hit)
     return out
 
 
@@ -157,16 +155,19 @@ def clip_figures(pipe, rows: list[str], pictures, sampling: dict) -> dict:
 def subject_named(rows: list[str], videos) -> dict:
     """Share of clips whose frame 0 and frame 7 the classifier names as the row's subject, and frame 7's by motion
     ({} without a classifier)."""
-    from mmspec.pipelines.scene import parse
-
     if not classifier_trained():
         return {}
     hit = {i: named_by_classifier(rows, np.stack([np.asarray(v[i].convert("RGB")) for v in videos]))
            for i in (0, len(videos[0]) - 1)}
-    last = hit[len(videos[0]) - 1]
     return {f"subject_named_frame{i}": round(float(h.mean()), 2) for i, h in hit.items()} | {
-        "subject_named_frame7_per_motion": {m: round(float(last[[parse(r)[0] == m for r in rows]].mean()), 2)
-                                            for m in MOTIONS}}
+        "subject_named_frame7_per_motion": by_motion(rows, hit[len(videos[0]) - 1])}
+
+
+def by_motion(rows: list[str], hit: np.ndarray) -> dict:
+    """bool [N], one per row -> the share that hit for each motion."""
+    from mmspec.pipelines.scene import parse
+
+    return {m: round(float(hit[[parse(r)[0] == m for r in rows]].mean()), 2) for m in MOTIONS}
 
 
 def classifier_trained() -> bool:
@@ -181,7 +182,14 @@ def named_by_classifier(rows: list[str], frames: np.ndarray) -> np.ndarray:
     from mmspec.pipelines.scene import parse
 
     subjects = np.array([data.IMAGE_SUBJECTS.index(parse(r)[2]) for r in rows])
-    return classifier.predict(classifier.load(), frames) == subjects
+    return classifier.predict(loaded_classifier(), frames) == subjects
+
+
+@functools.cache
+def loaded_classifier():
+    """The classifier, loaded once per evaluation (it names frames of several clip sets)."""
+    import classifier
+    return classifier.load()
 
 
 def main():
