@@ -95,9 +95,12 @@ def raise_on_loading_info(info: dict, path: Path, optional: tuple[str, ...] = ()
 
 
 def load_pretrained(auto_cls, path: str | Path, what: str, dtype: torch.dtype, trust_remote_code: bool,
-                    supported: set[str] | None = None, device="cpu", optional: tuple[str, ...] = ()):
+                    supported: set[str] | None = None, device="cpu", optional: tuple[str, ...] = (),
+                    released=None):
     """A transformers model from a local folder, on `device`, laid out for decoding (`decode_layout`); weights under
-    the `optional` prefixes may be missing from the folder."""
+    the `optional` prefixes may be missing from the folder. `released(path, config)` -> {key: tensor}: weights a
+    family releases in another layout than the class's, read in the class's (called before any weight loads, so its
+    one-line refusals come first); they replace the folder's tensors of those keys, whose shapes may differ."""
     from transformers import AutoConfig
     from transformers.utils import logging as hf_logging
 
@@ -105,19 +108,28 @@ def load_pretrained(auto_cls, path: str | Path, what: str, dtype: torch.dtype, t
     config = AutoConfig.from_pretrained(path, local_files_only=True, trust_remote_code=trust_remote_code)
     if supported is not None and config.model_type not in supported:
         raise ValueError(f"{what}: model type {config.model_type!r} is not supported; expected one of {sorted(supported)}")
-    shown = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()  # no "Loading weights" bar on every load; the caller's setting comes back
+    replaced = released(path, config) if released is not None else {}
+    shown, verbosity = hf_logging.is_progress_bar_enabled(), hf_logging.get_verbosity()
+    hf_logging.disable_progress_bar()  # no "Loading weights" bar on every load; the caller's settings come back
+    if replaced:  # (transformers reports the shapes it was told to ignore: they are replaced below)
+        hf_logging.set_verbosity_error()
     try:
         model, info = auto_cls.from_pretrained(path, local_files_only=True, use_safetensors=True, dtype=dtype,
-                                               trust_remote_code=trust_remote_code, output_loading_info=True)
+                                               trust_remote_code=trust_remote_code, output_loading_info=True,
+                                               ignore_mismatched_sizes=bool(replaced))
     except (RuntimeError, ValueError) as err:
         if "size mismatch" in str(err) or "mismatch" in str(err).lower():
             raise ValueError(f"the weights in {path} do not match its config: {err}") from None
         raise
     finally:
+        hf_logging.set_verbosity(verbosity)
         if shown:
             hf_logging.enable_progress_bar()
+    info = {**info, "mismatched_keys": [m for m in info.get("mismatched_keys") or () if m[0] not in replaced]}
     raise_on_loading_info(info, path, optional)
+    with torch.no_grad():
+        for key, value in replaced.items():
+            model.get_parameter(key).copy_(value)
     return decode_layout(model.to(device))
 
 

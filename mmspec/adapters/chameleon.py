@@ -70,14 +70,16 @@ class ChameleonImage:
 
     @classmethod
     def from_pretrained(cls, path: str | Path, dtype: torch.dtype = torch.float32, device="cpu"):
-        """A transformers Chameleon folder (Lumina-mGPT's or Anole's weights), with its text tokenizer where the
-        folder has one. Its VQ encoder (`model.vqmodel`) may be absent: generation does not run it."""
+        """A Chameleon folder as transformers, Anole or Lumina-mGPT (its q/k norms a row per model-parallel shard:
+        mmspec.adapters.chameleon_release) write it, with its text tokenizer where the folder has one. Its VQ
+        encoder (`model.vqmodel`) may be absent: generation does not run it."""
         from transformers import ChameleonForConditionalGeneration
 
+        from mmspec.adapters.chameleon_release import per_head_norms
         from mmspec.loading import load_pretrained
 
         model = load_pretrained(ChameleonForConditionalGeneration, path, "Chameleon", dtype, False, {"chameleon"},
-                                device, optional=("model.vqmodel.",))
+                                device, optional=("model.vqmodel.",), released=per_head_norms)
         return cls(model, text_tokenizer(Path(path)))
 
     def layout(self, height: int, width: int) -> Grid2D:

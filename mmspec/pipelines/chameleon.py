@@ -18,6 +18,7 @@ from mmspec.pipelines.base import DEFAULT_METHOD, DEFAULT_WINDOW, Pipeline, as_l
 from mmspec.pipelines.grid import ImageOutput, read_json
 from mmspec.pipelines.prompts import check_prompt
 from mmspec.tokenizers.chameleon import VQGAN_FOLDER
+from mmspec.tokenizers.pixels import chameleon_pixels
 from mmspec.tokenizers.vq import VQTokenizer
 from mmspec.window import WindowCache
 
@@ -53,7 +54,7 @@ class ChameleonPipeline(Pipeline):
                         window_cache: "WindowCache | str | Path | None" = None, compile: "bool | dict" = False):
         path = Path(path)
         check_chameleon_folder(path)
-        tokenizer = VQTokenizer.from_pretrained(path / VQGAN_FOLDER, device=device)
+        tokenizer = VQTokenizer.from_pretrained(path / VQGAN_FOLDER, device=device, pixels=chameleon_pixels)
         config = read_json(path / "config.json", "model config")
         image_size = config.get("image_size", tokenizer.vq.config.sample_size)
         pipe = cls(ChameleonImage.from_pretrained(path, dtype=dtype, device=device), tokenizer, int(image_size))

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from mmspec.reference.checkpoint import read_llamagen_state_dict
 from mmspec.tokenizers.llamagen import diffusers_key, load_vq_weights
+from mmspec.tokenizers.pixels import chameleon_pixels
 from mmspec.tokenizers.vq import VQTokenizer
 
 VQGAN_FOLDER = "vqgan"  # where a Chameleon model folder keeps its converted VQGAN
@@ -64,14 +65,15 @@ def llamagen_name(key: str, levels: int) -> str:
 def load_chameleon_vq(checkpoint: "str | Path", config: "str | Path", allow_pickle: bool = False) -> VQTokenizer:
     """Chameleon's vqgan.ckpt (a Lightning checkpoint: {"state_dict": ...}, read with torch's weights-only unpickler
     only with allow_pickle; or safetensors) and its vqgan.yaml -> a VQTokenizer over a diffusers VQModel, whose
-    `decode(codes [B, h, w])` gives the VQGAN's pixels in [-1, 1]. The training loss's weights (`loss.*`) are left."""
+    `decode(codes [B, h, w])` gives the VQGAN's pixels in [-1, 1], `decode_pil` Lumina-mGPT's pictures
+    (`chameleon_pixels`). The training loss's weights (`loss.*`) are left."""
     params = read_yaml_config(config)
     vq = chameleon_vq(params)
     levels = len(params["ddconfig"]["ch_mult"])
     sd = {diffusers_key(llamagen_name(k, levels)): v for k, v in read_llamagen_state_dict(checkpoint, allow_pickle).items()
           if not k.startswith("loss.")}
     load_vq_weights(vq, sd, str(checkpoint))
-    return VQTokenizer(vq)
+    return VQTokenizer(vq, pixels=chameleon_pixels)
 
 
 def convert_chameleon_vq(checkpoint: "str | Path", config: "str | Path", out: "str | Path",

@@ -13,6 +13,7 @@ from pathlib import Path
 import torch.nn.functional as F
 
 from mmspec.reference.checkpoint import read_llamagen_state_dict
+from mmspec.tokenizers.pixels import llamagen_pixels
 from mmspec.tokenizers.vq import VQTokenizer
 
 VQ_MODELS = {"VQ-16": (1, 1, 2, 2, 4), "VQ-8": (1, 2, 2, 4)}
@@ -59,8 +60,8 @@ def llamagen_vq(ch_mult=(1, 1, 2, 2, 4), codebook_size: int = 16384, embed_dim: 
 def load_llamagen_vq(file: str | Path, model: "str | tuple[int, ...]" = "VQ-16", allow_pickle: bool = False,
                      **config) -> VQTokenizer:
     """A LlamaGen VQ checkpoint ({"model": sd}, .pt only with allow_pickle) -> a VQTokenizer over a
-    diffusers VQModel; `decode(codes [B, h, w])` gives LlamaGen's `decode_code` pixels in [-1, 1].
-    `model` is a VQ_models name or its channel multipliers."""
+    diffusers VQModel; `decode(codes [B, h, w])` gives LlamaGen's `decode_code` pixels in [-1, 1], `decode_pil` the
+    pictures its sampling scripts write (`llamagen_pixels`). `model` is a VQ_models name or its channel multipliers."""
     if isinstance(model, str) and model not in VQ_MODELS:
         raise ValueError(f"unknown LlamaGen VQ {model!r}; choose one of {sorted(VQ_MODELS)}")
     vq = llamagen_vq(VQ_MODELS[model] if isinstance(model, str) else model, **config)
@@ -68,7 +69,7 @@ def load_llamagen_vq(file: str | Path, model: "str | tuple[int, ...]" = "VQ-16",
           if k != "quantize.codebook_used"}
     sd["quantize.embedding.weight"] = F.normalize(sd["quantize.embedding.weight"].float(), dim=-1)
     load_vq_weights(vq, sd, f"{file} ({model})")
-    return VQTokenizer(vq)
+    return VQTokenizer(vq, pixels=llamagen_pixels)
 
 
 def load_vq_weights(vq, sd: dict, source: str) -> None:

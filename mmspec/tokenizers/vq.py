@@ -3,7 +3,8 @@ config.json + safetensors.
 
 `encode` maps images to codebook ids on the latent grid (64x64 -> 16x16 for the bundled emoji VQ,
 32x32 -> 8x8); `decode` maps ids back to pixels through the codebook, bypassing re-quantisation.
-Weights may be stored in bf16; they are run in `dtype` (fp32 by default).
+Weights may be stored in bf16; they are run in `dtype` (fp32 by default). `decode_pil` casts pixels to uint8 with
+the family's own rule (mmspec.tokenizers.pixels; the bundled models' by default).
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import numpy as np
 import torch
 
 from mmspec.reference.patch_vq import PatchVQ, is_patch_folder, nearest_codes
+from mmspec.tokenizers.pixels import bundled_pixels, to_pil
 
 
 class _DiffusersVQ:
@@ -37,7 +39,10 @@ class _DiffusersVQ:
 
 
 class VQTokenizer:
-    def __init__(self, vq, device: "str | torch.device" = "cpu", dtype: torch.dtype = torch.float32):
+    def __init__(self, vq, device: "str | torch.device" = "cpu", dtype: torch.dtype = torch.float32,
+                 pixels=bundled_pixels):
+        """pixels: the family's cast of decoded pixels in [-1, 1] to uint8 (mmspec.tokenizers.pixels)."""
+        self.pixels = pixels
         vq = vq.to(device=device)
         self.vq = (vq if next(vq.parameters()).dtype == dtype else vq.to(dtype=dtype)).eval()  # diffusers warns on
         self.device, self.dtype = torch.device(device), dtype                                # any dtype cast
@@ -51,17 +56,17 @@ class VQTokenizer:
 
     @classmethod
     def from_pretrained(cls, path: "str | Path", device: "str | torch.device" = "cpu",
-                        dtype: torch.dtype = torch.float32) -> "VQTokenizer":
+                        dtype: torch.dtype = torch.float32, pixels=bundled_pixels) -> "VQTokenizer":
         from diffusers import VQModel
 
         from mmspec.loading import check_folder
 
         path = check_folder(path, "VQ tokenizer")
         if is_patch_folder(path):
-            return cls(PatchVQ.from_pretrained(path, dtype=dtype), device=device, dtype=dtype)
+            return cls(PatchVQ.from_pretrained(path, dtype=dtype), device=device, dtype=dtype, pixels=pixels)
         # torch_dtype at load (not a later .to) and no accelerate-only low-memory path: loads quietly
         vq = VQModel.from_pretrained(str(path), torch_dtype=dtype, low_cpu_mem_usage=False, use_safetensors=True)
-        return cls(vq, device=device, dtype=dtype)
+        return cls(vq, device=device, dtype=dtype, pixels=pixels)
 
     def _to_tensor(self, images) -> torch.Tensor:
         """PIL image(s), uint8 arrays [..., H, W, 3] or float tensors [B, 3, H, W] in [-1, 1] -> [B, 3, H, W]."""
@@ -99,11 +104,9 @@ class VQTokenizer:
         return torch.cat([self._model.pixels(e[None]) for e in emb]).clamp(-1, 1)
 
     def decode_pil(self, ids: torch.Tensor, chunk: int = 256) -> list:
-        """codebook ids -> list of PIL RGB images, decoded `chunk` at a time (the float pictures of a large request
-        would hold 48 KiB each at 64 x 64)."""
-        from PIL import Image
+        """codebook ids -> list of PIL RGB images, cast by the family's rule (`pixels`), decoded `chunk` at a time
+        (the float pictures of a large request would hold 48 KiB each at 64 x 64)."""
         images = []
         for part in torch.as_tensor(ids).split(chunk):
-            x = ((self.decode(part).float().permute(0, 2, 3, 1) + 1) * 127.5).round().clamp(0, 255).byte().cpu().numpy()
-            images += [Image.fromarray(a) for a in x]
+            images += to_pil(self.pixels(self.decode(part).permute(0, 2, 3, 1)))
         return images

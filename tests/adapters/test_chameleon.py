@@ -1,16 +1,15 @@
 """Chameleon image generation (Lumina-mGPT, Anole): greedy equals transformers' generate with logits processors set
 up as Lumina-mGPT's inference solver sets them, the exact CFG law holds across a row end, errors are clear."""
-import copy
 import functools
 import itertools
 
 import pytest
 import torch
-from transformers import LogitsProcessor, LogitsProcessorList
 
 import mmspec
 from mmspec.adapters.chameleon import ChameleonImage
-from tiny import (C_BOI, C_BOS, C_EOI, C_IMAGE0, C_PAD, C_RES1, C_ROW_END, C_SEP, chi_square_pvalue, reference_p,
+from lumina import generating, lumina_generate
+from tiny import (C_BOI, C_BOS, C_IMAGE0, C_PAD, C_RES1, C_ROW_END, C_SEP, chi_square_pvalue, reference_p,
                   sequence_id, tiny_chameleon)
 
 METHODS = ["ar", "jacobi", "coupled", "gumbel", "exact", "lookup", "pac"]
@@ -24,69 +23,11 @@ def _model(**kw):
     return tiny_chameleon(**kw)
 
 
-def generating(model):
-    """The model with image generation switched on, as Lumina-mGPT's own Chameleon code has it: transformers'
-    forward sets image tokens' logits to the lowest value, and with no image tokens listed it masks nothing."""
-    model = copy.deepcopy(model)
-    model.model.vocabulary_mapping.__dict__["image_tokens"] = []
-    return model
-
-
-class LuminaCFG(LogitsProcessor):
-    """Lumina-mGPT's CFG, restated: once an image has started (BOI and both resolution tokens generated or given),
-    the unconditional sequence is the image alone, from BOI on, and raw logits mix as u + s (c - u)."""
-
-    def __init__(self, model, scale):
-        self.model, self.scale = model, scale
-
-    def __call__(self, input_ids, scores):
-        start = (input_ids[0] == C_BOI).nonzero()[-1].item()
-        with torch.no_grad():
-            u = self.model(input_ids[:, start:]).logits[:, -1]
-        return self.scale * (scores - u) + u
-
-
-class LuminaImageTokens(LogitsProcessor):
-    """Lumina-mGPT's constraint, restated: after a full row of w image tokens the row end, after h rows EOI, and
-    otherwise image tokens only (every other logit -inf)."""
-
-    def __init__(self, image_tokens, h, w):
-        self.image, self.h, self.w = torch.tensor(image_tokens), h, w
-
-    def __call__(self, input_ids, scores):
-        start = (input_ids[0] == C_BOI).nonzero()[-1].item()
-        n = input_ids.shape[1] - start - 3 + 1  # the index (from 1) of the token chosen now, after the resolution
-        forced = C_ROW_END if n % (self.w + 1) == 0 else C_EOI if n == (self.w + 1) * self.h + 1 else None
-        out = torch.full_like(scores, -torch.inf)
-        if forced is not None:
-            out[:, forced] = 0
-        else:
-            out[:, self.image] = scores[:, self.image]
-        return out
-
-
-class LuminaTopK(LogitsProcessor):
-    """Lumina-mGPT's top-k inside an image: keep the k highest scores."""
-
-    def __init__(self, k):
-        self.k = k
-
-    def __call__(self, input_ids, scores):
-        kth = scores.topk(min(self.k, scores.shape[-1])).values[..., -1:]
-        return scores.masked_fill(scores < kth, -torch.inf)
-
-
 @functools.lru_cache(maxsize=None)
 def lumina_greedy(row: int, scale: float) -> torch.Tensor:
     """transformers' generate on one prompt ending with the image start, with Lumina-mGPT's processors."""
-    model = generating(_model())
-    ids = torch.tensor([PROMPTS[row] + START])
-    processors = LogitsProcessorList([LuminaCFG(model, scale),
-                                      LuminaImageTokens(_model().model.vocabulary_mapping.image_tokens, H, W),
-                                      LuminaTopK(4)])
-    out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=H * (W + 1) + 1, do_sample=False,
-                         logits_processor=processors, pad_token_id=C_PAD, eos_token_id=None)
-    return out[:, ids.shape[1]:]
+    return lumina_generate(generating(_model()), PROMPTS[row] + START, _model().model.vocabulary_mapping.image_tokens,
+                           H, W, scale, 4)
 
 
 GREEDY = {"temperature": 0, "cfg_scale": 3.0, "top_k": 4}
