@@ -473,3 +473,21 @@ def taming_ops(sd: dict):
         return x + conv((v @ w.transpose(1, 2)).reshape(B, C, H, W), p + "proj_out.", 0)
 
     return gn, conv, res, attn
+
+
+def png(image) -> bytes:
+    """The PNG file PIL writes for a PIL image or a uint8 array [H, W, 3] (what the families and mmspec save)."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    (Image.fromarray(image) if isinstance(image, np.ndarray) else image).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def rounded(x: torch.Tensor):
+    """mmspec's bundled models' cast of [-1, 1] pixels, as numpy uint8: round((x + 1) * 127.5). Tests of a family's
+    own cast check that it gives other bytes on their pictures (the test could fail)."""
+    return ((x.float() + 1) * 127.5).round().clamp(0, 255).to(torch.uint8).numpy()

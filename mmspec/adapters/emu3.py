@@ -23,6 +23,7 @@ import torch
 from mmspec.adapters.hf import AllowedTokensSession
 from mmspec.adapters.prompts import prompt_ids
 from mmspec.layouts import Grid2D, Layout
+from mmspec.tokenizers.pixels import emu3_pixels, to_pil
 
 EOL_NAME, EOF_NAME, EOI_NAME = "<|extra_200|>", "<|extra_201|>", "<|image end|>"
 
@@ -129,3 +130,7 @@ class Emu3Image:
         device = self.model.get_input_embeddings().weight.device
         tokens = torch.as_tensor(tokens, dtype=torch.long, device=device)
         return self.model.decode_image_tokens(image_tokens=tokens, height=height, width=width)
+
+    def images(self, tokens: torch.Tensor, height: int, width: int) -> list:
+        """[B, h (w + 1) + 3] generated tokens -> PIL images with the bytes Emu3's processor writes (`emu3_pixels`)."""
+        return to_pil(emu3_pixels(self.decode(tokens, height, width).permute(0, 2, 3, 1)))

@@ -18,6 +18,7 @@ from mmspec.adapters.hf import HFSession
 from mmspec.adapters.llama import LeanLlama
 from mmspec.adapters.prompts import prompt_ids
 from mmspec.layouts import Grid2D, Layout
+from mmspec.tokenizers.pixels import janus_pixels, to_pil
 
 
 class JanusImage:
@@ -103,6 +104,10 @@ class JanusImage:
         """[B, N] image tokens -> [B, H, W, 3] pixels in [-1, 1] (the model's VQ decoder)."""
         device = self.model.get_input_embeddings().weight.device
         return self.model.decode_image_tokens(torch.as_tensor(tokens, dtype=torch.long, device=device))
+
+    def images(self, tokens: torch.Tensor) -> list:
+        """[B, N] image tokens -> PIL images with the bytes deepseek's code writes for them (`janus_pixels`)."""
+        return to_pil(janus_pixels(self.decode(tokens)))
 
 
 def _saved_boi(path: Path) -> int:

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import torch
 
+from mmspec.tokenizers.pixels import cosmos_pixels
+
 MODEL_TYPE = "cosmos-discrete-video"
 FILES = ("encoder.jit", "decoder.jit")
 
@@ -82,12 +84,12 @@ class DiscreteVideoTokenizer:
 
     @torch.no_grad()
     def decode(self, tokens: torch.Tensor) -> torch.Tensor:
-        """tokens [B, t, h, w] -> uint8 frames [B, F, H, W, 3]."""
+        """tokens [B, t, h, w] -> uint8 frames [B, F, H, W, 3], cast as NVIDIA's code casts them (`cosmos_pixels`)."""
         tokens = torch.as_tensor(tokens, device=self.device).long()
         if tokens.numel() and (tokens.min() < 0 or tokens.max() >= self.vocab_size):
             raise ValueError(f"video tokens must be in [0, {self.vocab_size}), got [{tokens.min()}, {tokens.max()}]")
-        x = self.decoder(tokens).float()  # [B, 3, F, H, W] in [-1, 1]
-        return ((x * 0.5 + 0.5).clamp(0, 1) * 255).round().byte().permute(0, 2, 3, 4, 1).cpu()
+        x = self.decoder(tokens)  # [B, 3, F, H, W] in [-1, 1], in the tokenizer's dtype
+        return cosmos_pixels(x).permute(0, 2, 3, 4, 1).cpu()
 
 
 def write_tokenizer_folder(source: "str | Path", out: "str | Path", compression=None,

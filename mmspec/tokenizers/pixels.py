@@ -35,13 +35,15 @@ def chameleon_pixels(x: torch.Tensor) -> torch.Tensor:
 janus_pixels = chameleon_pixels
 
 
-# Emu3-Gen's processor (preprocessor_config.json): image_mean = image_std = 0.5, rescale_factor 1 / 255
+# Emu3's image processor (its image_processing_emu3visionvq.py's defaults, IMAGENET_STANDARD mean and std):
+# image_mean = image_std = 0.5, rescale_factor 1 / 255
 EMU3_MEAN, EMU3_STD, EMU3_RESCALE = 0.5, 0.5, 1 / 255
 
 
 def emu3_pixels(x: torch.Tensor, mean: float = EMU3_MEAN, std: float = EMU3_STD,
                 rescale_factor: float = EMU3_RESCALE) -> torch.Tensor:
-    """Emu3 (transformers' `Emu3ImageProcessor.postprocess`, as the Emu3 docs call it): unnormalise in fp32,
+    """Emu3 (`postprocess` of its image processor, Emu3's own and transformers' `Emu3ImageProcessor` alike, as the
+    Emu3 docs call it): unnormalise in fp32,
     (x - (-mean / std)) / (1 / std), then `rescale` by 1 / rescale_factor in float64 and back to fp32, then
     `.clip(0, 255).astype(np.uint8)`: truncated."""
     shift = torch.tensor(-mean / std, dtype=torch.float32)

@@ -4,13 +4,14 @@ import functools
 import itertools
 import json
 
+import numpy as np
 import pytest
 import torch
 from transformers import Emu3Config, Emu3ForConditionalGeneration, Emu3TextConfig
 
 import mmspec
 from mmspec.adapters.emu3 import Emu3Image, emu3_layout
-from tiny import tiny_head, chi_square_pvalue, left_pad, reference_p, sequence_id, spread_weights
+from tiny import chi_square_pvalue, left_pad, png, reference_p, rounded, sequence_id, spread_weights, tiny_head
 
 METHODS = ["ar", "jacobi", "coupled", "gumbel", "exact", "lookup", "draft-model", "pac", "eagle"]
 V, START = 99, 30  # text vocabulary; visual token of code c is START + c
@@ -228,3 +229,18 @@ def test_emu3_errors():
     unnamed = Emu3Image(tiny_emu3(names=False), eoi_token_id=EOI)
     with pytest.raises(ValueError, match="EOF"):
         unnamed.layout(H, W)
+
+
+def test_images_hold_the_bytes_emu3s_processor_writes():
+    """Same tokens -> Emu3's own cast: transformers' Emu3ImageProcessor.postprocess with Emu3's mean and std (0.5),
+    on the decoded pictures -> the same PNG bytes."""
+    from transformers import Emu3ImageProcessor
+
+    target = Emu3Image(_model(dtype=torch.float32))
+    layout = target.layout(H, W)
+    out = mmspec.generate(target, PROMPTS, layout, method="ar", sampling={"top_k": 8}, seed=5)
+    decoded = target.decode(out.tokens, H, W)  # [B, 3, 4H, 4W]
+    processor = Emu3ImageProcessor(image_mean=[0.5] * 3, image_std=[0.5] * 3)
+    theirs = processor.postprocess(list(decoded.float()), return_tensors="PIL.Image.Image")["pixel_values"]
+    assert [png(im) for im in target.images(out.tokens, H, W)] == [png(im) for im in theirs]
+    assert not np.array_equal(np.stack([np.array(im) for im in theirs]), rounded(decoded.permute(0, 2, 3, 1)))

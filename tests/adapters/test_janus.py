@@ -3,12 +3,14 @@ import functools
 import itertools
 import json
 
+import numpy as np
 import pytest
 import torch
 
 import mmspec
 from mmspec.adapters.janus import JanusImage
-from tiny import BOI, BOS, PAD, chi_square_pvalue, left_pad, reference_p, sequence_id, tiny_head, tiny_janus
+from tiny import (BOI, BOS, PAD, chi_square_pvalue, left_pad, png, reference_p, rounded, sequence_id, tiny_head,
+                  tiny_janus)
 
 METHODS = ["ar", "jacobi", "coupled", "gumbel", "exact", "lookup", "draft-model", "pac", "eagle"]
 
@@ -153,3 +155,16 @@ def test_janus_errors():
     odd.model.model.vision_model.config.num_image_tokens = 5
     with pytest.raises(ValueError, match="not a square"):
         odd.layout()
+
+
+def test_images_hold_the_bytes_deepseeks_code_writes():
+    """Same tokens -> deepseek's cast (generation_inference.py, restated): the decoder's output made fp32, numpy's
+    clip((dec + 1) / 2 * 255, 0, 255) assigned into a uint8 array -> the same PNG bytes."""
+    target = JanusImage(tiny_janus(dtype=torch.float32))
+    tokens = torch.randint(target.vocab_size, (2, 16), generator=torch.Generator().manual_seed(0))
+    dec = target.decode(tokens).to(torch.float32).cpu().numpy()  # [B, H, W, 3] (deepseek's, after its transpose)
+    dec = np.clip((dec + 1) / 2 * 255, 0, 255)
+    visual = np.zeros(dec.shape, dtype=np.uint8)
+    visual[:, :, :] = dec
+    assert [png(im) for im in target.images(tokens)] == [png(v) for v in visual]
+    assert not np.array_equal(visual, rounded(target.decode(tokens)))

@@ -1,9 +1,10 @@
 """Cosmos's discrete video tokenizer: TorchScript files, loaded only when allowed."""
+import numpy as np
 import pytest
 import torch
 
 from mmspec.tokenizers.cosmos import DiscreteVideoTokenizer, write_tokenizer_folder
-from tiny import clip, script_tokenizer
+from tiny import clip, rounded, script_tokenizer
 
 
 @pytest.fixture
@@ -48,3 +49,15 @@ def test_the_compression_comes_from_nvidias_folder_name(nvidia_folder, tmp_path)
 
     write_tokenizer_folder(nvidia_folder, tmp_path / "tokenizer", vocab_size=8)
     assert json.loads((tmp_path / "tokenizer" / "config.json").read_text())["compression"] == [3, 8, 8]
+
+
+def test_frames_hold_the_bytes_nvidias_code_writes(nvidia_folder, tmp_path):
+    """Same tokens -> cosmos-predict1's cast (restated): (video * 0.5 + 0.5).clamp_(0, 1), then (video * 255) made
+    uint8, in the decoder's own dtype -> the same frames."""
+    folder = write_tokenizer_folder(nvidia_folder, tmp_path / "tokenizer", compression=(3, 8, 8), vocab_size=8)
+    tok = DiscreteVideoTokenizer.from_pretrained(folder, allow_torchscript=True)
+    tokens = torch.randint(8, (2, 2, 2, 2), generator=torch.Generator().manual_seed(0))  # [B, t, h, w]
+    video = torch.jit.load(str(nvidia_folder / "decoder.jit"))(tokens)  # [B, 3, F, H, W]
+    theirs = ((video * 0.5 + 0.5).clamp_(0, 1) * 255).to(torch.uint8).permute(0, 2, 3, 4, 1)
+    assert torch.equal(tok.decode(tokens), theirs)
+    assert not np.array_equal(theirs.numpy(), rounded(video.permute(0, 2, 3, 4, 1)))

@@ -6,6 +6,7 @@ import torch
 diffusers = pytest.importorskip("diffusers")
 
 from mmspec.tokenizers import VQTokenizer  # noqa: E402
+from tiny import png, rounded  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -54,3 +55,10 @@ def test_a_batch_row_decodes_to_the_pixels_of_the_image_alone(vq):
     finally:
         torch.set_num_threads(threads)
     assert torch.equal(batch, alone)
+
+
+def test_pictures_of_the_bundled_models_are_rounded(vq):
+    """mmspec's own models (no family rule): round((x + 1) * 127.5) -> the PNG bytes."""
+    ids = torch.randint(vq.codebook_size, (2, 8, 8), generator=torch.Generator().manual_seed(0))
+    ours = rounded(vq.decode(ids).permute(0, 2, 3, 1))
+    assert [png(im) for im in vq.decode_pil(ids)] == [png(a) for a in ours]
