@@ -2,10 +2,12 @@
 
 The prompt is embedded by the text embeddings; each generated image token by the generation
 embedding + aligner; logits come from the generation head on the language model's hidden states
-(the LM head is not used). CFG is Hugging Face's: the unconditional prompt is the prompt with every
-token that is neither BOS nor BOI replaced by the pad token, attended normally, and raw logits are
-mixed, u + s (c - u) (use `cfg_mode="logits"`, the default). Tokens come out in raster order over
-an n x n grid with no row-end tokens.
+(the LM head is not used). CFG is deepseek's (generation_inference.py): the unconditional prompt is
+the prompt with every token between its first and its last replaced by the pad token (by position:
+transformers' Janus keeps BOS and BOI by id wherever they sit, which differs when BOI sits in the text
+or BOS is not first), attended normally, and raw logits are mixed, u + s (c - u) (use
+`cfg_mode="logits"`, the default). Tokens come out in raster order over an n x n grid with no row-end
+tokens; n is deepseek's `img_size // patch_size` (`layout`).
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import json
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 
 from mmspec.adapters.hf import HFSession
 from mmspec.adapters.llama import LeanLlama
@@ -54,17 +57,30 @@ class JanusImage:
         return target
 
     @property
-    def grid_size(self) -> int:
-        """n of the n x n token grid the model generates."""
-        tokens = self.model.model.vision_model.config.num_image_tokens
-        n = int(round(tokens ** 0.5))
-        return n if n * n == tokens else -1
+    def patch_size(self) -> int:
+        """Pixels a token's side: the VQ decoder's upsampling (deepseek's `patch_size`, 16 in its releases)."""
+        return 2 ** (len(self.model.config.vq_config.channel_multiplier) - 1)
 
-    def layout(self) -> Grid2D:
-        if self.grid_size < 0:
-            raise ValueError(f"Janus num_image_tokens={self.model.model.vision_model.config.num_image_tokens} "
-                             "is not a square number")
-        return Grid2D(self.grid_size, self.grid_size)
+    def layout(self, img_size: "int | None" = None, image_token_num_per_image: "int | None" = None) -> Grid2D:
+        """The n x n token grid of an image, with the options of deepseek's `generate`: `img_size` (pixels a side,
+        n = img_size // patch_size) and `image_token_num_per_image` (n * n), which must agree when both are given;
+        neither: the model's own (num_image_tokens: 576, 384 pixels, in deepseek's releases)."""
+        tokens = image_token_num_per_image
+        if img_size is not None:
+            if img_size < self.patch_size or img_size % self.patch_size:
+                raise ValueError(f"img_size {img_size}: Janus images are n x n tokens of {self.patch_size} pixels, so "
+                                 f"img_size is a positive multiple of {self.patch_size}")
+            n = img_size // self.patch_size
+            if tokens is not None and tokens != n * n:
+                raise ValueError(f"image_token_num_per_image {tokens} is not (img_size // {self.patch_size})^2 = "
+                                 f"{n * n}: deepseek's decoder reshapes the tokens to {n} x {n}")
+            return Grid2D(n, n)
+        if tokens is None:
+            tokens = self.model.model.vision_model.config.num_image_tokens
+        n = int(round(tokens ** 0.5)) if tokens > 0 else 0
+        if n * n != tokens or n == 0:
+            raise ValueError(f"Janus image_token_num_per_image {tokens} is not a positive square number (an n x n grid)")
+        return Grid2D(n, n)
 
     def encode(self, prompts) -> list[torch.Tensor]:
         out = prompt_ids(prompts, "Janus prompt")
@@ -74,24 +90,17 @@ class JanusImage:
         return out
 
     def null_prompt(self, prompt: torch.Tensor) -> torch.Tensor:
-        """Hugging Face's unconditional prompt: every token but BOS and BOI becomes the pad token."""
-        missing = [name for name, v in (("generation_config.pad_token_id", self.pad_token_id),
-                                        ("generation_config.bos_token_id", self.bos_token_id),
-                                        ("generation_config.generation_kwargs['boi_token_id']", self.boi_token_id))
-                   if v is None]
-        if missing:
-            raise ValueError(f"Janus CFG (cfg_scale != 1) builds the unconditional prompt from {', '.join(missing)}, "
-                             "which the model's generation config does not set")
-        keep = (prompt == self.bos_token_id) | (prompt == self.boi_token_id)
-        return torch.where(keep, prompt, torch.full_like(prompt, self.pad_token_id))
+        """deepseek's unconditional prompt (`deepseek_null_prompt`), with the model's pad token."""
+        if self.pad_token_id is None:
+            raise ValueError("Janus CFG (cfg_scale != 1) pads the unconditional prompt with "
+                             "generation_config.pad_token_id, which the model's generation config does not set")
+        return deepseek_null_prompt(prompt, self.pad_token_id)
 
     def session(self, condition, layout: Layout, *, cfg: bool, num_samples: int = 1, max_window: int = 1):
-        expected = self.model.model.vision_model.config.num_image_tokens
         if not (isinstance(layout, Grid2D) and layout.row_end_token is None and not layout.end_tokens
-                and layout.h == layout.w and layout.h * layout.w == expected):
-            raise ValueError(f"this Janus model generates {expected} image tokens: use the layout "
-                             f"Grid2D(n, n) with n * n == {expected} and no structural tokens "
-                             f"(JanusImage.layout()), not {layout!r}")
+                and layout.h == layout.w):
+            raise ValueError(f"Janus generates an n x n grid of image tokens with no structural tokens: use "
+                             f"JanusImage.layout(img_size=...), not {layout!r}")
         prompts = self.encode(condition)
         nulls = [self.null_prompt(p) for p in prompts] if cfg else None
         return _JanusSession(self.model, prompts, nulls, num_samples, embedding=self.model.get_input_embeddings(),
@@ -101,13 +110,29 @@ class JanusImage:
 
     @torch.no_grad()
     def decode(self, tokens: torch.Tensor) -> torch.Tensor:
-        """[B, N] image tokens -> [B, H, W, 3] pixels in [-1, 1] (the model's VQ decoder)."""
-        device = self.model.get_input_embeddings().weight.device
-        return self.model.decode_image_tokens(torch.as_tensor(tokens, dtype=torch.long, device=device))
+        """[B, n * n] image tokens -> [B, H, W, 3] pixels in [-1, 1] (the model's VQ decoder), at any n, as deepseek's
+        `decode_code(tokens, shape=[B, 8, n, n])` (transformers' `decode_image_tokens` takes its config's n only)."""
+        vq = self.model.model.vqmodel
+        tokens = torch.as_tensor(tokens, dtype=torch.long, device=vq.quantize.embedding.weight.device)
+        B, N = tokens.shape
+        n = int(round(N ** 0.5))
+        if n * n != N:
+            raise ValueError(f"Janus decodes an n x n grid of tokens, got {N} a row")
+        codes = F.normalize(vq.quantize.embedding(tokens), p=2, dim=-1)  # [B, N, D] (the codebook is L2-normalised)
+        pixels = vq.decoder(vq.post_quant_conv(codes.view(B, n, n, -1).permute(0, 3, 1, 2)))  # [B, 3, H, W]
+        return pixels.permute(0, 2, 3, 1)
 
     def images(self, tokens: torch.Tensor) -> list:
         """[B, N] image tokens -> PIL images with the bytes deepseek's code writes for them (`janus_pixels`)."""
         return to_pil(janus_pixels(self.decode(tokens)))
+
+
+def deepseek_null_prompt(prompt: torch.Tensor, pad_id: int) -> torch.Tensor:
+    """deepseek's unconditional prompt (generation_inference.py: `tokens[i, 1:-1] = pad_id`): every token between
+    the first and the last becomes the pad token, by position, whatever the ids. prompt [P] -> [P]."""
+    null = torch.full_like(prompt, pad_id)
+    null[0], null[-1] = prompt[0], prompt[-1]
+    return null
 
 
 def _saved_boi(path: Path) -> int:

@@ -4,9 +4,11 @@ deepseek's folder holds its own module tree (`MultiModalityCausalLM`: a timm Sig
 LlamaGen VQ as `gen_vision_model`, `gen_aligner`, `gen_head`, `gen_embed` and a `language_model` Llama) in
 `pytorch_model*.bin` pickles or safetensors, and a config of its own. `convert_janus` renames every weight to
 `JanusForConditionalGeneration`'s names (fused qkv of the vision tower split), builds the JanusConfig from the
-deepseek config and the weights' shapes, and writes safetensors, the tokenizer and a generation config that
-keeps its BOI token (`_from_model_config: false`: transformers drops `generation_kwargs`, where Janus reads the
-BOI id, from a generation config derived from the model config).
+deepseek config and the weights' shapes, and writes safetensors, a generation config that keeps its BOI token
+(`_from_model_config: false`: transformers drops `generation_kwargs`, where Janus reads the BOI id, from a generation
+config derived from the model config) and the processor's files (tokenizer, image processor from deepseek's
+preprocessor_config.json, a chat template writing deepseek's conversation format), so `AutoProcessor` loads the
+folder.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from mmspec.loading import read_checkpoint
 DEEPSEEK_TYPE = "multi_modality"
 # attention heads of the timm vision towers deepseek names (their weights do not show it)
 VISION_HEADS = {"siglip_large_patch16_384": 16, "siglip_so400m_patch14_384": 16}
-BOI, IMAGE, PAD = "<begin_of_image>", "<image_placeholder>", "<｜▁pad▁｜>"
+BOI, EOI, IMAGE, PAD = "<begin_of_image>", "<end_of_image>", "<image_placeholder>", "<｜▁pad▁｜>"
 # deepseek's default sampling for image generation (generation_inference.py): CFG 5 on logits, temperature 1
 GUIDANCE, TEMPERATURE = 5.0, 1.0
 
@@ -86,16 +88,68 @@ def convert_state_dict(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return out
 
 
-def read_weights(path: Path, allow_pickle: bool) -> dict[str, torch.Tensor]:
-    """Every weight of a deepseek folder: its safetensors, else its pytorch_model*.bin (only with allow_pickle,
-    through the weights-only unpickler)."""
+def weight_files(path: Path) -> list[Path]:
+    """A deepseek folder's weight files: its safetensors, else its pytorch_model*.bin."""
     files = sorted(path.glob("*.safetensors")) or sorted(path.glob("pytorch_model*.bin"))
     if not files:
-        raise FileNotFoundError(f"{path} has neither *.safetensors nor pytorch_model*.bin weights")
+        raise FileNotFoundError(f"{path} has neither *.safetensors nor pytorch_model*.bin weights: copy the release's "
+                                "weight files beside its config.json")
+    return files
+
+
+def read_weights(path: Path, allow_pickle: bool) -> dict[str, torch.Tensor]:
+    """Every weight of a deepseek folder (a pickle only with allow_pickle, through the weights-only unpickler)."""
     sd = {}
-    for file in files:
+    for file in weight_files(path):
         sd.update(read_checkpoint(file, allow_pickle, "mmspec convert janus"))
     return sd
+
+
+def check_release(src: Path) -> None:
+    """What converting a deepseek folder reads, there before any work: its config, weights and tokenizer."""
+    if not is_deepseek_janus(src):
+        raise ValueError(f"{src} is not a deepseek Janus folder (its config.json needs model_type {DEEPSEEK_TYPE!r})")
+    weight_files(src)
+    if not (src / "tokenizer.json").is_file():
+        raise FileNotFoundError(f"{src} has no tokenizer.json: copy tokenizer.json, tokenizer_config.json and "
+                                "special_tokens_map.json from the release beside its weights")
+
+
+# deepseek's conversation format (janus/utils/conversation.py, template "deepseek", empty system prompt), which its
+# generation_inference.py builds an image prompt with: "<|User|>: {text}\n\n<|Assistant|>:", then BOI (which
+# JanusProcessor appends with generation_mode="image"); an image in a message stands as its placeholder
+CHAT_TEMPLATE = (
+    "{%- for message in messages -%}"
+    "{%- set text = namespace(value='') -%}"
+    "{%- if message['content'] is string -%}{%- set text.value = message['content'] -%}"
+    "{%- else -%}{%- for part in message['content'] -%}"
+    "{%- if part['type'] == 'image' -%}{%- set text.value = text.value + '" + IMAGE + "\\n' -%}"
+    "{%- elif part['type'] == 'text' -%}{%- set text.value = text.value + part['text'] -%}{%- endif -%}"
+    "{%- endfor -%}{%- endif -%}"
+    "{%- if message['role'] == 'user' -%}<|User|>: {{ text.value | trim }}{{ '\\n\\n' }}"
+    "{%- elif message['role'] == 'assistant' -%}<|Assistant|>: {{ text.value | trim }}<｜end▁of▁sentence｜>"
+    "{%- endif -%}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}<|Assistant|>:{%- endif -%}"
+)
+
+
+def janus_processor(src: Path, raw: dict, num_image_tokens: int):
+    """transformers' JanusProcessor for a deepseek folder: its tokenizer (told which tokens are the image's), its
+    image processor's settings (preprocessor_config.json; else the vision tower's image size) and CHAT_TEMPLATE."""
+    from transformers import JanusImageProcessor, JanusProcessor, PreTrainedTokenizerFast
+
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(
+        src, local_files_only=True, padding_side="left",
+        extra_special_tokens={"image_token": IMAGE, "boi_token": BOI, "eoi_token": EOI})
+    file = src / "preprocessor_config.json"
+    settings = json.loads(file.read_text()) if file.is_file() else {}
+    side = settings.get("image_size", ((raw.get("vision_config") or {}).get("params") or {}).get("image_size", 384))
+    kept = {k: settings[k] for k in ("do_normalize", "image_mean", "image_std", "min_size", "rescale_factor")
+            if k in settings}
+    image = JanusImageProcessor(size={"height": side, "width": side}, **kept)
+    return JanusProcessor(image_processor=image, tokenizer=tokenizer, chat_template=CHAT_TEMPLATE,
+                          num_image_tokens=num_image_tokens)
 
 
 def janus_config(raw: dict, sd: dict[str, torch.Tensor], tokenizer):
@@ -141,23 +195,24 @@ def janus_config(raw: dict, sd: dict[str, torch.Tensor], tokenizer):
 
 
 def convert_janus(src: "str | Path", out: "str | Path", allow_pickle: bool = False) -> Path:
-    """A deepseek Janus / Janus-Pro folder -> a transformers Janus folder at `out` (config, safetensors, tokenizer,
-    generation config with deepseek's default sampling) that `JanusImage.from_pretrained` loads."""
+    """A deepseek Janus / Janus-Pro folder -> a transformers Janus folder at `out` (config, safetensors, generation
+    config with deepseek's default sampling, the processor's files) that `JanusImage.from_pretrained` and
+    `AutoProcessor.from_pretrained` load."""
     from safetensors.torch import save_file
     from transformers import GenerationConfig, JanusForConditionalGeneration, PreTrainedTokenizerFast
 
     from mmspec.loading import check_weights
 
     src, out = Path(src), Path(out)
-    if not is_deepseek_janus(src):
-        raise ValueError(f"{src} is not a deepseek Janus folder (its config.json needs model_type {DEEPSEEK_TYPE!r})")
+    check_release(src)
     raw = json.loads((src / "config.json").read_text())
     tokenizer = PreTrainedTokenizerFast.from_pretrained(src, local_files_only=True)  # (its tokenizer.json)
-    ids = {name: tokenizer.convert_tokens_to_ids(token) for name, token in (("BOI", BOI), ("image", IMAGE))}
+    ids = {name: tokenizer.convert_tokens_to_ids(token) for name, token in (("BOI", BOI), ("EOI", EOI), ("image", IMAGE))}
     unknown = [name for name, i in ids.items() if i is None or i == tokenizer.unk_token_id]
     if unknown or tokenizer.pad_token_id is None or tokenizer.bos_token_id is None:
-        raise ValueError(f"the tokenizer in {src} lacks Janus's special tokens ({BOI!r}, {IMAGE!r}, a pad and a BOS "
-                         "token): copy tokenizer.json, tokenizer_config.json and special_tokens_map.json from the release")
+        raise ValueError(f"the tokenizer in {src} lacks Janus's special tokens ({BOI!r}, {EOI!r}, {IMAGE!r}, a pad and "
+                         "a BOS token): copy tokenizer.json, tokenizer_config.json and special_tokens_map.json from "
+                         "the release")
     original = read_weights(src, allow_pickle)
     config = janus_config(raw, original, tokenizer)
     sd = {k: v.contiguous() for k, v in convert_state_dict(original).items()}
@@ -173,5 +228,5 @@ def convert_janus(src: "str | Path", out: "str | Path", allow_pickle: bool = Fal
     generation._from_model_config = False
     generation.save_pretrained(out)
     save_file(sd, str(out / "model.safetensors"), metadata={"format": "pt"})
-    tokenizer.save_pretrained(out)
+    janus_processor(src, raw, config.vision_config.num_image_tokens).save_pretrained(out)
     return out

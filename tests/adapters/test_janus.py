@@ -57,15 +57,48 @@ def test_padded_batch_rows_equal_their_own_runs():
     assert torch.equal(one, hf_greedy(2, 5.0))
 
 
-def test_null_prompt_is_the_prompt_padded_but_bos_and_boi():
+def test_null_prompt_pads_every_token_between_the_first_and_the_last():
+    """deepseek's rule is by position: a BOI in the text is padded, a first token that is not BOS is kept."""
     target = JanusImage(_model())
-    assert target.null_prompt(torch.tensor([BOS, 10, BOI, 11, BOI])).tolist() == [BOS, PAD, BOI, PAD, BOI]
+    assert target.null_prompt(torch.tensor([BOS, 10, BOI, 11, BOI])).tolist() == [BOS, PAD, PAD, PAD, BOI]
+    assert target.null_prompt(torch.tensor([10, BOS, 11, BOI])).tolist() == [10, PAD, PAD, BOI]
+
+
+def deepseek_greedy(model, prompt: list[int], scale: float, n: int) -> torch.Tensor:
+    """deepseek's `generate` (generation_inference.py), restated with argmax for the draw and without a KV cache: the
+    unconditional row is the prompt with tokens[1:-1] padded, image tokens embedded by the generation embedding, logits
+    from the generation head, mixed u + s (c - u) -> [1, n * n]."""
+    rows = torch.tensor([prompt, [prompt[0]] + [PAD] * (len(prompt) - 2) + [prompt[-1]]])
+    embeds = model.get_input_embeddings()(rows)
+    out = []
+    with torch.no_grad():
+        for _ in range(n * n):
+            h = model.model.language_model(inputs_embeds=embeds).last_hidden_state
+            logits = model.model.generation_head(h[:, -1])
+            token = (logits[1] + scale * (logits[0] - logits[1])).argmax()
+            out.append(int(token))
+            embeds = torch.cat([embeds, model.prepare_embeddings_for_image_generation(token.expand(2, 1))], 1)
+    return torch.tensor([out])
+
+
+@pytest.mark.parametrize("prompt", [[BOS, 10, BOI, 11, BOI], [10, BOS, 11, BOI]], ids=["boi-in-text", "bos-second"])
+@pytest.mark.parametrize("method", ["ar", "coupled", "exact"])
+def test_greedy_equals_deepseeks_generate_at_another_size(prompt, method):
+    """img_size / image_token_num_per_image as deepseek's generate takes them (a 3 x 3 grid of a model whose own is
+    4 x 4), on prompts where deepseek's positional null prompt and transformers' by-id one differ."""
+    target = JanusImage(_model())
+    layout = target.layout(img_size=3 * target.patch_size)
+    assert {(g.h, g.w) for g in (layout, target.layout(image_token_num_per_image=9), target.layout(6, 9))} == {(3, 3)}
+    got = mmspec.generate(target, [prompt], layout, method=_method(method), window=4,
+                          sampling={"temperature": 0, "cfg_scale": 5.0})
+    assert torch.equal(got.tokens, deepseek_greedy(_model(), prompt, 5.0, 3))
+    assert target.images(got.tokens)[0].size == (6, 6)
 
 
 def _law(model, prompt, m, s: mmspec.Sampling, null=None):
     """Exact law of the first m image tokens, from plain teacher-forced forwards of cond and uncond prompts."""
     V = model.model.generation_head.vision_head.out_features
-    null = null or [t if t in (BOS, BOI) else PAD for t in prompt]
+    null = null or [prompt[0]] + [PAD] * (len(prompt) - 2) + [prompt[-1]]
     seqs = torch.tensor(list(itertools.product(range(V), repeat=m)))  # [V^m, m]
     logits = []
     with torch.no_grad():
@@ -138,10 +171,13 @@ def test_decode_and_loading_from_a_local_folder(tmp_path):
 def test_janus_errors():
     target = JanusImage(_model())
     greedy = {"temperature": 0, "cfg_scale": 5.0}
-    for layout in [mmspec.Grid2D(2, 2), mmspec.Grid2D(2, 8), mmspec.Grid2D(4, 4, row_end_token=7),
-                   mmspec.Sequence1D(16)]:
-        with pytest.raises(ValueError, match=r"Grid2D\(n, n\) with n \* n == 16"):
+    for layout in [mmspec.Grid2D(2, 8), mmspec.Grid2D(4, 4, row_end_token=7), mmspec.Sequence1D(16)]:
+        with pytest.raises(ValueError, match=r"n x n grid of image tokens"):
             mmspec.generate(target, PROMPTS, layout, sampling=greedy)
+    for size, said in [({"img_size": 5}, "multiple of 2"), ({"img_size": 8, "image_token_num_per_image": 9}, "4 x 4"),
+                       ({"image_token_num_per_image": 8}, "not a positive square")]:
+        with pytest.raises(ValueError, match=said):
+            target.layout(**size)
     with pytest.raises(ValueError, match="BOI"):
         mmspec.generate(target, [[BOS, 10, 11]], target.layout(), sampling=greedy)
     model = tiny_janus(n=2)
@@ -153,7 +189,7 @@ def test_janus_errors():
     assert out.tokens.shape == (2, 4)
     odd = JanusImage(tiny_janus(n=2))
     odd.model.model.vision_model.config.num_image_tokens = 5
-    with pytest.raises(ValueError, match="not a square"):
+    with pytest.raises(ValueError, match="not a positive square"):
         odd.layout()
 
 

@@ -15,7 +15,7 @@ from mmspec.cli import main
 from mmspec.loading import decode_layout
 from tiny import BOI, BOS, PAD, tiny_janus
 
-IMAGE_TOKEN = 4
+IMAGE_TOKEN, EOI_TOKEN = 4, 8
 # deepseek's module names (MultiModalityCausalLM) for transformers' Janus names, written from deepseek's side
 DEEPSEEK_NAMES = [
     (r"^model\.vision_model\.embeddings\.patch_embedding\.", "vision_model.vision_tower.patch_embed.proj."),
@@ -65,7 +65,7 @@ def deepseek_state_dict(model) -> dict:
 
 def tiny_release(folder, pickle=False):
     """A tiny Janus-Pro in deepseek's layout (config, weights, tokenizer) -> the transformers Janus it was written from."""
-    from tokenizers import Tokenizer, models
+    from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
     model = tiny_janus(n=2, dtype=torch.float32, vision_heads=16)
@@ -85,13 +85,18 @@ def tiny_release(folder, pickle=False):
               "gen_vision_config": {"cls": "VQ-16", "params": {"image_token_size": 12, "n_embed": 12}}}
     (folder / "config.json").write_text(json.dumps(config))
     words = {f"w{i}": i for i in range(99)}
-    names = {BOS: "<｜begin▁of▁sentence｜>", PAD: "<｜▁pad▁｜>", BOI: "<begin_of_image>",
-             IMAGE_TOKEN: "<image_placeholder>", 0: "<｜end▁of▁sentence｜>"}
+    names = {BOS: "<｜begin▁of▁sentence｜>", PAD: "<｜▁pad▁｜>", BOI: "<begin_of_image>", EOI_TOKEN: "<end_of_image>",
+             IMAGE_TOKEN: "<image_placeholder>", 0: "<｜end▁of▁sentence｜>", 6: "<|User|>:", 7: "<|Assistant|>:"}
     vocab = {names.get(i, w): i for w, i in words.items()}
-    tok = PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.WordLevel(vocab, unk_token="w5")),
-                                  bos_token=names[BOS], eos_token=names[0], pad_token=names[PAD], unk_token="w5",
-                                  additional_special_tokens=[names[BOI], names[IMAGE_TOKEN]])
+    inner = Tokenizer(models.WordLevel(vocab, unk_token="w5"))
+    inner.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok = PreTrainedTokenizerFast(tokenizer_object=inner, bos_token=names[BOS], eos_token=names[0],
+                                  pad_token=names[PAD], unk_token="w5",
+                                  additional_special_tokens=[names[BOI], names[EOI_TOKEN], names[IMAGE_TOKEN]])
     tok.save_pretrained(folder)
+    (folder / "preprocessor_config.json").write_text(json.dumps(  # deepseek's fields (VLMImageProcessor)
+        {"image_processor_type": "VLMImageProcessor", "image_size": 10, "image_mean": [0.5] * 3,
+         "image_std": [0.5] * 3, "min_size": 4, "rescale_factor": 1 / 255, "do_normalize": True}))
     return model
 
 
@@ -151,3 +156,32 @@ def test_boi_dropped_with_a_model_config_generation_config(tmp_path):
     file.write_text(json.dumps({k: v for k, v in saved.items() if k != "generation_kwargs"}))
     with pytest.raises(ValueError, match="BOI token id"):
         JanusImage.from_pretrained(tmp_path / "janus")
+
+
+@pytest.mark.parametrize("missing, said", [("tokenizer.json", "no tokenizer.json"),
+                                           ("model.safetensors", "neither *.safetensors nor pytorch_model*.bin")])
+def test_a_release_without_its_tokenizer_or_weights_gets_one_line(tmp_path, capsys, missing, said):
+    tiny_release(tmp_path / "release")
+    (tmp_path / "release" / missing).unlink()
+    assert main(["convert", "janus", str(tmp_path / "release"), str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert said in err and len(err.splitlines()) == 1 and not (tmp_path / "out").exists()
+
+
+def test_the_converted_folder_loads_with_autoprocessor_and_writes_deepseeks_prompt(tmp_path):
+    """AutoProcessor on the converted folder: its chat template and generation_mode="image" give the prompt deepseek's
+    generation_inference.py builds ("<|User|>: text\n\n<|Assistant|>:" then BOI), and the same ids; its image
+    processor has the release's size."""
+    from transformers import AutoProcessor, JanusProcessor, PreTrainedTokenizerFast
+
+    tiny_release(tmp_path / "release")
+    convert_janus(tmp_path / "release", tmp_path / "out")
+    proc = AutoProcessor.from_pretrained(tmp_path / "out")
+    assert isinstance(proc, JanusProcessor) and proc.image_processor.size == {"height": 10, "width": 10}
+    prompt = proc.apply_chat_template([{"role": "user", "content": [{"type": "text", "text": "w10 w11"}]}],
+                                      add_generation_prompt=True)
+    deepseek = "<|User|>: w10 w11\n\n<|Assistant|>:" + "<begin_of_image>"  # sft_format + image_start_tag
+    assert prompt + proc.image_start_token == deepseek
+    ids = proc(text=prompt, generation_mode="image", return_tensors="pt").input_ids
+    release = PreTrainedTokenizerFast.from_pretrained(tmp_path / "release")
+    assert ids[0].tolist() == release.encode(deepseek) and ids[0, -1] == BOI
