@@ -111,7 +111,8 @@ def _check_options(args) -> Spec:
 
 
 def _check_video(args) -> None:
-    """--video (a Cosmos folder's given frames) and the prompt a command needs, before any model loads."""
+    """--video (a Cosmos folder's given frames), CFG (which Cosmos has not) and the prompt a command needs, before any
+    model loads."""
     from mmspec.reference.cosmos_checkpoint import is_cosmos_folder
 
     cosmos = args.kind == "video" and args.model is not None and is_cosmos_folder(args.model)
@@ -122,6 +123,10 @@ def _check_video(args) -> None:
                              "video models take --image, their first frame")
         if not Path(video).is_file():
             raise ValueError(f"--video: no file at {video}")
+    if cosmos:
+        from mmspec.adapters.cosmos import refuse_cfg
+
+        refuse_cfg(getattr(args, "cfg_scale", None))
     if cosmos and (getattr(args, "image", None) or getattr(args, "mask", None)):
         raise ValueError("a Cosmos folder takes --video (the frames it continues), not --image or --mask")
     if getattr(args, "videos", None) is not None and not cosmos:

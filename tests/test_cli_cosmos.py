@@ -73,3 +73,40 @@ def test_a_cosmos_folder_is_benchmarked_over_clips(cosmos, capsys):
     folder, _, _ = cosmos
     assert "benchmarked over clips: mmspec bench video --model FOLDER --videos DIR" in _error(
         ["bench", "video", "--model", str(folder), "--allow-torchscript"], capsys)
+
+
+def test_cfg_is_refused_before_any_work(cosmos, tmp_path, capsys, monkeypatch):
+    """Cosmos has no null condition: --cfg-scale is refused before the model loads, and a pipeline's call refuses
+    it before the video is read or encoded."""
+    import mmspec.pipelines.cosmos as cosmos_pipeline
+    from mmspec.pipelines import VideoPipeline
+
+    folder, videos, _ = cosmos
+    pipe = VideoPipeline.from_pretrained(folder, window_cache="off", allow_torchscript=True)
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("work done before the refusal")
+
+    monkeypatch.setattr(cosmos_pipeline, "load_cosmos", no_work)
+    monkeypatch.setattr(cosmos_pipeline, "read_video", no_work)
+    assert "cannot run CFG" in _error(["generate", "video", "--model", str(folder), "--video",
+                                       str(videos / "clip0.mp4"), "--allow-torchscript", "--cfg-scale", "3",
+                                       "--out", str(tmp_path)], capsys)
+    with pytest.raises(ValueError, match="cannot run CFG"):
+        pipe(video=videos / "clip0.mp4", sampling={"cfg_scale": 3.0})
+
+
+def test_a_video2world_folder_is_benchmarked_with_its_text_features(cosmos, tmp_path, capsys):
+    """docs/cosmos.md's command: bench video --model V2W --videos DIR --prompt features.safetensors."""
+    import torch
+    from safetensors.torch import save_file
+
+    _, videos, root = cosmos
+    folder = tiny_cosmos_folder(tmp_path / "v2w", video2world=True)
+    save_file({"context": torch.randn(5, 12, generator=torch.Generator().manual_seed(0))},
+              str(tmp_path / "features.safetensors"))
+    out = tmp_path / "bench.json"
+    assert main(["bench", "video", "--model", str(folder), "--videos", str(videos), "--prompt",
+                 str(tmp_path / "features.safetensors"), "--allow-torchscript", "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert len(result["per_video"]) == 2 and {r["method"] for r in result["summary"]} == {"ar", "coupled"}

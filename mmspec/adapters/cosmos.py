@@ -11,6 +11,15 @@ from mmspec.memory import Shape
 from mmspec.reference.cosmos import Context, Cosmos
 
 
+NO_CFG = "Cosmos was trained without a null condition: it cannot run CFG (cfg_scale must be 1)"
+
+
+def refuse_cfg(cfg_scale: "float | None") -> None:
+    """A CFG scale other than 1 (None: the default, none) refused where the caller knows it, before any work."""
+    if cfg_scale is not None and cfg_scale != 1:
+        raise ValueError(NO_CFG)
+
+
 class CosmosTarget:
     def __init__(self, model: Cosmos):
         self.model = model.eval()
@@ -36,7 +45,7 @@ class CosmosTarget:
             raise ValueError(f"{layout!r}: a Cosmos model generates Grid3D(t, {H}, {W}) grids, t <= {T}, "
                              "without structural tokens")
         if cfg:
-            raise ValueError("Cosmos was trained without a null condition: it cannot run CFG (cfg_scale must be 1)")
+            raise ValueError(NO_CFG)
         device, dtype = model.tok_embeddings.weight.device, model.tok_embeddings.weight.dtype
         context = None
         if config.video2world:

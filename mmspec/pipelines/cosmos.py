@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from mmspec.adapters.cosmos import CosmosTarget
+from mmspec.adapters.cosmos import CosmosTarget, refuse_cfg
 from mmspec.api import generate
 from mmspec.pipelines.base import DEFAULT_METHOD, Pipeline, model_path
 from mmspec.pipelines.grid import VideoOutput, read_config
@@ -100,6 +100,7 @@ class CosmosPipeline(Pipeline):
         "context_mask"), as Cosmos's pipeline passes them, or text with a local T5 encoder (`text_encoder`);
         `num_outputs` continuations; batch_size: mmspec.generate's."""
         started = time.perf_counter()
+        refuse_cfg((sampling or {}).get("cfg_scale"))  # (before the prompt's T5 and the video's encoding)
         method, policy = self._plan(method, window)
         condition = self.condition(prompt)
         given, names = None, ["video"]

@@ -1,4 +1,5 @@
 """The reference Cosmos-1 AR transformer: checkpoints in and out, strict loading, its positions."""
+import json
 import math
 
 import pytest
@@ -7,7 +8,7 @@ import torch
 from mmspec.loading import decode_layout
 from mmspec.reference.cosmos import Cosmos, inverse_frequencies, rope_angles
 from mmspec.reference.cosmos_checkpoint import convert_cosmos, cosmos_config, load_cosmos, save_cosmos
-from tiny import tiny_cosmos
+from tiny import script_tokenizer, tiny_cosmos
 
 
 def _released(model, file):
@@ -110,3 +111,14 @@ def test_attention_sees_relative_positions_on_each_axis():
 
     assert torch.allclose(score([1, 0, 1], [0, 1, 0]), score([3, 2, 4], [2, 3, 3]))
     assert not torch.allclose(score([1, 0, 1], [0, 1, 0]), score([1, 0, 1], [0, 0, 1]))
+
+
+def test_the_tokenizer_takes_the_models_code_count(tmp_path):
+    """convert --tokenizer writes the codes the checkpoint's output layer has (8 here), not the 4B's 64000."""
+    model = tiny_cosmos(dtype=torch.float32)
+    _released(model, tmp_path / "model.pt")
+    (tmp_path / "nvidia").mkdir()
+    script_tokenizer(tmp_path / "nvidia")
+    convert_cosmos(tmp_path / "model.pt", tmp_path / "out", allow_pickle=True, model=model.config,
+                   tokenizer=tmp_path / "nvidia")
+    assert json.loads((tmp_path / "out" / "tokenizer" / "config.json").read_text())["vocab_size"] == 8
