@@ -119,7 +119,8 @@ class JanusImage:
         if n * n != N:
             raise ValueError(f"Janus decodes an n x n grid of tokens, got {N} a row")
         codes = F.normalize(vq.quantize.embedding(tokens), p=2, dim=-1)  # [B, N, D] (the codebook is L2-normalised)
-        pixels = vq.decoder(vq.post_quant_conv(codes.view(B, n, n, -1).permute(0, 3, 1, 2)))  # [B, 3, H, W]
+        grid = codes.view(B, n, n, -1).permute(0, 3, 1, 2).contiguous()  # [B, D, n, n]
+        pixels = vq.decoder(vq.post_quant_conv(grid))  # [B, 3, H, W]
         return pixels.permute(0, 2, 3, 1)
 
     def images(self, tokens: torch.Tensor) -> list:

@@ -198,6 +198,7 @@ def test_images_hold_the_bytes_deepseeks_code_writes():
     clip((dec + 1) / 2 * 255, 0, 255) assigned into a uint8 array -> the same PNG bytes."""
     target = JanusImage(tiny_janus(dtype=torch.float32))
     tokens = torch.randint(target.vocab_size, (2, 16), generator=torch.Generator().manual_seed(0))
+    assert torch.equal(target.decode(tokens), target.model.decode_image_tokens(tokens))  # (at the config's size)
     dec = target.decode(tokens).to(torch.float32).cpu().numpy()  # [B, H, W, 3] (deepseek's, after its transpose)
     dec = np.clip((dec + 1) / 2 * 255, 0, 255)
     visual = np.zeros(dec.shape, dtype=np.uint8)
