@@ -90,7 +90,8 @@ class ShardNorm(torch.nn.Module):
 def lumina_folder(path, shards: int, image_size: int = 32):
     """A tiny Chameleon folder as Lumina-mGPT's own class saves it (q/k norms a row per model-parallel shard, its
     config's model_parallel_size, architecture and extra fields), with tokenizer.json and vqgan/ as mmspec's Chameleon
-    folders hold them -> Lumina-mGPT's model of those weights (transformers' decoder with `ShardNorm`s, generation on)."""
+    folders hold them -> Lumina-mGPT's model of those weights (transformers' decoder with `ShardNorm`s, generation
+    on)."""
     from safetensors.torch import load_file, save_file
 
     model = tiny_chameleon_folder(path, image_size=image_size)
@@ -102,7 +103,8 @@ def lumina_folder(path, shards: int, image_size: int = 32):
             norm = getattr(attn, name)
             rows = slice(None, None, heads // shards)  # each shard's first head's row
             weight, bias = norm.weight.detach()[rows].clone(), norm.bias.detach()[rows].clone()  # [shards, head_dim]
-            sd[f"model.layers.{i}.self_attn.{name}.weight"], sd[f"model.layers.{i}.self_attn.{name}.bias"] = weight, bias
+            prefix = f"model.layers.{i}.self_attn.{name}"
+            sd[f"{prefix}.weight"], sd[f"{prefix}.bias"] = weight, bias
             setattr(attn, name, ShardNorm(weight, bias, heads))
     save_file(sd, str(file), metadata={"format": "pt"})
     config = json.loads((path / "config.json").read_text())

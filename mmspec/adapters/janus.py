@@ -79,7 +79,8 @@ class JanusImage:
             tokens = self.model.model.vision_model.config.num_image_tokens
         n = int(round(tokens ** 0.5)) if tokens > 0 else 0
         if n * n != tokens or n == 0:
-            raise ValueError(f"Janus image_token_num_per_image {tokens} is not a positive square number (an n x n grid)")
+            raise ValueError(f"Janus image_token_num_per_image {tokens} is not a positive square number (an n x n "
+                             "grid)")
         return Grid2D(n, n)
 
     def encode(self, prompts) -> list[torch.Tensor]:

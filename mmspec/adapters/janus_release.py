@@ -207,7 +207,8 @@ def convert_janus(src: "str | Path", out: "str | Path", allow_pickle: bool = Fal
     check_release(src)
     raw = json.loads((src / "config.json").read_text())
     tokenizer = PreTrainedTokenizerFast.from_pretrained(src, local_files_only=True)  # (its tokenizer.json)
-    ids = {name: tokenizer.convert_tokens_to_ids(token) for name, token in (("BOI", BOI), ("EOI", EOI), ("image", IMAGE))}
+    ids = {name: tokenizer.convert_tokens_to_ids(token)
+           for name, token in (("BOI", BOI), ("EOI", EOI), ("image", IMAGE))}
     unknown = [name for name, i in ids.items() if i is None or i == tokenizer.unk_token_id]
     if unknown or tokenizer.pad_token_id is None or tokenizer.bos_token_id is None:
         raise ValueError(f"the tokenizer in {src} lacks Janus's special tokens ({BOI!r}, {EOI!r}, {IMAGE!r}, a pad and "

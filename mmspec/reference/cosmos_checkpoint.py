@@ -107,8 +107,9 @@ def convert_cosmos(file: "str | Path", out: "str | Path", allow_pickle: bool = F
     """A released Cosmos checkpoint -> a Cosmos folder (safetensors in the checkpoint's dtype + config.json), checked
     key for key and shape for shape against the config of `model` (a released model's name, or a CosmosConfig),
     without building it (a meta model). `tokenizer`: NVIDIA's tokenizer folder (Cosmos-1.0-Tokenizer-DV8x16x16:
-    encoder.jit, decoder.jit), copied into tokenizer/ with the model's code count; `text_encoder`: a local T5 encoder folder (transformers,
-    safetensors) for text prompts, named in config.json (not copied: T5-11B's encoder is large)."""
+    encoder.jit, decoder.jit), copied into tokenizer/ with the model's code count; `text_encoder`: a local T5 encoder
+    folder (transformers, safetensors) for text prompts, named in config.json (not copied: T5-11B's encoder is
+    large)."""
     config = model if isinstance(model, CosmosConfig) else cosmos_config(model, latent_shape)
     sd = read_cosmos_state_dict(file, allow_pickle)
     with torch.device("meta"):

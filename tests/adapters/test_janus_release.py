@@ -85,8 +85,9 @@ def tiny_release(folder, pickle=False):
               "gen_vision_config": {"cls": "VQ-16", "params": {"image_token_size": 12, "n_embed": 12}}}
     (folder / "config.json").write_text(json.dumps(config))
     words = {f"w{i}": i for i in range(99)}
-    names = {BOS: "<｜begin▁of▁sentence｜>", PAD: "<｜▁pad▁｜>", BOI: "<begin_of_image>", EOI_TOKEN: "<end_of_image>",
-             IMAGE_TOKEN: "<image_placeholder>", 0: "<｜end▁of▁sentence｜>", 6: "<|User|>:", 7: "<|Assistant|>:"}
+    names = {BOS: "<｜begin▁of▁sentence｜>", PAD: "<｜▁pad▁｜>", BOI: "<begin_of_image>",
+             EOI_TOKEN: "<end_of_image>", IMAGE_TOKEN: "<image_placeholder>", 0: "<｜end▁of▁sentence｜>",
+             6: "<|User|>:", 7: "<|Assistant|>:"}
     vocab = {names.get(i, w): i for w, i in words.items()}
     inner = Tokenizer(models.WordLevel(vocab, unk_token="w5"))
     inner.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
