@@ -23,7 +23,7 @@ import torch
 from mmspec.adapters.hf import AllowedTokensSession
 from mmspec.adapters.prompts import prompt_ids
 from mmspec.layouts import Grid2D, Layout
-from mmspec.tokenizers.pixels import emu3_pixels, to_pil
+from mmspec.tokenizers.pixels import EMU3_PROCESSOR, emu3_pixels, emu3_processor, to_pil
 
 EOL_NAME, EOF_NAME, EOI_NAME = "<|extra_200|>", "<|extra_201|>", "<|image end|>"
 
@@ -69,15 +69,19 @@ class Emu3Image:
         self.visual_tokens = torch.tensor(visual, dtype=torch.long, device=device)
         self.allowed = torch.zeros(self.vocab_size, dtype=torch.bool, device=device)
         self.allowed[self.visual_tokens] = True
+        self.processor = dict(EMU3_PROCESSOR)  # the image processor's postprocessing settings (emu3_pixels')
 
     @classmethod
     def from_pretrained(cls, path: str | Path, dtype: torch.dtype = torch.float32, device="cpu", **tokens):
+        """A transformers Emu3 folder; its preprocessor_config.json, where it has one, gives the pictures' cast."""
         from transformers import Emu3ForConditionalGeneration
 
         from mmspec.loading import load_pretrained
 
-        return cls(load_pretrained(Emu3ForConditionalGeneration, path, "Emu3", dtype, False, {"emu3"}, device),
-                   **tokens)
+        target = cls(load_pretrained(Emu3ForConditionalGeneration, path, "Emu3", dtype, False, {"emu3"}, device),
+                     **tokens)
+        target.processor = emu3_processor(path)
+        return target
 
     def layout(self, height: int, width: int) -> Grid2D:
         return emu3_layout(self.model, height, width, self.eoi_token_id, self.eos_token_id)
@@ -133,4 +137,4 @@ class Emu3Image:
 
     def images(self, tokens: torch.Tensor, height: int, width: int) -> list:
         """[B, h (w + 1) + 3] generated tokens -> PIL images with the bytes Emu3's processor writes (`emu3_pixels`)."""
-        return to_pil(emu3_pixels(self.decode(tokens, height, width).permute(0, 2, 3, 1)))
+        return to_pil(emu3_pixels(self.decode(tokens, height, width).permute(0, 2, 3, 1), **self.processor))

@@ -8,6 +8,9 @@ writes. Every rule is elementwise: any shape in, uint8 of the same shape out.
 """
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import torch
 
 
@@ -36,20 +39,31 @@ janus_pixels = chameleon_pixels
 
 
 # Emu3's image processor (its image_processing_emu3visionvq.py's defaults, IMAGENET_STANDARD mean and std):
-# image_mean = image_std = 0.5, rescale_factor 1 / 255
-EMU3_MEAN, EMU3_STD, EMU3_RESCALE = 0.5, 0.5, 1 / 255
+# image_mean = image_std = 0.5 a channel, rescale_factor 1 / 255
+EMU3_PROCESSOR = {"image_mean": (0.5, 0.5, 0.5), "image_std": (0.5, 0.5, 0.5), "rescale_factor": 1 / 255}
 
 
-def emu3_pixels(x: torch.Tensor, mean: float = EMU3_MEAN, std: float = EMU3_STD,
-                rescale_factor: float = EMU3_RESCALE) -> torch.Tensor:
+def emu3_pixels(x: torch.Tensor, image_mean=EMU3_PROCESSOR["image_mean"], image_std=EMU3_PROCESSOR["image_std"],
+                rescale_factor: float = EMU3_PROCESSOR["rescale_factor"]) -> torch.Tensor:
     """Emu3 (`postprocess` of its image processor, Emu3's own and transformers' `Emu3ImageProcessor` alike, as the
-    Emu3 docs call it): unnormalise in fp32,
-    (x - (-mean / std)) / (1 / std), then `rescale` by 1 / rescale_factor in float64 and back to fp32, then
-    `.clip(0, 255).astype(np.uint8)`: truncated."""
-    shift = torch.tensor(-mean / std, dtype=torch.float32)
-    scale = torch.tensor(1 / std, dtype=torch.float32)
+    Emu3 docs call it), x [..., 3] channels last: unnormalise in fp32, (x - (-mean / std)) / (1 / std) a channel,
+    then `rescale` by 1 / rescale_factor in float64 and back to fp32, then `.clip(0, 255).astype(np.uint8)`:
+    truncated. The settings are the folder's processor's (`emu3_processor`)."""
+    shift = torch.tensor([-m / s for m, s in zip(image_mean, image_std)], dtype=torch.float32)  # [3]
+    scale = torch.tensor([1 / s for s in image_std], dtype=torch.float32)  # [3]
     y = (x.float() - shift) / scale
     return (y.double() * (1.0 / rescale_factor)).float().clip(0, 255).to(torch.uint8)
+
+
+def emu3_processor(folder: "str | Path") -> dict:
+    """An Emu3 folder's postprocessing settings (its preprocessor_config.json; Emu3's defaults where it has none),
+    as emu3_pixels' keywords."""
+    file = Path(folder) / "preprocessor_config.json"
+    saved = json.loads(file.read_text()) if file.is_file() else {}
+    settings = {k: saved.get(k, v) for k, v in EMU3_PROCESSOR.items()}
+    for k in ("image_mean", "image_std"):  # (a processor may give one value for the three channels)
+        settings[k] = tuple(settings[k]) if isinstance(settings[k], (list, tuple)) else (settings[k],) * 3
+    return settings
 
 
 def cosmos_pixels(x: torch.Tensor) -> torch.Tensor:

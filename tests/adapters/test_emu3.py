@@ -231,16 +231,22 @@ def test_emu3_errors():
         unnamed.layout(H, W)
 
 
-def test_images_hold_the_bytes_emu3s_processor_writes():
-    """Same tokens -> Emu3's own cast: transformers' Emu3ImageProcessor.postprocess with Emu3's mean and std (0.5),
-    on the decoded pictures -> the same PNG bytes."""
+EMU3_SETTINGS = {"image_mean": [0.5] * 3, "image_std": [0.5] * 3}  # Emu3's processor's
+OTHER_SETTINGS = {"image_mean": [0.4, 0.5, 0.6], "image_std": [0.3, 0.5, 0.7]}
+
+
+@pytest.mark.parametrize("settings", [EMU3_SETTINGS, OTHER_SETTINGS], ids=["emu3", "other"])
+def test_images_hold_the_bytes_emu3s_processor_writes(tmp_path, settings):
+    """Same tokens -> Emu3's own cast: transformers' Emu3ImageProcessor.postprocess with the folder's processor
+    settings (preprocessor_config.json), on the decoded pictures -> the same PNG bytes."""
     from transformers import Emu3ImageProcessor
 
-    target = Emu3Image(_model(dtype=torch.float32))
-    layout = target.layout(H, W)
-    out = mmspec.generate(target, PROMPTS, layout, method="ar", sampling={"top_k": 8}, seed=5)
+    processor = Emu3ImageProcessor(**settings)
+    _model(dtype=torch.float32).save_pretrained(tmp_path / "emu3")
+    processor.save_pretrained(tmp_path / "emu3")
+    target = Emu3Image.from_pretrained(tmp_path / "emu3")
+    out = mmspec.generate(target, PROMPTS, target.layout(H, W), method="ar", sampling={"top_k": 8}, seed=5)
     decoded = target.decode(out.tokens, H, W)  # [B, 3, 4H, 4W]
-    processor = Emu3ImageProcessor(image_mean=[0.5] * 3, image_std=[0.5] * 3)
     theirs = processor.postprocess(list(decoded.float()), return_tensors="PIL.Image.Image")["pixel_values"]
     assert [png(im) for im in target.images(out.tokens, H, W)] == [png(im) for im in theirs]
     assert not np.array_equal(np.stack([np.array(im) for im in theirs]), rounded(decoded.permute(0, 2, 3, 1)))
