@@ -18,13 +18,19 @@ DEFAULT_BENCH_METHODS = "jacobi,coupled,gumbel,exact,lookup"
 
 
 def _pipeline(args, remember: bool = False):
-    """The pipeline for args.kind (its bundled model unless --model); `remember`: its auto windows start from
-    what earlier processes measured on this machine, and keep what this one measures (the window cache)."""
+    """The pipeline for args.kind (its bundled model unless --model), whatever the folder's family; `remember`: its
+    auto windows start from what earlier processes measured on this machine, and keep what this one measures (the
+    window cache)."""
     from mmspec.pipelines import load_pipeline
 
     return load_pipeline(args.kind, args.model, args.draft, getattr(args, "device", "cpu"),
                          window_cache=None if remember else "off", compile=args.compile,
-                         allow_torchscript=args.allow_torchscript)
+                         allow_torchscript=args.allow_torchscript, door=_door(args))
+
+
+def _door(args) -> str:
+    """The door of mmspec.families a command is: generate, bench, or bench --prompts (the field's table)."""
+    return args.command if args.command == "generate" or args.prompts is None else "table"
 
 
 def _has_draft_model(args) -> bool:
@@ -68,11 +74,9 @@ def _given_sampling(args) -> dict:
                               "cfg_scale": args.cfg_scale}.items() if v is not None}
 
 
-def _sampling(args, pipeline) -> dict | None:
-    given = _given_sampling(args)
-    if not given:
-        return None
-    return {**pipeline.default_sampling, **given}
+def _sampling(args) -> dict | None:
+    """The sampling options given, which the pipeline merges over the model's defaults."""
+    return _given_sampling(args) or None
 
 
 def _window_arg(text: str) -> "int | str":
@@ -96,6 +100,7 @@ def _check_options(args) -> Spec:
         raise ValueError(f"--batch-size must be >= 1, got {args.batch_size}")
     if args.max_new_tokens < 1:
         raise ValueError(f"--max-new-tokens must be >= 1, got {args.max_new_tokens}")
+    _check_family(args)
     spec = _method(args)  # unknown --init policies, bad --proactive shapes, --head
     check_method(spec, has_draft_model=True)
     _check_resource(spec, args, f"--method {args.method}")
@@ -103,38 +108,40 @@ def _check_options(args) -> Spec:
         path = getattr(args, name, None)
         if path is not None and not Path(path).is_file():
             raise ValueError(f"--{name}: no file at {path}")
-    _check_video(args)
     if getattr(args, "image", None) is not None and args.kind == "text":
         raise ValueError("--image is for video (first frame) and image (inpainting with --mask), not text")
     Sampling(**_given_sampling(args))  # NaN, negative temperature, top-p outside (0, 1]...
     return spec
 
 
-def _check_video(args) -> None:
-    """--video (a Cosmos folder's given frames), CFG (which Cosmos has not) and the prompt a command needs, before any
-    model loads."""
-    from mmspec.reference.cosmos_checkpoint import is_cosmos_folder
+def _check_family(args) -> None:
+    """What the model folder's family (mmspec.families) refuses of this command, before any model loads: the door, a
+    folder of another kind, --draft / --allow-torchscript / --image / --mask / --video it does not take, CFG where it
+    has none; and the prompt or clips a command needs (a family that takes a video, Cosmos, continues one without a prompt and is
+    benchmarked over clips)."""
+    from mmspec.families import check, family_of, kind_of, rule
 
-    cosmos = args.kind == "video" and args.model is not None and is_cosmos_folder(args.model)
+    if args.model is not None and args.kind is None and Path(args.model).is_dir():  # bench --model F: F's kind
+        args.kind = kind_of(args.model, family_of(args.model))
+    if args.kind is None:
+        return
+    pictures = [name for name in ("image", "mask", "video") if getattr(args, name, None) is not None]
+    family = check(args.model, args.kind, _door(args), inputs=pictures, draft=args.draft,
+                   allow_torchscript=args.allow_torchscript)
+    if family.cfg_check is not None:  # a family without CFG refuses a scale other than 1
+        rule(family.cfg_check)(getattr(args, "cfg_scale", None))
     video = getattr(args, "video", None)
-    if video is not None:
-        if not cosmos:
-            raise ValueError("--video is the given frames of a Cosmos model folder (video --model FOLDER); other "
-                             "video models take --image, their first frame")
-        if not Path(video).is_file():
-            raise ValueError(f"--video: no file at {video}")
-    if cosmos:
-        from mmspec.adapters.cosmos import refuse_cfg
-
-        refuse_cfg(getattr(args, "cfg_scale", None))
-    if cosmos and (getattr(args, "image", None) or getattr(args, "mask", None)):
-        raise ValueError("a Cosmos folder takes --video (the frames it continues), not --image or --mask")
-    if getattr(args, "videos", None) is not None and not cosmos:
-        raise ValueError("--videos benchmarks a Cosmos model folder: mmspec bench video --model FOLDER --videos DIR")
-    if getattr(args, "command", None) == "bench" and cosmos and args.videos is None:
-        raise ValueError("a Cosmos folder is benchmarked over clips: mmspec bench video --model FOLDER --videos DIR")
-    if getattr(args, "command", None) == "generate" and args.prompt is None and not cosmos:
-        raise ValueError("generate needs a prompt (only a Cosmos folder continues a --video without one)")
+    if video is not None and not Path(video).is_file():
+        raise ValueError(f"--video: no file at {video}")
+    continues = "video" in family.inputs
+    if getattr(args, "videos", None) is not None and not continues:
+        raise ValueError("--videos benchmarks a model that continues videos (a Cosmos folder): "
+                         "mmspec bench video --model FOLDER --videos DIR")
+    if args.command == "bench" and args.prompts is None and continues and args.videos is None:
+        raise ValueError(f"a {family.title} model is benchmarked over clips: mmspec bench video --model FOLDER "
+                         "--videos DIR")
+    if args.command == "generate" and args.prompt is None and not continues:
+        raise ValueError("generate needs a prompt (only a model that continues a --video, Cosmos, runs without one)")
 
 
 def _check_prompts(args) -> None:
@@ -227,7 +234,7 @@ def cmd_generate(args) -> dict:
     out_dir = _check_writable(args.out, keep=False)  # (the outputs' save makes it)
     _use_threads(args)
     pipe = _pipeline(args, remember=True)
-    call = dict(num_outputs=args.num, seed=args.seed, window=args.window, sampling=_sampling(args, pipe),
+    call = dict(num_outputs=args.num, seed=args.seed, window=args.window, sampling=_sampling(args),
                 progress_bar=not args.json, batch_size=args.batch_size)
     if args.kind == "text":
         call["max_new_tokens"] = args.max_new_tokens
@@ -277,7 +284,7 @@ def cmd_bench(args) -> dict:
     prompts = args.prompt or PROMPTS[args.kind]
     if args.window is None:  # methods are compared at the pipeline's default width unless told otherwise
         args.window = pipe.default_window
-    call = dict(num_outputs=args.num, seed=args.seed, window=args.window, sampling=_sampling(args, pipe))
+    call = dict(num_outputs=args.num, seed=args.seed, window=args.window, sampling=_sampling(args))
     if args.kind == "text":
         call["max_new_tokens"] = args.max_new_tokens
     call.update(_given_pictures(args))
@@ -307,7 +314,7 @@ def _bench_videos(args) -> dict:
     window = 64 if args.window is None else args.window
     result = bench_videos(pipe, videos, methods, prompt=args.prompt[0] if args.prompt else None,
                           repeats=args.repeats or 1, num_outputs=args.num, seed=args.seed, window=window,
-                          sampling=_sampling(args, pipe))
+                          sampling=_sampling(args))
     result = {"kind": "video", "model": args.model, "window": window, "environment": environment(args.device), **result}
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=2))
@@ -326,23 +333,28 @@ def _bench_table(args) -> dict:
     if args.model is None or args.suite is not None or args.prompt:
         raise ValueError("--prompts FILE runs the field's table on one model: mmspec bench --model FOLDER --prompts FILE "
                          "(no --suite, no --prompt)")
-    if args.kind not in (None, "image"):
-        raise ValueError(f"--prompts runs image models; {args.kind} takes mmspec bench {args.kind} --model FOLDER")
-    args.kind, args.methods = "image", args.methods or DEFAULT_TABLE_METHODS
-    _check_bench_options(args)
+    args.methods = args.methods or DEFAULT_TABLE_METHODS
+    _check_table_kind(args.kind)  # the kind given, before the folder is read
+    _check_bench_options(args)  # what the folder's family refuses; its kind when none is given
+    _check_table_kind(args.kind)
     inputs = PromptFile(args.prompts, args.limit)
     out = _check_writable(args.out or Path("benchmarks/results/table"))
     _use_threads(args)
     compile = args.compile or torch.device(args.device).type == "cuda"  # the papers' latencies are of compiled GPU runs
-    pipe = load_pipeline("image", args.model, device=args.device, window_cache="off", compile=compile)
+    pipe = load_pipeline("image", args.model, device=args.device, window_cache="off", compile=compile, door="table")
     result = table(pipe, inputs, _bench_methods(args), model=args.model, device=args.device, repeats=args.repeats or 1,
                    out=out, window=args.window or pipe.default_window, seed=args.seed, num_outputs=args.num,
-                   sampling=_sampling(args, pipe))
+                   sampling=_sampling(args))
     if not args.json:
         print(format_markdown(result))
         print(f"{out / 'table.json'}\n{out / 'table.md'}")
     exact = [r for r in result["rows"] if r["name"] == "exact"]
     return {**result, "exit_status": int(any(r["identical_inputs"] != r["inputs"] for r in exact))}
+
+
+def _check_table_kind(kind: "str | None") -> None:
+    if kind not in (None, "image"):
+        raise ValueError(f"--prompts runs image models; {kind} takes mmspec bench {kind} --model FOLDER")
 
 
 def _given_pictures(args) -> dict:
@@ -549,6 +561,13 @@ def cmd_demo(args) -> dict:
         print(f'mmspec demo needs {err.name}: pip install -e ".[demo]"', file=sys.stderr)
         raise SystemExit(2)
 
+    if args.model is not None:  # its family's kind's tab (mmspec.families)
+        from mmspec.families import family_of, kind_of
+
+        kind = kind_of(args.model, family_of(args.model))
+        if getattr(args, f"{kind}_model") is not None:
+            raise ValueError(f"--model {args.model} is a {kind} model, and --{kind}-model names another: give one")
+        setattr(args, f"{kind}_model", args.model)
     _use_threads(args)
     app = build_app(args.image_model, args.video_model, args.text_model, args.text_draft, args.concurrency)
     launch(app, args.host, args.port)
@@ -705,6 +724,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s, this machine only; "
                       "0.0.0.0: reachable from other machines)")
     demo.add_argument("--port", type=int, help="port (default: the first free one from 7860)")
+    demo.add_argument("--model", help="a model folder of any family: its kind's tab (image, video or text) runs it")
     for kind in KINDS:
         demo.add_argument(f"--{kind}-model", help=f"{kind} model folder (default: the bundled one)")
     demo.add_argument("--text-draft", help="a draft model folder for --text-model, for the methods that draft "

@@ -83,6 +83,15 @@ class Sampling:
         return z.log_softmax(-1)
 
 
+def merged(defaults: dict, given: "Sampling | dict | None") -> "Sampling | dict":
+    """A call's sampling over a model's defaults, key by key: a given key replaces the default's, a key given as None
+    turns that one off (Sampling's own value: no top-k, no top-p, no CFG, temperature 1). A Sampling is whole: as
+    it is."""
+    if isinstance(given, Sampling):
+        return given
+    return {k: v for k, v in {**defaults, **(given or {})}.items() if v is not None}
+
+
 def _finite_number(x) -> bool:
     return isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x)
 

@@ -156,7 +156,7 @@ def test_unwritable_out_is_refused_before_models_load(tmp_path, capsys):
     (["bench", "--suite", "quick", "--model", "{tmp}/none"], "needs the model's kind"),
     (["bench", "image", "--suite", "quick", "--window", "4", "--temperature", "0"],
      "--window, --temperature: not for --suite"),
-    (["bench", "image", "--suite", "quick", "--draft", "{tmp}"], "--draft is the draft of a text model"),
+    (["bench", "image", "--suite", "quick", "--draft", "{tmp}"], "takes no draft (a text model's draft model)"),
     (["bench", "video", "--suite", "quick", "--image", "{tmp}/file"], "--image: not for --suite"),
     (["bench", "image", "--suite", "quick", "--model", "{tmp}/none", "--method", "eagle", "--exact", "--jacobi", "2"],
      "--exact, --jacobi: not for --suite"),

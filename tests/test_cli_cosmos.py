@@ -63,9 +63,9 @@ def test_one_line_errors(cosmos, tmp_path, capsys):
     (tmp_path / "model.pt").write_bytes(b"not read")
     assert "is a pickle; pass --allow-pickle" in _error(["convert", "cosmos", str(tmp_path / "model.pt"),
                                                          str(tmp_path / "out")], capsys)
-    assert "takes --video (the frames it continues), not --image" in _error(
+    assert "Cosmos-1 autoregressive model: no image (it takes video)" in _error(
         ["generate", "video", "--model", str(folder), "--image", str(videos / "clip0.mp4")], capsys)
-    assert "--video is the given frames of a Cosmos model folder" in _error(
+    assert "the model is a reference GPT (mmspec's own: the bundled emoji models) model: no video (it takes image, mask)" in _error(
         ["generate", "image", "x", "--video", str(videos / "clip0.mp4")], capsys)
 
 

@@ -225,6 +225,107 @@ def tiny_janus(n=4, codes=12, layers=2, seed=0, dtype=torch.float64, vision_head
     return model
 
 
+E_V, E_START = 99, 30  # tiny_emu3's text vocabulary; visual token of code c is E_START + c
+E_PAD, E_BOS, E_EOS, E_IMAGE, E_EOL, E_EOF, E_EOI, E_BOI, E_WRAP = 0, 1, 2, 3, 4, 5, 6, 7, 8
+E_H, E_W = 2, 3
+
+
+def tiny_emu3(codes=20, layers=2, seed=0, dtype=torch.float64, names=True, vocab_size=E_V, start=E_START):
+    """A random Emu3 with a clean vocabulary map (smoke/tiny_emu3.py): visual tokens start.., EOL, EOF, EOI named."""
+    from transformers import Emu3Config, Emu3ForConditionalGeneration, Emu3TextConfig
+
+    torch.manual_seed(seed)
+    vocab = {f"<tok{i}>": i for i in range(vocab_size)}
+    special = {f"<|visual token{c:06d}|>": start + c for c in range(codes)}
+    special |= {"<image>": E_IMAGE, "<|extra_200|>": E_EOL}
+    if names:
+        special |= {"<|extra_201|>": E_EOF, "<|image end|>": E_EOI}
+    for name, i in special.items():
+        vocab.pop(f"<tok{i}>")
+        vocab[name] = i
+    text = Emu3TextConfig(vocab_size=vocab_size, hidden_size=32, num_hidden_layers=layers, num_attention_heads=2,
+                          num_key_value_heads=2, intermediate_size=37, max_position_embeddings=512, pad_token_id=E_PAD,
+                          bos_token_id=E_BOS, eos_token_id=E_EOS)
+    vq = dict(codebook_size=codes, temporal_downsample_factor=1, base_channels=32, channel_multiplier=[1, 2, 1],
+              hidden_size=32, attn_resolutions=[])
+    model = Emu3ForConditionalGeneration(Emu3Config(text_config=text, vq_config=vq, vocabulary_map=vocab))
+    model = model.to(dtype).eval()
+    return spread_weights(model, skip=("model.vqmodel",))
+
+
+def emu3_allowed_tokens(model, h, w):
+    """The prefix_allowed_tokens_fn of the transformers Emu3 docs."""
+    visual = model.vocabulary_mapping.image_tokens
+
+    def allowed(batch_id, input_ids):
+        offset = input_ids.shape[0] - torch.nonzero(input_ids == E_WRAP, as_tuple=True)[0][0]
+        if offset % (w + 1) == 0:
+            return [E_EOL]
+        end = (w + 1) * h
+        return {end + 1: [E_EOF], end + 2: [E_EOI], end + 3: [E_EOS]}.get(int(offset),
+                                                                   [E_PAD] if offset > end + 3 else visual)
+    return allowed
+
+
+PROMPT_WORDS = ["a", "red", "cat", "dog", "green", "lighthouse", "at", "dusk"]  # what the folders' tokenizers know
+
+
+def save_word_tokenizer(path, names: dict, special: list, unk: str, bos: str, add_bos: bool, **tokens) -> None:
+    """A word-level tokenizer over {id: name} into `path` (tokenizer.json, tokenizer_config.json): `special` split out
+    before the whitespace split, BOS prepended to every text with `add_bos` (as Llama's tokenizers do, and not
+    GPT-2's), `tokens` (pad, eos...) named in its config."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.WordLevel({name: i for i, name in names.items()}, unk_token=unk))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    if add_bos:
+        bos_id = next(i for i, name in names.items() if name == bos)
+        tok.post_processor = processors.TemplateProcessing(single=f"{bos} $A", special_tokens=[(bos, bos_id)])
+    PreTrainedTokenizerFast(tokenizer_object=tok, unk_token=unk, bos_token=bos, additional_special_tokens=special,
+                            **tokens).save_pretrained(path)
+
+
+def tiny_janus_folder(path, n=2):
+    """A Janus folder in transformers' layout, as `mmspec convert janus` writes one: tiny_janus (fp32, n x n
+    tokens), its generation config with the BOI id, and a word-level tokenizer that adds BOS and knows deepseek's
+    turn (<|User|>, <|Assistant|>, <begin_of_image>) and PROMPT_WORDS."""
+    import json
+
+    path.mkdir(parents=True, exist_ok=True)
+    model = tiny_janus(n=n, dtype=torch.float32)
+    model.save_pretrained(path)
+    generation = path / "generation_config.json"  # (kept whole on loading, BOI id included, as convert janus has it)
+    generation.write_text(json.dumps({**json.loads(generation.read_text()), "_from_model_config": False}))
+    names = {0: "<eos>", PAD: "<pad>", BOS: "<bos>", BOI: "<begin_of_image>", 4: "<|User|>", 5: "<|Assistant|>",
+             6: ":", 7: "<unk>"} | {8 + i: w for i, w in enumerate(PROMPT_WORDS)}
+    names |= {i: f"w{i}" for i in range(99) if i not in names}
+    save_word_tokenizer(path, names, ["<begin_of_image>", "<|User|>", "<|Assistant|>"], "<unk>", "<bos>", True,
+                        pad_token="<pad>", eos_token="<eos>")
+    return model
+
+
+def tiny_emu3_folder(path, image_size=12):
+    """An Emu3 folder (transformers' layout): tiny_emu3 (fp32; a VQ-VAE of 4 pixels a token, so image_size 12 is
+    3 x 3 tokens; not 2 x 2, where the docs' prefix_allowed_tokens_fn, emu3_allowed_tokens, forces a row end in EOS's
+    place) with config.json's image_size, and a word-level tokenizer that knows Emu3's image prompt tokens, its grid
+    size and PROMPT_WORDS."""
+    import json
+
+    path.mkdir(parents=True, exist_ok=True)
+    model = tiny_emu3(dtype=torch.float32)
+    model.save_pretrained(path)
+    config = json.loads((path / "config.json").read_text())
+    (path / "config.json").write_text(json.dumps({**config, "image_size": image_size}))
+    side = image_size // 4
+    names = {E_PAD: "<pad>", E_BOS: "<|extra_203|>", E_EOS: "<|extra_204|>", E_BOI: "<|image start|>",
+             E_WRAP: "<|image token|>", 9: "<unk>", 10: f"{side}*{side}"} | {11 + i: w for i, w in enumerate(PROMPT_WORDS)}
+    names |= {i: f"<tok{i}>" for i in range(E_V) if i not in names}
+    save_word_tokenizer(path, names, ["<|image start|>", "<|image token|>"], "<unk>", "<|extra_203|>", False,
+                        pad_token="<pad>", eos_token="<|extra_204|>")
+    return model
+
+
 def tiny_head(vocab: int, dim: int, layers=(0, 1, 2), rope_axes: int = 1, seed: int = 0, dtype=torch.float32, **kw):
     """A random EAGLE-3 head over a target of width `dim` reading its layers `layers` (hidden_states[i]), embedding
     tokens with the target's embedding; its weights spread as the targets' are: q neither matches p nor misses it,

@@ -21,7 +21,8 @@ from mmspec.demo.views import GridView, TextView
 from mmspec.memory import DoesNotFit
 from mmspec.methods import DEFAULT_METHOD, method_names
 from mmspec.window import MAX_WINDOW
-from mmspec.pipelines import ImagePipeline, TextPipeline, VideoPipeline
+from mmspec.families import check
+from mmspec.pipelines import load_pipeline
 from mmspec.pipelines.grid import token_mask
 
 MAX_OUTPUTS = 8  # a screen's worth; what memory holds is estimated per call (Tab.settings)
@@ -44,9 +45,11 @@ def build_app(image_model=None, video_model=None, text_model=None, text_draft=No
     model comes with its own), for the methods that need one. `concurrency`: generations at a time per model."""
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
-    pipes = {"image": ImagePipeline.from_pretrained(image_model),
-             "video": VideoPipeline.from_pretrained(video_model),
-             "text": TextPipeline.from_pretrained(text_model, draft=text_draft)}
+    folders = {"image": image_model, "video": video_model, "text": text_model}
+    for kind, folder in folders.items():  # what a family refuses, in one line before any model loads
+        check(folder, kind, "demo", draft=text_draft if kind == "text" else None)
+    pipes = {kind: load_pipeline(kind, folder, text_draft if kind == "text" else None, door="demo")
+             for kind, folder in folders.items()}
     # GIF / MP4 of video runs (gradio serves copies); the tabs hold it, it is removed at exit
     files = tempfile.TemporaryDirectory(prefix="mmspec-demo-")
     with gr.Blocks(title="mmspec demo", delete_cache=(3600, 3600)) as app:
@@ -110,7 +113,8 @@ class Tab:
                                   elem_id=f"{kind}-prompt")}
         gr.Examples([[p] for p in EXAMPLES[kind]], [c["prompt"]])
         c["method"] = gr.Dropdown(methods, value=DEFAULT_METHOD, label="Method", elem_id=f"{kind}-method")
-        pictures = self._picture_inputs() if kind != "text" else {}  # last in the API: positional callers
+        # the pictures the model's family takes (mmspec.families); last in the API: positional callers
+        pictures = self._picture_inputs() if {"video": "image", "image": "mask"}.get(kind) in pipe.family.inputs else {}
         c["window"] = gr.Slider(0, MAX_WINDOW, 0, step=1, label="Window",
                                 info="positions verified per forward; 0: auto (picked at every step)")
         with gr.Row():

@@ -8,26 +8,28 @@ import numpy as np
 import torch
 
 from mmspec.demo.render import enlarge, filmstrip, grey_out, stack
-from mmspec.pipelines import TextPipeline, VideoPipeline
+from mmspec.pipelines import TextPipeline
+from mmspec.pipelines.outputs import cells
 
 TEXT_COLUMNS = 16  # the commit map wraps text tokens into rows of this many
 
 
 class GridView:
-    """Images and videos: the pipeline's layout is the token grid of the commit map."""
+    """Images and videos of any family: the cells of the pipeline's layout (structural tokens dropped) are the token
+    grid of the commit map, and its `pictures` the partial outputs."""
 
     def __init__(self, pipe):
         self.pipe, layout = pipe, pipe.layout
-        self.video = isinstance(pipe, VideoPipeline)
+        self.video = pipe.kind == "video"
         self.shape = (layout.t if self.video else 1, layout.h, layout.w)  # (T, H, W)
         self.frame_side = 96 if self.video else 256  # display size of one frame
 
     def preview(self, tokens: torch.Tensor, prompt: str):
         """tokens [B, N] (-1: not committed) -> the images, grey where nothing is committed yet; for
         video one picture: a row of frames per output."""
-        T, H, W = self.shape
-        grids = tokens.view(-1, H, W)
-        frames = grey_out(self.pipe.tokenizer.decode_pil(grids.clamp(min=0)), grids >= 0)
+        T = self.shape[0]
+        grids = cells(tokens, self.pipe.layout)
+        frames = grey_out(self.pipe.pictures(grids), grids >= 0)
         frames = [enlarge(f, self.frame_side) for f in frames]
         if not self.video:
             return frames
@@ -42,7 +44,7 @@ class GridView:
 
     def steps(self, commit_step: torch.Tensor) -> np.ndarray:
         """[B, N] -> [B, T, H, W] commit map panels."""
-        return commit_step.cpu().view(-1, *self.shape).numpy()
+        return cells(commit_step.cpu(), self.pipe.layout).view(-1, *self.shape).numpy()
 
 
 class TextView:

@@ -10,12 +10,14 @@ from pathlib import Path
 import torch
 
 from mmspec.api import row_need
+from mmspec.families import Family, load
 from mmspec.memory import plan
 from mmspec.methods import DEFAULT_METHOD, DEFAULT_WINDOW  # noqa: F401 - the pipelines' defaults
 from mmspec.methods import OPTIONS, Method, Spec
 from mmspec.reference.eagle import EagleHead, load_head
-from mmspec.threads import module_device
-from mmspec.window import AutoWindow, WindowMemories, window_policy
+from mmspec.sampling import merged
+from mmspec.threads import module_device, scoped
+from mmspec.window import AutoWindow, WindowCache, WindowMemories, window_policy
 
 HEAD = "head"  # a model folder's draft head for method eagle: <model>/head/ (mmspec train-head writes one)
 
@@ -87,15 +89,39 @@ class Pipeline:
     eagle spec that names none. `_requests(prompts, **call)` gives the (target, condition, layout, given) of each
     generate call a call makes, for `check_call`."""
 
+    kind: str  # what it generates: image, video or text (mmspec.families.KINDS)
     default_model: str
     default_window: int
+    opens_families = False  # True: the kind's door, whose from_pretrained gives any family's pipeline of the kind
+    family: "Family | None" = None  # the model folder's entry in mmspec.families (load sets it)
     draft_model = None
     folder: "Path | None" = None  # the model folder (from_pretrained sets it)
     compile: "bool | dict" = False  # a call's default for mmspec.generate's compile (from_pretrained sets it)
 
+    @classmethod
+    @scoped("device")
+    def from_pretrained(cls, path: "str | Path | None" = None, device="cpu", dtype=torch.float32,
+                        window_cache=None, compile: "bool | dict" = False, **options):
+        """The pipeline of a model folder (None: the bundled model of the kind), whatever its family (the table in
+        mmspec.families says which pipeline runs it, and refuses in one line what it cannot run): window_cache: where
+        auto windows' measurements are kept across processes (see WindowCache.coerce: None is $MMSPEC_WINDOW_CACHE or
+        ~/.cache/mmspec/windows, 'off' nowhere); compile: mmspec.generate's default for the pipeline's calls;
+        `options`: a family's own (text: draft, a draft model folder; Cosmos: allow_torchscript, to load its
+        TorchScript tokenizer)."""
+        return load(path, cls.kind, expect=cls, device=device, dtype=dtype, window_cache=window_cache,
+                    compile=compile, **options)
+
     def __init__(self):
         self.window_memory = WindowMemories()  # window="auto" learns costs and acceptance across calls
         self.heads: dict[Path, EagleHead] = {}  # head folder -> its head, loaded when a spec first needs it
+
+    def _at(self, path: Path, device, window_cache, compile: "bool | dict") -> "Pipeline":
+        """This pipeline as loaded from the model folder `path` -> itself: auto windows start from what was measured
+        on the folder (window_cache: see WindowCache.coerce), its head/ serves method eagle, `compile` is its calls'
+        default."""
+        self.window_memory = WindowCache.coerce(window_cache).memories(path, device)
+        self.folder, self.compile = path, compile
+        return self
 
     @property
     def has_head(self) -> bool:
@@ -152,7 +178,7 @@ class Pipeline:
                         sampling: "dict | None") -> None:
         """mmspec.generate's memory check of each (target, condition, layout, given) request, for `rows` rows in all
         run `batch_size` at a time."""
-        sampling = self.default_sampling if sampling is None else sampling
+        sampling = merged(self.default_sampling, sampling)
         for target, condition, layout, given in requests:
             per_row = row_need(target, condition, layout, method=method, window=policy, sampling=sampling, given=given)
             plan(per_row, rows, module_device(target), batch_size)
@@ -161,9 +187,9 @@ class Pipeline:
                   started: float, compile: "bool | dict | None" = None):
         """run(method=, window=, sampling=, on_commit=, compile=) -> an object with .stats (mmspec.generate's
         Generation or generate_text's), with the method and window policy of `_plan`, the default sampling
-        filled in, compile defaulting to the pipeline's and a progress bar over `total` tokens. -> (what run
+        merged over the model's defaults (mmspec.sampling.merged), compile defaulting to the pipeline's and a progress bar over `total` tokens. -> (what run
         returned, its summary, timed from `started`)."""
-        sampling = self.default_sampling if sampling is None else sampling
+        sampling = merged(self.default_sampling, sampling)
         with progress(total, type(self).__name__, progress_bar) as hook:
             out = run(method=method, window=policy, sampling=sampling, on_commit=chain(hook, on_commit),
                       compile=self.compile if compile is None else compile)

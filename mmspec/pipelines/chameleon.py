@@ -6,17 +6,13 @@ The folder is transformers' Chameleon folder (config.json with its vocabulary_ma
 """
 from __future__ import annotations
 
-import time
-from functools import partial
 from pathlib import Path
 
 import torch
 
 from mmspec.adapters.chameleon import DEFAULT_SAMPLING, ChameleonImage
-from mmspec.api import generate
-from mmspec.pipelines.base import DEFAULT_METHOD, DEFAULT_WINDOW, Pipeline, as_list
-from mmspec.pipelines.grid import ImageOutput, read_json
-from mmspec.pipelines.prompts import check_prompt
+from mmspec.pipelines.folders import read_json
+from mmspec.pipelines.prompted import PromptedImagePipeline
 from mmspec.tokenizers.chameleon import VQGAN_FOLDER
 from mmspec.tokenizers.pixels import chameleon_pixels
 from mmspec.tokenizers.vq import VQTokenizer
@@ -35,10 +31,9 @@ def check_chameleon_folder(path: Path) -> None:
                                 "into it")
 
 
-class ChameleonPipeline(Pipeline):
+class ChameleonPipeline(PromptedImagePipeline):
     """prompt(s) -> PIL images; `num_outputs` images per prompt, at Lumina-mGPT's default sampling."""
 
-    default_model = None  # (no bundled Chameleon: a folder is always named)
     # SJD-PAC's window on Lumina-mGPT-7B-768 (docs/usage.md): auto windows go up to it
     default_window = 64
 
@@ -50,41 +45,25 @@ class ChameleonPipeline(Pipeline):
         self.default_sampling = dict(DEFAULT_SAMPLING)
 
     @classmethod
-    def from_pretrained(cls, path: "str | Path", device="cpu", dtype=torch.float32,
-                        window_cache: "WindowCache | str | Path | None" = None, compile: "bool | dict" = False):
+    def load_folder(cls, path: "str | Path", device="cpu", dtype=torch.float32,
+                    window_cache: "WindowCache | str | Path | None" = None, compile: "bool | dict" = False):
         path = Path(path)
         check_chameleon_folder(path)
         tokenizer = VQTokenizer.from_pretrained(path / VQGAN_FOLDER, device=device, pixels=chameleon_pixels)
         config = read_json(path / "config.json", "model config")
         image_size = config.get("image_size", tokenizer.vq.config.sample_size)
         pipe = cls(ChameleonImage.from_pretrained(path, dtype=dtype, device=device), tokenizer, int(image_size))
-        pipe.window_memory = WindowCache.coerce(window_cache).memories(path, device)
-        pipe.folder, pipe.compile = path, compile
-        return pipe
+        return pipe._at(path, device, window_cache, compile)
 
     @property
     def target_depth(self) -> int:
         return self.target.model.config.num_hidden_layers
 
-    def _requests(self, prompts, **call) -> list[tuple]:
-        return [(self.target, prompts, self.layout, None)]
+    def condition(self, prompts: list[str]) -> list[str]:
+        return prompts  # (the target builds Lumina-mGPT's instruction around them)
 
-    def __call__(self, prompt, num_outputs: int = 1, seed=0, method=DEFAULT_METHOD, window=DEFAULT_WINDOW,
-                 sampling: "dict | None" = None, progress_bar: bool = False, image=None, mask=None,
-                 on_commit=None, compile=None, batch_size: "int | None" = None):
-        if image is not None or mask is not None:
-            raise ValueError("a Chameleon model generates from text only here (no image= or mask=)")
-        prompts = as_list(prompt)
-        for p in prompts:
-            check_prompt(p)
-        rows = [p for p in prompts for _ in range(num_outputs)]
-        started = time.perf_counter()
-        method, policy = self._plan(method, window)
-        self.check_call(prompts, len(rows), batch_size, method=method, window=policy, sampling=sampling)
-        run = partial(generate, self.target, prompts, self.layout, seed=seed, num_outputs=num_outputs,
-                      batch_size=batch_size)
-        out, summary = self._generate(run, total=len(rows) * self.layout.length, method=method, policy=policy,
-                                      sampling=sampling, progress_bar=progress_bar, on_commit=on_commit,
-                                      started=started, compile=compile)
-        images = self.tokenizer.decode_pil(self.target.codes_of(out.tokens, self.layout))
-        return ImageOutput(images, rows, out.tokens, out.stats, summary)
+    def pictures(self, grid: torch.Tensor) -> list:
+        """[B, h, w] image tokens (BPE ids; -1: none yet, any picture there) -> PIL images: their VQ codes through the
+        folder's VQGAN."""
+        codes = self.target.codes[grid.cpu().clamp(min=0)]  # (a cell not yet committed maps to no code: -1)
+        return self.tokenizer.decode_pil(codes.clamp(min=0))

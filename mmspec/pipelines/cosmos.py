@@ -17,7 +17,8 @@ import torch
 from mmspec.adapters.cosmos import CosmosTarget, refuse_cfg
 from mmspec.api import generate
 from mmspec.pipelines.base import DEFAULT_METHOD, Pipeline, model_path
-from mmspec.pipelines.grid import VideoOutput, read_config
+from mmspec.pipelines.folders import read_config
+from mmspec.pipelines.outputs import VideoOutput
 from mmspec.reference.cosmos_checkpoint import COSMOS_SAMPLING, load_cosmos
 from mmspec.threads import module_device, scoped
 from mmspec.tokenizers.cosmos import DiscreteVideoTokenizer
@@ -25,7 +26,7 @@ from mmspec.window import WindowCache
 
 
 class CosmosPipeline(Pipeline):
-    default_model = "cosmos"  # (no bundled Cosmos: a folder must be named)
+    kind, default_model = "video", "cosmos"  # (no bundled Cosmos: a folder must be named)
     # SCD's setting on Cosmos: windows of 64 with maximal coupling
     default_window = 64
 
@@ -39,10 +40,11 @@ class CosmosPipeline(Pipeline):
         self.default_sampling = default_sampling
 
     @classmethod
-    @scoped("device")
-    def from_pretrained(cls, path: "str | Path", device="cpu", dtype=torch.float32,
-                        window_cache: "WindowCache | str | Path | None" = None, compile: "bool | dict" = False,
-                        allow_torchscript: bool = False) -> "CosmosPipeline":
+    def load_folder(cls, path: "str | Path", device="cpu", dtype=torch.float32,
+                    window_cache: "WindowCache | str | Path | None" = None, compile: "bool | dict" = False,
+                    allow_torchscript: bool = False) -> "CosmosPipeline":
+        """A Cosmos folder (`mmspec convert cosmos`); its tokenizer is TorchScript, loaded only with
+        allow_torchscript=True."""
         path = model_path(path, cls.default_model)
         config = read_config(path, ("cosmos",))
         tokenizer = DiscreteVideoTokenizer.from_pretrained(path / config.get("tokenizer", "tokenizer"),

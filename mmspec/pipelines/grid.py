@@ -2,10 +2,8 @@
 from __future__ import annotations
 
 import io
-import json
 import time
 import warnings
-from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
@@ -15,58 +13,15 @@ import mmspec.layouts as layouts
 from mmspec.adapters.reference import ReferenceTarget
 from mmspec.api import generate
 from mmspec.pipelines.base import DEFAULT_METHOD, DEFAULT_WINDOW, Pipeline, as_list, model_path
-from mmspec.pipelines.families import CHAMELEON, family
-from mmspec.pipelines.files import numbered, write_file
+from mmspec.pipelines.folders import named_folder, read_config, read_json
+from mmspec.pipelines.outputs import ImageOutput, VideoOutput, cells
 from mmspec.pipelines.prompts import (check_prompt, encode_prompt, listing, shorten, unknown_words, unreadable,
                                       words)
 from mmspec.pipelines.scene import Staging, staging
 from mmspec.reference.checkpoint import load_gpt
-from mmspec.stats import Stats
 from mmspec.threads import module_device, scoped
 from mmspec.tokenizers.vq import VQTokenizer
 from mmspec.window import WindowCache
-
-
-@dataclass
-class ImageOutput:
-    images: list  # PIL images, prompt-major: num_images per prompt
-    prompts: list[str]
-    tokens: torch.Tensor  # [B, N]
-    stats: Stats
-    summary: dict = field(default_factory=dict)  # NFE, mean acceptance length, seconds...
-
-    def save(self, folder: "str | Path", stem: str = "image", overwrite: bool = False) -> list[Path]:
-        """PNGs stem_000.png...; numbered after those already in `folder` unless `overwrite` (files.numbered)."""
-        Path(folder).mkdir(parents=True, exist_ok=True)
-        paths = [p for p, in numbered(folder, stem, len(self.images), ("png",), overwrite)]
-        return [write_file(path, img.save, overwrite) for img, path in zip(self.images, paths)]
-
-
-@dataclass
-class VideoOutput:
-    videos: list[list]  # per sample: its frames as PIL images
-    prompts: list[str]
-    tokens: torch.Tensor
-    stats: Stats
-    summary: dict = field(default_factory=dict)
-    fps: int = 8
-    scale: int = 4  # pixels per frame pixel in saved files (the bundled 32x32 frames: 4)
-
-    def save(self, folder: "str | Path", stem: str = "video", formats=("gif", "mp4"),
-             scale: "int | None" = None, overwrite: bool = False) -> list[Path]:
-        """stem_000.gif, stem_000.mp4...; numbered after those already in `folder` unless `overwrite`."""
-        import imageio.v3 as iio
-        import numpy as np
-
-        scale = self.scale if scale is None else scale
-        Path(folder).mkdir(parents=True, exist_ok=True)
-        paths = []
-        for frames, names in zip(self.videos, numbered(folder, stem, len(self.videos), tuple(formats), overwrite)):
-            arr = np.stack([np.asarray(f.resize((f.width * scale, f.height * scale), 0)) for f in frames])
-            for path in names:
-                kw = {"duration": 1000 / self.fps, "loop": 0} if path.suffix == ".gif" else {"fps": self.fps}
-                paths.append(write_file(path, partial(iio.imwrite, image=arr, **kw), overwrite))
-        return paths
 
 
 class _GridPipeline(Pipeline):
@@ -79,22 +34,13 @@ class _GridPipeline(Pipeline):
         self._warned: set[str] = set()  # unknown prompt words already named in a warning
 
     @classmethod
-    @scoped("device")
-    def from_pretrained(cls, path: "str | Path | None" = None, device="cpu", dtype=torch.float32,
-                        window_cache: "WindowCache | str | Path | None" = None, compile: "bool | dict" = False):
-        """window_cache: where auto windows' measurements are kept across processes (see WindowCache.coerce:
-        None is $MMSPEC_WINDOW_CACHE or ~/.cache/mmspec/windows, 'off' nowhere)."""
+    def load_folder(cls, path: "str | Path | None", device="cpu", dtype=torch.float32,
+                    window_cache: "WindowCache | str | Path | None" = None, compile: "bool | dict" = False):
+        """A reference GPT folder (None: the bundled model); from_pretrained is the door for every family."""
         path = model_path(path, cls.default_model)
-        if family(path) == CHAMELEON:  # (another family is refused there, naming what to do)
-            if cls is not ImagePipeline:
-                raise ValueError(f"{path} is a Chameleon model: it generates images, not {cls.__name__}'s output")
-            from mmspec.pipelines.chameleon import ChameleonPipeline
-
-            return ChameleonPipeline.from_pretrained(path, device=device, dtype=dtype, window_cache=window_cache,
-                                                     compile=compile)
         config = read_config(path, ("layout", "tokenizer"))
         layout = model_layout(path)
-        tokenizer = VQTokenizer.from_pretrained(_named_folder(path, config, "tokenizer"), device=device)
+        tokenizer = VQTokenizer.from_pretrained(named_folder(path, config, "tokenizer"), device=device)
         vocab = read_json(path / config.get("prompt_vocab", "vocab.json"), "prompt vocabulary")
         target = ReferenceTarget(load_gpt(path, dtype=dtype, device=device))
         pipe = cls(target, tokenizer, layout, vocab, config.get("default_sampling", {}))
@@ -110,6 +56,10 @@ class _GridPipeline(Pipeline):
 
     def _load_extras(self, path: Path, config: dict, device, dtype, window_cache: WindowCache) -> None:
         """Models a pipeline uses besides its own, named in config.json."""
+
+    def pictures(self, grid: torch.Tensor) -> list:
+        """[B, h, w] token cells (-1: none yet, any picture there) -> PIL images: the VQ tokenizer's decode."""
+        return self.tokenizer.decode_pil(grid.clamp(min=0))
 
     @scoped(lambda self, *args, **kwargs: module_device(self.target))
     def __call__(self, prompt, num_outputs: int = 1, seed=0, method=DEFAULT_METHOD, window=DEFAULT_WINDOW,
@@ -183,35 +133,6 @@ def open_picture(picture, what: str = "image", source: "str | None" = None):
     return opened
 
 
-def read_json(path: Path, what: str):
-    """A JSON file of a model folder, with an error naming the file when it is missing or not JSON."""
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file ({what}); the model folder is incomplete")
-    try:
-        return json.loads(path.read_text())
-    except ValueError as err:
-        raise ValueError(f"{path} is not valid JSON ({err}); restore it from the model's source") from None
-
-
-def _named_folder(path: Path, config: dict, key: str) -> Path:
-    """A folder a model's config.json names (relative to the model folder), which must exist."""
-    folder = path / config[key]
-    if not folder.is_dir():
-        raise FileNotFoundError(f"{path / 'config.json'} names {key} {config[key]!r}, but there is no folder at "
-                                f"{folder.resolve()}: put it there, or fix the config's {key!r}")
-    return folder
-
-
-def read_config(path: Path, keys: tuple[str, ...]) -> dict:
-    """A model folder's config.json, with the keys a pipeline needs."""
-    config = read_json(path / "config.json", "model config")
-    missing = [k for k in keys if k not in config]
-    if missing:
-        raise ValueError(f"{path / 'config.json'} lacks {', '.join(map(repr, missing))}: not a model folder of this "
-                         "format (see models/README.md), or an incomplete config")
-    return config
-
-
 def model_layout(path: "str | Path") -> layouts.Layout:
     """A model folder's token grid, from its config.json: what checking a mask needs, without loading the model."""
     config = read_config(Path(path), ("layout",))
@@ -238,7 +159,7 @@ class ImagePipeline(_GridPipeline):
     """prompt(s) -> PIL images; `num_outputs` images per prompt. With `image` and `mask` (nonzero where to
     regenerate), inpainting: the tokens outside the mask are given, the others generated around them."""
 
-    default_model = "emoji-image"
+    kind, default_model, opens_families = "image", "emoji-image", True
     default_window = 16
 
     def _given(self, rows, image, mask, **call) -> tuple["torch.Tensor | None", dict]:
@@ -256,8 +177,7 @@ class ImagePipeline(_GridPipeline):
         return [(self.target, self.condition(prompts), self.layout, None if given is None else given[None])]
 
     def _output(self, out, prompts, summary):
-        grid = out.tokens.view(-1, self.layout.h, self.layout.w)
-        return ImageOutput(self.tokenizer.decode_pil(grid), prompts, out.tokens, out.stats, summary)
+        return ImageOutput(self.pictures(cells(out.tokens, self.layout)), prompts, out.tokens, out.stats, summary)
 
 
 class VideoPipeline(_GridPipeline):
@@ -268,30 +188,16 @@ class VideoPipeline(_GridPipeline):
     A model may declare how a picture becomes its first frame (`first_frame_staging`, e.g. the bundled
     emoji-video's "emoji-sprite": mmspec.pipelines.scene)."""
 
-    default_model = "emoji-video"
+    kind, default_model, opens_families = "video", "emoji-video", True
     # frames repeat, so long windows are accepted in long runs: with frame 0 given, 64 positions cut forwards
     # 11.6-11.8x and CPU time 2.95-3.2x against ar at 1 row on a 2-core CPU (coupled and exact; benchmarks/README.md)
     default_window = 64
     image_model: "ImagePipeline | None" = None  # renders frame 0 when no image is given
     staging: "Staging | None" = None  # how the model wants a picture staged as its first frame
 
-    @classmethod
-    def from_pretrained(cls, path: "str | Path | None" = None, device="cpu", dtype=torch.float32,
-                        window_cache: "WindowCache | str | Path | None" = None, compile: "bool | dict" = False,
-                        allow_torchscript: bool = False):
-        """A Cosmos-1 autoregressive folder (`mmspec convert cosmos`) gives a CosmosPipeline (video=, prompt=), whose
-        tokenizer is TorchScript and loads only with allow_torchscript=True; any other folder this pipeline."""
-        from mmspec.reference.cosmos_checkpoint import is_cosmos_folder
-
-        if path is not None and is_cosmos_folder(path):
-            from mmspec.pipelines.cosmos import CosmosPipeline
-
-            return CosmosPipeline.from_pretrained(path, device, dtype, window_cache, compile, allow_torchscript)
-        return super().from_pretrained(path, device=device, dtype=dtype, window_cache=window_cache, compile=compile)
-
     def _load_extras(self, path: Path, config: dict, device, dtype, window_cache: WindowCache) -> None:
         if "first_frame_model" in config:
-            self.image_model = ImagePipeline.from_pretrained(_named_folder(path, config, "first_frame_model"),
+            self.image_model = ImagePipeline.from_pretrained(named_folder(path, config, "first_frame_model"),
                                                              device=device, dtype=dtype, window_cache=window_cache)
         if "first_frame_staging" in config:
             self.staging = staging(config["first_frame_staging"], path / "config.json")
@@ -354,8 +260,8 @@ class VideoPipeline(_GridPipeline):
         return self.staging.first_frame(picture, prompt, size=self.layout.w * self.tokenizer.downsample)
 
     def _output(self, out, prompts, summary):
-        t, h, w = self.layout.t, self.layout.h, self.layout.w
-        frames = self.tokenizer.decode_pil(out.tokens.view(-1, h, w))
+        t = self.layout.t
+        frames = self.pictures(cells(out.tokens, self.layout))
         videos = [frames[i * t:(i + 1) * t] for i in range(out.tokens.shape[0])]
         return VideoOutput(videos, prompts, out.tokens, out.stats, summary)
 

@@ -79,6 +79,7 @@ class TextOutput:
 
 
 class TextPipeline(Pipeline):
+    kind, opens_families = "text", True
     default_model, default_draft = "code-text", "code-text-draft"
     # auto windows up to 8 (candidates 1, 4, 8): a draft head, a draft model and the n-gram lookup commit runs that
     # a cap of 6 cut short (code-text, 1 row, greedy: eagle 297 tokens/s at 8 against 273 at 4 and 6, lookup 299
@@ -94,18 +95,17 @@ class TextPipeline(Pipeline):
         return self.target.default_sampling
 
     @classmethod
-    @scoped("device")
-    def from_pretrained(cls, path: "str | Path | None" = None, draft: "str | Path | None" = None, device="cpu",
-                        window_cache: "WindowCache | str | Path | None" = None, compile: "bool | dict" = False):
-        """draft: a draft model folder (the bundled model comes with its own); window_cache: see
-        WindowCache.coerce."""
+    def load_folder(cls, path: "str | Path | None" = None, device="cpu", dtype=torch.float32,
+                    window_cache: "WindowCache | str | Path | None" = None, compile: "bool | dict" = False,
+                    draft: "str | Path | None" = None):
+        """draft: a draft model folder (the bundled model comes with its own)."""
         draft_path = draft if draft is not None else (cls.default_draft if path is None else None)
         path = model_path(path, cls.default_model)
-        target = HFCausalLM.from_pretrained(path, device=device)
+        target = HFCausalLM.from_pretrained(path, dtype=dtype, device=device)
         draft_model = None
         if draft_path is not None:
             draft_model = HFCausalLM.from_pretrained(model_path(None, draft_path) if draft_path == cls.default_draft
-                                                     else model_path(draft_path, ""), device=device)
+                                                     else model_path(draft_path, ""), dtype=dtype, device=device)
         pipe = cls(target, draft_model)
         pipe.window_memory = WindowCache.coerce(window_cache).memories(path, device)
         pipe.folder, pipe.compile = path, compile

@@ -57,14 +57,6 @@ def _write(config: CosmosConfig, state_dict: dict, path: "str | Path", dtype=Non
     save_file(sd, str(path / "model.safetensors"))
 
 
-def is_cosmos_folder(path: "str | Path") -> bool:
-    file = Path(path) / "config.json"
-    try:
-        return file.is_file() and json.loads(file.read_text()).get("model_type") == MODEL_TYPE
-    except ValueError:
-        return False
-
-
 def load_cosmos_config(path: "str | Path") -> CosmosConfig:
     raw = json.loads((Path(path) / "config.json").read_text())
     if raw.get("model_type") != MODEL_TYPE or not isinstance(raw.get("cosmos"), dict):

@@ -19,8 +19,9 @@ KINDS = {"image": ("image", "video"), "mask": ("image",)}
 class InputFiles:
     """Checks the input keys of the defaults and items of one job; each file is read and checked once."""
 
-    def __init__(self, kind: str, model: str | None, base: Path, error: type):
-        self.kind, self.model, self.base, self.error = kind, model, base, error
+    def __init__(self, kind: str, model: str | None, base: Path, error: type, takes: tuple[str, ...]):
+        """takes: the pictures the model's family takes (mmspec.families)."""
+        self.kind, self.model, self.base, self.error, self.takes = kind, model, base, error, takes
         self.seen: dict[Path, str] = {}  # resolved path -> sha256 of its bytes
 
     def check(self, source: dict, label: str, whole: bool) -> dict:
@@ -33,6 +34,8 @@ class InputFiles:
                 continue
             if self.kind not in KINDS[key]:
                 raise self.error(f"{label}{key}: a {self.kind} job takes no {key}; {key} is for {USES[key]}")
+            if key not in self.takes:
+                raise self.error(f"{label}{key}: the job's model generates from its prompts alone (no image or mask)")
             if not isinstance(value, str) or not value:
                 raise self.error(f"{label}{key}: must be a path to an image file (relative to the job file), "
                                  f"got {value!r}")

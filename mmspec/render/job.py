@@ -11,6 +11,7 @@ from pathlib import Path
 
 import yaml
 
+from mmspec.families import check
 from mmspec.methods import DEFAULT_METHOD, DEFAULT_WINDOW, OPTIONS, Spec, check_method
 from mmspec.window import MAX_WINDOW
 from mmspec.options import deprecated
@@ -85,6 +86,10 @@ def load_job(path: "str | Path", batch_size: int | None = None) -> Job:
     if kind not in PIPELINES:
         raise JobError(f"{top}kind: must be one of {list(PIPELINES)}, got {kind!r}")
     model = _folder(data, "model", path.parent, pipeline_class(kind).default_model, top)
+    try:  # what the model's family refuses of a render job (mmspec.families), before anything loads
+        takes = check(model, kind, "render").inputs
+    except ValueError as err:
+        raise JobError(f"{top}model: {err}") from None
     draft = None
     if data.get("draft") is not None:
         if kind != "text":
@@ -97,13 +102,14 @@ def load_job(path: "str | Path", batch_size: int | None = None) -> Job:
     if not isinstance(compile, bool):
         raise JobError(f"{top}compile: must be true or false, got {compile!r}")
     header = Job(kind, model, draft, size, [], compile)  # what validating the items needs to know
-    return replace(header, outputs=_outputs(header, data, path, where))
+    return replace(header, outputs=_outputs(header, data, path, where, takes))
 
 
-def _outputs(job: Job, data: dict, path: Path, where: "_Where") -> list[Output]:
-    """One Output per (item, seed), in job order; an output listed twice is rendered once."""
+def _outputs(job: Job, data: dict, path: Path, where: "_Where", takes: tuple[str, ...]) -> list[Output]:
+    """One Output per (item, seed), in job order; an output listed twice is rendered once. `takes`: the pictures
+    the model's family takes."""
     allowed = CALL_KEYS + SEED_KEYS + INPUT_KEYS + (TEXT_KEYS if job.kind == "text" else ())
-    files = InputFiles(job.kind, job.model, path.parent, JobError)
+    files = InputFiles(job.kind, job.model, path.parent, JobError, takes)
     defaults = {} if data.get("defaults") is None else data["defaults"]
     _mapping(defaults, f"{path.name}: defaults")
     defaults_label = f"{where.at(defaults)}defaults."

@@ -58,10 +58,9 @@ def _render(pipe, kind: str, batch: list[Output]) -> list[Result]:
 
 
 def _call(pipe, batch: list[Output]) -> dict:
-    """The pipeline call's options for a batch: its settings (job keys over the model's sampling) and input files."""
-    settings = dict(batch[0].settings)
-    settings["sampling"] = {**pipe.default_sampling, **settings["sampling"]}
-    return {**settings, **load_inputs(batch[0].inputs)}
+    """The pipeline call's options for a batch: its settings (the pipeline merges their sampling over the model's)
+    and input files."""
+    return {**batch[0].settings, **load_inputs(batch[0].inputs)}
 
 
 def _encode(out, kind: str) -> list[bytes]:

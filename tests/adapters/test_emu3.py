@@ -7,39 +7,15 @@ import json
 import numpy as np
 import pytest
 import torch
-from transformers import Emu3Config, Emu3ForConditionalGeneration, Emu3TextConfig
 
 import mmspec
 from mmspec.adapters.emu3 import Emu3Image, emu3_layout
-from tiny import chi_square_pvalue, left_pad, png, reference_p, rounded, sequence_id, spread_weights, tiny_head
+from tiny import E_BOI as BOI, E_BOS as BOS, E_EOF as EOF, E_EOI as EOI, E_EOL as EOL, E_EOS as EOS, E_H as H
+from tiny import E_PAD as PAD, E_W as W, E_WRAP as WRAP
+from tiny import (chi_square_pvalue, emu3_allowed_tokens, left_pad, png, reference_p, rounded, sequence_id, tiny_emu3,
+                  tiny_head)
 
 METHODS = ["ar", "jacobi", "coupled", "gumbel", "exact", "lookup", "draft-model", "pac", "eagle"]
-V, START = 99, 30  # text vocabulary; visual token of code c is START + c
-PAD, BOS, EOS, IMAGE, EOL, EOF, EOI, BOI, WRAP = 0, 1, 2, 3, 4, 5, 6, 7, 8
-H, W = 2, 3
-
-
-def tiny_emu3(codes=20, layers=2, seed=0, dtype=torch.float64, names=True, vocab_size=V, start=START):
-    """A random Emu3 with a clean vocabulary map (smoke/tiny_emu3.py): visual tokens start.., EOL, EOF, EOI named."""
-    torch.manual_seed(seed)
-    vocab = {f"<tok{i}>": i for i in range(vocab_size)}
-    special = {f"<|visual token{c:06d}|>": start + c for c in range(codes)}
-    special |= {"<image>": IMAGE, "<|extra_200|>": EOL}
-    if names:
-        special |= {"<|extra_201|>": EOF, "<|image end|>": EOI}
-    for name, i in special.items():
-        vocab.pop(f"<tok{i}>")
-        vocab[name] = i
-    text = Emu3TextConfig(vocab_size=vocab_size, hidden_size=32, num_hidden_layers=layers, num_attention_heads=2,
-                          num_key_value_heads=2, intermediate_size=37, max_position_embeddings=512, pad_token_id=PAD,
-                          bos_token_id=BOS, eos_token_id=EOS)
-    vq = dict(codebook_size=codes, temporal_downsample_factor=1, base_channels=32, channel_multiplier=[1, 2, 1],
-              hidden_size=32, attn_resolutions=[])
-    model = Emu3ForConditionalGeneration(Emu3Config(text_config=text, vq_config=vq, vocabulary_map=vocab))
-    model = model.to(dtype).eval()
-    return spread_weights(model, skip=("model.vqmodel",))
-
-
 @functools.lru_cache(maxsize=None)
 def _model(**kw):
     return tiny_emu3(**kw)
@@ -59,19 +35,6 @@ PROMPTS = [[BOS, 50, 51, 52, BOI, 60, 61, WRAP], [BOS, 55, BOI, 60, 61, WRAP]]
 NEGATIVE = [[BOS, 53, 54], [BOS, 58, 59, 57, 56]]
 
 
-def allowed_tokens(model, h, w):
-    """The prefix_allowed_tokens_fn of the transformers Emu3 docs."""
-    visual = model.vocabulary_mapping.image_tokens
-
-    def allowed(batch_id, input_ids):
-        offset = input_ids.shape[0] - torch.nonzero(input_ids == WRAP, as_tuple=True)[0][0]
-        if offset % (w + 1) == 0:
-            return [EOL]
-        end = (w + 1) * h
-        return {end + 1: [EOF], end + 2: [EOI], end + 3: [EOS]}.get(int(offset), [PAD] if offset > end + 3 else visual)
-    return allowed
-
-
 @functools.lru_cache(maxsize=None)
 def hf_greedy(batch: int, scale: float, negative: bool = True) -> torch.Tensor:
     model = _model()
@@ -81,7 +44,7 @@ def hf_greedy(batch: int, scale: float, negative: bool = True) -> torch.Tensor:
         neg, neg_mask = left_pad(NEGATIVE[:batch], PAD)
         kw = dict(negative_prompt_ids=neg, negative_prompt_attention_mask=neg_mask)
     out = model.generate(ids, attention_mask=mask, max_new_tokens=(W + 1) * H + 3, do_sample=False,
-                         prefix_allowed_tokens_fn=allowed_tokens(model, H, W), guidance_scale=scale, **kw)
+                         prefix_allowed_tokens_fn=emu3_allowed_tokens(model, H, W), guidance_scale=scale, **kw)
     return out[:, ids.shape[1]:]
 
 
@@ -103,7 +66,7 @@ def test_padded_batch_rows_equal_their_own_runs():
     for p, n in zip(PROMPTS, NEGATIVE):
         p, n = torch.tensor([p]), torch.tensor([n])
         out = model.generate(p, attention_mask=torch.ones_like(p), max_new_tokens=(W + 1) * H + 3, do_sample=False,
-                             prefix_allowed_tokens_fn=allowed_tokens(model, H, W), guidance_scale=3.0,
+                             prefix_allowed_tokens_fn=emu3_allowed_tokens(model, H, W), guidance_scale=3.0,
                              negative_prompt_ids=n, negative_prompt_attention_mask=torch.ones_like(n))
         one.append(out[:, p.shape[1]:])
     assert torch.equal(torch.cat(one), hf_greedy(2, 3.0))
@@ -121,7 +84,7 @@ def test_without_cfg_and_with_a_single_negative_prompt():
     model = _model()
     ids, mask = left_pad(PROMPTS, PAD)
     hf = model.generate(ids, attention_mask=mask, max_new_tokens=(W + 1) * H + 3, do_sample=False,
-                        prefix_allowed_tokens_fn=allowed_tokens(model, H, W))[:, ids.shape[1]:]
+                        prefix_allowed_tokens_fn=emu3_allowed_tokens(model, H, W))[:, ids.shape[1]:]
     target = Emu3Image(model)
     got = mmspec.generate(target, PROMPTS, target.layout(H, W), method="jacobi", window=6, sampling={"temperature": 0})
     assert torch.equal(got.tokens, hf)

@@ -38,7 +38,7 @@ def test_image_pipeline_recognises_the_family_and_decodes(folder):
     assert [im.size for im in ar.images] == [(32, 32)] * 4
     codes = pipe.target.codes_of(ar.tokens, pipe.layout)
     assert np.array_equal(np.array(ar.images[1]), lumina_cast(pipe.tokenizer.decode(codes[1:2]))[0])
-    with pytest.raises(ValueError, match="generates images"):
+    with pytest.raises(ValueError, match="generates image, not video"):
         VideoPipeline.from_pretrained(folder, window_cache="off")
 
 
