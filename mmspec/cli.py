@@ -523,6 +523,13 @@ def _convert_llamagen(args) -> Path:
                             cls_token_num=args.cls_token_num, vocab_size=args.vocab_size)
 
 
+def _convert_llamagen_vq(args) -> Path:
+    from mmspec.tokenizers.llamagen import convert_llamagen_vq
+
+    return convert_llamagen_vq(args.checkpoint, args.out, model=args.model or "VQ-16", allow_pickle=args.allow_pickle,
+                               codebook_size=args.vocab_size)
+
+
 def _convert_cosmos(args) -> Path:
     from mmspec.reference.cosmos_checkpoint import convert_cosmos
 
@@ -550,8 +557,8 @@ def _convert_chameleon_vq(args) -> Path:
     return convert_chameleon_vq(args.checkpoint, args.config, args.out, allow_pickle=args.allow_pickle)
 
 
-CONVERTERS = {"llamagen": _convert_llamagen, "cosmos": _convert_cosmos, "janus": _convert_janus,
-              "chameleon-vq": _convert_chameleon_vq}
+CONVERTERS = {"llamagen": _convert_llamagen, "llamagen-vq": _convert_llamagen_vq, "cosmos": _convert_cosmos,
+              "janus": _convert_janus, "chameleon-vq": _convert_chameleon_vq}
 
 
 def cmd_demo(args) -> dict:
@@ -680,14 +687,15 @@ def build_parser() -> argparse.ArgumentParser:
     render.set_defaults(func=cmd_render, json=False)
     conv = sub.add_parser("convert", parents=[debug],
                           help="convert a released checkpoint to a folder mmspec loads: llamagen (a GPT checkpoint -> a "
-                               "reference GPT folder), cosmos (a Cosmos-1 autoregressive checkpoint), janus (deepseek's "
+                               "reference GPT folder), llamagen-vq (its VQ, vq_ds16_c2i.pt -> a VQModel folder: put it "
+                               "in the converted GPT's folder as vq/), cosmos (a Cosmos-1 autoregressive checkpoint), janus (deepseek's "
                                "Janus / Janus-Pro folder -> transformers' Janus), chameleon-vq (Chameleon's vqgan.ckpt "
                                "+ --config vqgan.yaml -> a VQModel folder: put it in the Chameleon model folder as vqgan/)")
     conv.add_argument("family", choices=sorted(CONVERTERS), help="the checkpoint's family")
-    conv.add_argument("checkpoint", help="the checkpoint file (llamagen, cosmos) or the release's folder (janus)")
+    conv.add_argument("checkpoint", help="the checkpoint file (llamagen, llamagen-vq, cosmos) or the release's folder (janus)")
     conv.add_argument("out", help="the model folder to write")
     conv.add_argument("--config", help="chameleon-vq: the VQGAN's vqgan.yaml")
-    conv.add_argument("--model", help="llamagen: GPT-B (default), GPT-L...; cosmos: 4b (default), 12b, 5b, 13b "
+    conv.add_argument("--model", help="llamagen: GPT-B (default), GPT-L...; llamagen-vq: VQ-16 (default), VQ-8; cosmos: 4b (default), 12b, 5b, 13b "
                                       "(5b, 13b: Video2World)")
     conv.add_argument("--latent-shape", default="5,40,64", help="cosmos: the token grid, FRAMES,ROWS,COLS (default "
                       "5,40,64: 33 frames of 640x1024)")
@@ -702,7 +710,7 @@ def build_parser() -> argparse.ArgumentParser:
     conv.add_argument("--num-classes", type=int, default=1000, help="llamagen c2i: class labels (default %(default)s)")
     conv.add_argument("--cls-token-num", type=int, default=120, help="llamagen t2i: caption tokens (default %(default)s)")
     conv.add_argument("--vocab-size", type=int, default=16384,
-                      help="llamagen: the VQ codebook's size (default %(default)s)")
+                      help="llamagen, llamagen-vq: the VQ codebook's size (default %(default)s)")
     conv.add_argument("--allow-pickle", action="store_true", help="read a .pt with torch's weights-only unpickler")
     conv.set_defaults(func=cmd_convert, json=False)
     head = sub.add_parser("train-head", parents=[debug],

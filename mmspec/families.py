@@ -89,14 +89,12 @@ FAMILIES = (
            null_prompt="mmspec.reference.gpt:GPT.null_condition", default_sampling="config.json",
            pixels="mmspec.tokenizers.pixels:bundled_pixels", inputs=("image", "mask"),
            matches=lambda config: "layout" in config, kind_of=_reference_kind),
-    Family("llamagen", "LlamaGen (a converted GPT without its VQ)", ("mmspec-gpt",), {"image": "mmspec.pipelines.grid:ImagePipeline"},
-           prompt="a class label (c2i) or T5 caption features (t2i)",
-           null_prompt="mmspec.reference.gpt:GPT.null_condition", default_sampling="config.json",
-           pixels="mmspec.tokenizers.llamagen:load_llamagen_vq", converters=("llamagen",),
-           refuses=dict.fromkeys(DOORS, "`mmspec convert llamagen` writes the GPT alone, without the VQ decoder and "
-                                        "prompt vocabulary a pipeline needs: run it from Python, load_gpt + "
-                                        "load_llamagen_vq (docs/usage.md#llamagen-class-to-image-text-to-image)"),
-           matches=lambda config: "layout" not in config),
+    Family("llamagen", "LlamaGen", ("mmspec-gpt",), {"image": "mmspec.pipelines.llamagen:LlamaGenPipeline"},
+           prompt="a class label (c2i) or a .safetensors file of FLAN-T5 features (t2i), as its sampling scripts take",
+           null_prompt="mmspec.reference.gpt:GPT.null_condition",
+           default_sampling="mmspec.pipelines.llamagen:DEFAULT_SAMPLING",
+           pixels="mmspec.tokenizers.pixels:llamagen_pixels", converters=("llamagen", "llamagen-vq"),
+           matches=lambda config: "layout" not in config),  # (`convert llamagen` writes the GPT alone)
     Family("chameleon", "Chameleon (Lumina-mGPT, Anole)", ("chameleon",),
            {"image": "mmspec.pipelines.chameleon:ChameleonPipeline"},
            prompt="text in Lumina-mGPT's instruction (mmspec.adapters.chameleon.instruction), then BOI and the size",

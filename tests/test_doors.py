@@ -14,10 +14,16 @@ from mmspec.cli import main
 from mmspec.pipelines import ImagePipeline
 from mmspec.render import render_job
 from lumina import generating, lumina_generate
-from tiny import emu3_allowed_tokens, tiny_chameleon_folder, tiny_cosmos_folder, tiny_emu3_folder, tiny_janus_folder
+from tiny import (emu3_allowed_tokens, tiny_chameleon_folder, tiny_cosmos_folder, tiny_emu3_folder, tiny_janus_folder,
+                  tiny_llamagen_folder)
 
-FOLDERS = {"chameleon": tiny_chameleon_folder, "janus": tiny_janus_folder, "emu3": tiny_emu3_folder}
-PROMPTS = ["a red cat", "a dog"]
+FOLDERS = {"chameleon": tiny_chameleon_folder, "janus": tiny_janus_folder, "emu3": tiny_emu3_folder,
+           "llamagen": tiny_llamagen_folder}
+TEXT = ["a red cat", "a dog"]
+
+
+def prompts(name: str) -> list[str]:
+    return ["1", "3"] if name == "llamagen" else TEXT  # (LlamaGen's class-to-image: class labels)
 GREEDY = {"temperature": 0}  # merged over the family's defaults: its CFG stays
 CALL = dict(method="exact", window=4, seed=0)
 
@@ -40,6 +46,8 @@ def own_greedy(name: str, pipe, prompt: str) -> torch.Tensor:
     runs it (Janus: its image mode; Emu3: constrained decoding with the negative prompt; Lumina-mGPT: its logits
     processors restated) on the ids the pipeline builds."""
     model, cfg = pipe.target.model, pipe.default_sampling["cfg_scale"]
+    if name == "llamagen":
+        return llamagen_greedy(model, pipe.condition([prompt]), pipe.layout, cfg)
     if name == "chameleon":
         ids = pipe.target.prompt_ids([prompt], pipe.layout)[0].tolist()
         return lumina_generate(generating(model), ids, model.model.vocabulary_mapping.image_tokens, pipe.layout.h,
@@ -57,6 +65,18 @@ def own_greedy(name: str, pipe, prompt: str) -> torch.Tensor:
     return out[:, ids.shape[1]:]
 
 
+@torch.no_grad()
+def llamagen_greedy(model, labels: torch.Tensor, layout, scale: float) -> torch.Tensor:
+    """LlamaGen's generate at greedy, restated: one token at a time, the raw logits of the class and of the null class
+    mixed, u + s (c - u), then argmax. [B, N]"""
+    tokens, positions = torch.zeros(len(labels), layout.length, dtype=torch.long), layout.positions()
+    for i in range(layout.length):
+        c = model.forward_sequence(labels, tokens, positions)[:, i]
+        u = model.forward_sequence(model.null_condition(len(labels)), tokens, positions)[:, i]
+        tokens[:, i] = (u + scale * (c - u)).argmax(-1)
+    return tokens
+
+
 def pipeline_pngs(folder, tmp_path, prompt: str) -> list[bytes]:
     out = pipeline(folder)(prompt, sampling=GREEDY, **CALL)
     return [p.read_bytes() for p in out.save(tmp_path / "pipeline")]
@@ -66,42 +86,42 @@ def pipeline_pngs(folder, tmp_path, prompt: str) -> list[bytes]:
 def test_pipeline_door_greedy_equals_the_familys_own_generate(folders, name):
     pipe = pipeline(folders / name)
     assert type(pipe).__name__.lower().startswith(name) and pipe.family.name == name
-    out = pipe(PROMPTS, sampling=GREEDY, **CALL)
-    own = torch.cat([own_greedy(name, pipe, p) for p in PROMPTS])
+    out = pipe(prompts(name), sampling=GREEDY, **CALL)
+    own = torch.cat([own_greedy(name, pipe, p) for p in prompts(name)])
     assert torch.equal(out.tokens, own)
-    assert torch.equal(pipe(PROMPTS, sampling=GREEDY, method="ar").tokens, own)
+    assert torch.equal(pipe(prompts(name), sampling=GREEDY, method="ar").tokens, own)
     assert len(out.images) == 2 and out.images[0].size[0] > 1
 
 
 @pytest.mark.parametrize("name", FOLDERS)
 def test_generate_door_writes_the_pipelines_png(folders, name, tmp_path, capsys):
-    argv = ["generate", "image", PROMPTS[0], "--model", str(folders / name), "--out", str(tmp_path / "cli"),
+    argv = ["generate", "image", prompts(name)[0], "--model", str(folders / name), "--out", str(tmp_path / "cli"),
             "--temperature", "0", "--method", "exact", "--window", "4", "--json"]
     assert main(argv) == 0
-    assert (tmp_path / "cli" / "image_000.png").read_bytes() == pipeline_pngs(folders / name, tmp_path, PROMPTS[0])[0]
+    assert (tmp_path / "cli" / "image_000.png").read_bytes() == pipeline_pngs(folders / name, tmp_path, prompts(name)[0])[0]
 
 
 @pytest.mark.parametrize("name", FOLDERS)
 def test_render_door_writes_the_pipelines_png(folders, name, tmp_path):
     job = {"kind": "image", "model": str(folders / name), "batch_size": 2,
-           "defaults": {"method": "exact", "window": 4, "seeds": [0], "sampling": GREEDY}, "items": [{"prompt": p} for p in PROMPTS]}
+           "defaults": {"method": "exact", "window": 4, "seeds": [0], "sampling": GREEDY}, "items": [{"prompt": p} for p in prompts(name)]}
     (tmp_path / "job.yaml").write_text(yaml.safe_dump(job))
     summary = render_job(tmp_path / "job.yaml", tmp_path / "render")
     assert summary["failed"] == 0 and summary["rendered"] == 2
     manifest = [json.loads(line) for line in (tmp_path / "render" / "manifest.jsonl").read_text().splitlines()]
     rendered = {m["prompt"]: (tmp_path / "render" / m["file"]).read_bytes() for m in manifest}
-    assert rendered[PROMPTS[1]] == pipeline_pngs(folders / name, tmp_path, PROMPTS[1])[0]
+    assert rendered[prompts(name)[1]] == pipeline_pngs(folders / name, tmp_path, prompts(name)[1])[0]
 
 
 @pytest.mark.parametrize("name", FOLDERS)
 def test_bench_doors_run_the_family(folders, name, tmp_path, capsys):
-    (tmp_path / "prompts.txt").write_text("\n".join(PROMPTS))
+    (tmp_path / "prompts.txt").write_text("\n".join(prompts(name)))
     table = ["bench", "--model", str(folders / name), "--prompts", str(tmp_path / "prompts.txt"), "--methods",
              "exact", "--window", "4", "--out", str(tmp_path / "table"), "--json"]
     assert main(table) == 0  # (exit 1 if exact's tokens were not AR's)
     result = json.loads((tmp_path / "table" / "table.json").read_text())
     assert [r["identical_inputs"] for r in result["rows"] if r["name"] == "exact"] == [2]
-    bench = ["bench", "--model", str(folders / name), "--methods", "exact", "--prompt", PROMPTS[0], "--window", "4",
+    bench = ["bench", "--model", str(folders / name), "--methods", "exact", "--prompt", prompts(name)[0], "--window", "4",
              "--json"]
     assert main(bench) == 0  # (the lossless check passed)
     assert json.loads(capsys.readouterr().out.splitlines()[-1])["kind"] == "image"
@@ -152,10 +172,10 @@ def test_sampling_merges_with_the_familys_defaults_and_none_turns_one_off(folder
     """A call's sampling replaces the default keys it names; the family's CFG stays unless turned off with None."""
     pipe = pipeline(folders / "janus")
     assert pipe.default_sampling["cfg_scale"] == 5.0
-    merged = pipe(PROMPTS[0], sampling={"temperature": 0}, method="ar")
-    named = pipe(PROMPTS[0], sampling={"temperature": 0, "cfg_scale": 5.0}, method="ar")
-    off = pipe(PROMPTS[0], sampling={"temperature": 0, "cfg_scale": None}, method="ar")
-    plain = pipe(PROMPTS[0], sampling={"temperature": 0, "cfg_scale": 1.0}, method="ar")
+    merged = pipe(TEXT[0], sampling={"temperature": 0}, method="ar")
+    named = pipe(TEXT[0], sampling={"temperature": 0, "cfg_scale": 5.0}, method="ar")
+    off = pipe(TEXT[0], sampling={"temperature": 0, "cfg_scale": None}, method="ar")
+    plain = pipe(TEXT[0], sampling={"temperature": 0, "cfg_scale": 1.0}, method="ar")
     assert torch.equal(merged.tokens, named.tokens) and torch.equal(off.tokens, plain.tokens)
     assert not torch.equal(merged.tokens, off.tokens)
 
@@ -196,3 +216,16 @@ def test_a_text_folder_through_bench_and_refused_by_the_table_door(tiny_text, tm
     err = capsys.readouterr().err.strip()
     assert "mmspec bench --model --prompts does not run it (the field's table is of text-to-image models" in err
     assert len(err.splitlines()) == 1
+
+
+def test_a_llamagen_text_to_image_folder_takes_t5_feature_files(tmp_path, capsys):
+    from safetensors.torch import save_file
+
+    folder = tiny_llamagen_folder(tmp_path / "t2i", "t2i")
+    save_file({"context": torch.randn(3, 12, generator=torch.Generator().manual_seed(0))}, str(tmp_path / "f.safetensors"))
+    pipe = ImagePipeline.from_pretrained(folder, window_cache="off")
+    out = pipe(str(tmp_path / "f.safetensors"), sampling=GREEDY, **CALL)
+    own = llamagen_greedy(pipe.target.model, pipe.condition([str(tmp_path / "f.safetensors")]), pipe.layout, 7.5)
+    assert torch.equal(out.tokens, own)
+    assert main(["generate", "image", "a cat", "--model", str(folder), "--out", str(tmp_path / "out")]) == 2
+    assert "no text features at a cat: give a .safetensors file holding 'context'" in capsys.readouterr().err

@@ -18,12 +18,12 @@ def test_other_families_get_one_line_and_exit_2(tmp_path, capsys, model_type, sa
     assert said in err and len(err.splitlines()) == 1
 
 
-def test_a_converted_llamagen_folder_is_refused_at_every_door_saying_why(tmp_path, capsys):
+def test_a_llamagen_folder_without_its_vq_gets_one_line(tmp_path, capsys):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "mmspec-gpt", "gpt": {}}))
     assert family_of(tmp_path).name == "llamagen"
     assert main(["generate", "image", "7", "--model", str(tmp_path), "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip()
-    assert "load_llamagen_vq" in err and len(err.splitlines()) == 1
+    assert "mmspec convert llamagen-vq vq_ds16_c2i.pt" in err and len(err.splitlines()) == 1
 
 
 def test_every_rule_the_table_points_at_exists():

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 
 import torch
 
@@ -530,6 +531,27 @@ def tiny_chameleon_folder(path, codes=6, image_size=32):
     return model
 
 
+def llamagen_state_dict(model_type="c2i", caption_dim=12, tokens=3, seed=0, layers=2, dim=32, vocab=24, classes=5):
+    """A synthetic checkpoint with LlamaGen's key names and shapes, written from its layout, not ours."""
+    g = torch.Generator().manual_seed(seed)
+    r = lambda *shape: torch.randn(*shape, generator=g) * 0.3  # noqa: E731
+    hidden = 256 * math.ceil(int(2 * 4 * dim / 3) / 256)
+    sd = {"tok_embeddings.weight": r(vocab, dim), "norm.weight": 1 + r(dim), "output.weight": r(vocab, dim)}
+    if model_type == "c2i":
+        sd["cls_embedding.embedding_table.weight"] = r(classes + 1, dim)
+    else:
+        sd["cls_embedding.cap_proj.fc1.weight"] = r(dim, caption_dim)
+        sd["cls_embedding.cap_proj.fc2.weight"] = r(dim, dim)
+        sd["cls_embedding.uncond_embedding"] = r(tokens, caption_dim)
+    for i in range(layers):
+        p = f"layers.{i}."
+        sd |= {p + "attention.wqkv.weight": r(3 * dim, dim), p + "attention.wo.weight": r(dim, dim),
+               p + "feed_forward.w1.weight": r(hidden, dim), p + "feed_forward.w3.weight": r(hidden, dim),
+               p + "feed_forward.w2.weight": r(dim, hidden), p + "attention_norm.weight": 1 + r(dim),
+               p + "ffn_norm.weight": 1 + r(dim)}
+    return sd
+
+
 class TamingWeights:
     """Writes random weights of taming-transformers' VQGAN blocks into a state dict `sd` under the names given
     (LlamaGen's and Chameleon's VQ tokenizers are both taming VQGANs, under their own module names)."""
@@ -592,3 +614,68 @@ def rounded(x: torch.Tensor):
     """mmspec's bundled models' cast of [-1, 1] pixels, as numpy uint8: round((x + 1) * 127.5). Tests of a family's
     own cast check that it gives other bytes on their pictures (the test could fail)."""
     return ((x.float() + 1) * 127.5).round().clamp(0, 255).to(torch.uint8).numpy()
+
+
+def llamagen_vq_state_dict(seed=0, ch=32, mult=(1, 2), z=32, emb=4, codes=10):
+    """A LlamaGen VQ's weights (VQ-16's layout at toy sizes), written with LlamaGen's key names."""
+    sd = {}
+    weights = TamingWeights(sd, seed)
+    r, res, attn = weights.r, weights.res, weights.attn
+
+    n, top = len(mult), ch * mult[-1]
+    sd.update({"encoder.conv_in.weight": r(ch, 3, 3, 3), "encoder.conv_in.bias": r(ch)})
+    cin = ch
+    for i, m in enumerate(mult):
+        for j in range(2):
+            res(f"encoder.conv_blocks.{i}.res.{j}.", cin, ch * m)
+            cin = ch * m
+            if i == n - 1:
+                attn(f"encoder.conv_blocks.{i}.attn.{j}.", cin)
+        if i != n - 1:
+            sd.update({f"encoder.conv_blocks.{i}.downsample.conv.weight": r(cin, cin, 3, 3),
+                       f"encoder.conv_blocks.{i}.downsample.conv.bias": r(cin)})
+    for part in ("encoder", "decoder"):
+        res(f"{part}.mid.0.", top, top)
+        attn(f"{part}.mid.1.", top)
+        res(f"{part}.mid.2.", top, top)
+    sd.update({"encoder.norm_out.weight": 1 + r(top), "encoder.norm_out.bias": r(top),
+               "encoder.conv_out.weight": r(z, top, 3, 3), "encoder.conv_out.bias": r(z),
+               "decoder.conv_in.weight": r(top, z, 3, 3), "decoder.conv_in.bias": r(top)})
+    cin = top
+    for i, lvl in enumerate(reversed(range(n))):
+        for j in range(3):
+            res(f"decoder.conv_blocks.{i}.res.{j}.", cin, ch * mult[lvl])
+            cin = ch * mult[lvl]
+            if lvl == n - 1:
+                attn(f"decoder.conv_blocks.{i}.attn.{j}.", cin)
+        if lvl != 0:
+            sd.update({f"decoder.conv_blocks.{i}.upsample.conv.weight": r(cin, cin, 3, 3),
+                       f"decoder.conv_blocks.{i}.upsample.conv.bias": r(cin)})
+    sd.update({"decoder.norm_out.weight": 1 + r(cin), "decoder.norm_out.bias": r(cin),
+               "decoder.conv_out.weight": r(3, cin, 3, 3), "decoder.conv_out.bias": r(3),
+               "quant_conv.weight": r(emb, z, 1, 1), "quant_conv.bias": r(emb),
+               "post_quant_conv.weight": r(z, emb, 1, 1), "post_quant_conv.bias": r(z),
+               "quantize.embedding.weight": r(codes, emb), "quantize.codebook_used": torch.zeros(65536)})
+    return sd
+
+
+def tiny_llamagen_folder(path, model_type="c2i"):
+    """A LlamaGen folder at `path` as its converters write one from LlamaGen's own files (kept beside it, in
+    PATH-release/): a GPT checkpoint in LlamaGen's layout (2 layers, 2 heads, width 32; 5 classes, or 3 caption tokens
+    of 12 features) through `convert_llamagen` (a 4 x 4 grid of 10 codes) and a VQ in LlamaGen's layout (2 pixels a
+    token) through `convert_llamagen_vq` into vq/."""
+    from safetensors.torch import save_file
+
+    from mmspec.reference.checkpoint import convert_llamagen
+    from mmspec.tokenizers.llamagen import convert_llamagen_vq
+
+    release = path.parent / f"{path.name}-release"
+    release.mkdir(parents=True, exist_ok=True)
+    save_file(llamagen_state_dict(model_type, vocab=10), str(release / "gpt.safetensors"))
+    save_file(llamagen_vq_state_dict(), str(release / "vq.safetensors"))
+    kind = {"num_classes": 5} if model_type == "c2i" else {"caption_dim": 12, "cls_token_num": 3}
+    convert_llamagen(release / "gpt.safetensors", path, model=(2, 2, 32), image_size=16, downsample=4, vocab_size=10,
+                     model_type=model_type, **kind)
+    convert_llamagen_vq(release / "vq.safetensors", path / "vq", model=(1, 2), codebook_size=10, embed_dim=4,
+                        z_channels=32, ch=32)
+    return path

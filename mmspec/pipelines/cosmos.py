@@ -17,7 +17,7 @@ import torch
 from mmspec.adapters.cosmos import CosmosTarget, refuse_cfg
 from mmspec.api import generate
 from mmspec.pipelines.base import DEFAULT_METHOD, Pipeline, model_path
-from mmspec.pipelines.folders import read_config
+from mmspec.pipelines.folders import read_config, read_features
 from mmspec.pipelines.outputs import VideoOutput
 from mmspec.reference.cosmos_checkpoint import COSMOS_SAMPLING, load_cosmos
 from mmspec.threads import module_device, scoped
@@ -194,17 +194,3 @@ def read_video(video) -> torch.Tensor:
     if frames.dtype != torch.uint8:
         raise ValueError(f"video frames must be uint8 [F, H, W, 3], got {frames.dtype}")
     return frames
-
-
-def read_features(file: "str | Path") -> "torch.Tensor | tuple[torch.Tensor, torch.Tensor]":
-    """A .safetensors file of T5 features: "context" [S, C] or [1, S, C], and optionally "context_mask"."""
-    from mmspec.loading import read_safetensors
-
-    file = Path(file)
-    if file.suffix != ".safetensors" or not file.is_file():
-        raise FileNotFoundError(f"no text features at {file}: give a .safetensors file holding 'context' (T5 "
-                                "encoder states [S, 1024]) and optionally 'context_mask'")
-    sd = read_safetensors(file)
-    if "context" not in sd:
-        raise ValueError(f"{file} holds {sorted(sd)}, not 'context' (T5 encoder states [S, 1024])")
-    return sd["context"] if "context_mask" not in sd else (sd["context"], sd["context_mask"])

@@ -1,4 +1,5 @@
-"""Reading a model folder's files: its JSON, its config.json with the keys a pipeline needs, a folder it names."""
+"""Reading the files a pipeline is given: a model folder's JSON, its config.json with the keys a pipeline needs, a
+folder it names; a prompt given as a file of T5 features (Cosmos Video2World, LlamaGen text-to-image)."""
 from __future__ import annotations
 
 import json
@@ -32,3 +33,17 @@ def read_config(path: Path, keys: tuple[str, ...]) -> dict:
         raise ValueError(f"{path / 'config.json'} lacks {', '.join(map(repr, missing))}: not a model folder of this "
                          "format (see models/README.md), or an incomplete config")
     return config
+
+
+def read_features(file: "str | Path") -> "torch.Tensor | tuple[torch.Tensor, torch.Tensor]":
+    """A .safetensors file of T5 features: "context" [S, C] or [1, S, C], and optionally "context_mask"."""
+    from mmspec.loading import read_safetensors
+
+    file = Path(file)
+    if file.suffix != ".safetensors" or not file.is_file():
+        raise FileNotFoundError(f"no text features at {file}: give a .safetensors file holding 'context' (T5 "
+                                "encoder states [S, C]) and optionally 'context_mask'")
+    sd = read_safetensors(file)
+    if "context" not in sd:
+        raise ValueError(f"{file} holds {sorted(sd)}, not 'context' (T5 encoder states [S, C])")
+    return sd["context"] if "context_mask" not in sd else (sd["context"], sd["context_mask"])

@@ -72,6 +72,14 @@ def load_llamagen_vq(file: str | Path, model: "str | tuple[int, ...]" = "VQ-16",
     return VQTokenizer(vq, pixels=llamagen_pixels)
 
 
+def convert_llamagen_vq(file: str | Path, out: str | Path, model: "str | tuple[int, ...]" = "VQ-16",
+                        allow_pickle: bool = False, **config) -> Path:
+    """A LlamaGen VQ checkpoint -> a diffusers VQModel folder at `out` (safetensors, codebook L2-normalised): put it
+    in the converted LlamaGen GPT's folder as vq/, where its pipeline finds it."""
+    load_llamagen_vq(file, model, allow_pickle, **config).vq.save_pretrained(out, safe_serialization=True)
+    return Path(out)
+
+
 def load_vq_weights(vq, sd: dict, source: str) -> None:
     """Weights under diffusers' VQModel names into `vq`, every one of them and no other: taming's 1x1 convolutions
     of the attention blocks become the linear layers diffusers has there."""

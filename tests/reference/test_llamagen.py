@@ -1,6 +1,5 @@
 """LlamaGen checkpoints: key layout, fused qkv, zero RoPE on condition tokens, caption masks."""
 import argparse
-import math
 
 import pytest
 import torch
@@ -8,29 +7,9 @@ from safetensors.torch import save_file
 
 import mmspec
 from mmspec.reference.checkpoint import convert_llamagen, load_gpt, load_llamagen
+from tiny import llamagen_state_dict
 
 LAYERS, HEADS, DIM, VOCAB, CLASSES, GRID = 2, 2, 32, 24, 5, 4
-
-
-def llamagen_state_dict(model_type="c2i", caption_dim=12, tokens=3, seed=0):
-    """A synthetic checkpoint with LlamaGen's key names and shapes, written from its layout, not ours."""
-    g = torch.Generator().manual_seed(seed)
-    r = lambda *shape: torch.randn(*shape, generator=g) * 0.3  # noqa: E731
-    hidden = 256 * math.ceil(int(2 * 4 * DIM / 3) / 256)
-    sd = {"tok_embeddings.weight": r(VOCAB, DIM), "norm.weight": 1 + r(DIM), "output.weight": r(VOCAB, DIM)}
-    if model_type == "c2i":
-        sd["cls_embedding.embedding_table.weight"] = r(CLASSES + 1, DIM)
-    else:
-        sd["cls_embedding.cap_proj.fc1.weight"] = r(DIM, caption_dim)
-        sd["cls_embedding.cap_proj.fc2.weight"] = r(DIM, DIM)
-        sd["cls_embedding.uncond_embedding"] = r(tokens, caption_dim)
-    for i in range(LAYERS):
-        p = f"layers.{i}."
-        sd |= {p + "attention.wqkv.weight": r(3 * DIM, DIM), p + "attention.wo.weight": r(DIM, DIM),
-               p + "feed_forward.w1.weight": r(hidden, DIM), p + "feed_forward.w3.weight": r(hidden, DIM),
-               p + "feed_forward.w2.weight": r(DIM, hidden), p + "attention_norm.weight": 1 + r(DIM),
-               p + "ffn_norm.weight": 1 + r(DIM)}
-    return sd
 
 
 def llamagen_logits(sd, cond_emb, tokens, emb_mask=None):

@@ -8,51 +8,9 @@ import torch.nn.functional as F
 from safetensors.torch import save_file
 
 from mmspec.tokenizers.llamagen import load_llamagen_vq
-from tiny import TamingWeights, png, rounded, taming_ops
+from tiny import llamagen_vq_state_dict, png, rounded, taming_ops
 
 CH, MULT, Z, EMB, CODES = 32, (1, 2), 32, 4, 10
-
-
-def llamagen_vq_state_dict(seed=0):
-    sd = {}
-    weights = TamingWeights(sd, seed)
-    r, res, attn = weights.r, weights.res, weights.attn
-
-    n, top = len(MULT), CH * MULT[-1]
-    sd.update({"encoder.conv_in.weight": r(CH, 3, 3, 3), "encoder.conv_in.bias": r(CH)})
-    cin = CH
-    for i, m in enumerate(MULT):
-        for j in range(2):
-            res(f"encoder.conv_blocks.{i}.res.{j}.", cin, CH * m)
-            cin = CH * m
-            if i == n - 1:
-                attn(f"encoder.conv_blocks.{i}.attn.{j}.", cin)
-        if i != n - 1:
-            sd.update({f"encoder.conv_blocks.{i}.downsample.conv.weight": r(cin, cin, 3, 3),
-                       f"encoder.conv_blocks.{i}.downsample.conv.bias": r(cin)})
-    for part in ("encoder", "decoder"):
-        res(f"{part}.mid.0.", top, top)
-        attn(f"{part}.mid.1.", top)
-        res(f"{part}.mid.2.", top, top)
-    sd.update({"encoder.norm_out.weight": 1 + r(top), "encoder.norm_out.bias": r(top),
-               "encoder.conv_out.weight": r(Z, top, 3, 3), "encoder.conv_out.bias": r(Z),
-               "decoder.conv_in.weight": r(top, Z, 3, 3), "decoder.conv_in.bias": r(top)})
-    cin = top
-    for i, lvl in enumerate(reversed(range(n))):
-        for j in range(3):
-            res(f"decoder.conv_blocks.{i}.res.{j}.", cin, CH * MULT[lvl])
-            cin = CH * MULT[lvl]
-            if lvl == n - 1:
-                attn(f"decoder.conv_blocks.{i}.attn.{j}.", cin)
-        if lvl != 0:
-            sd.update({f"decoder.conv_blocks.{i}.upsample.conv.weight": r(cin, cin, 3, 3),
-                       f"decoder.conv_blocks.{i}.upsample.conv.bias": r(cin)})
-    sd.update({"decoder.norm_out.weight": 1 + r(cin), "decoder.norm_out.bias": r(cin),
-               "decoder.conv_out.weight": r(3, cin, 3, 3), "decoder.conv_out.bias": r(3),
-               "quant_conv.weight": r(EMB, Z, 1, 1), "quant_conv.bias": r(EMB),
-               "post_quant_conv.weight": r(Z, EMB, 1, 1), "post_quant_conv.bias": r(Z),
-               "quantize.embedding.weight": r(CODES, EMB), "quantize.codebook_used": torch.zeros(65536)})
-    return sd
 
 
 def llamagen_decode(sd, codes):
