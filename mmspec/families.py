@@ -19,8 +19,8 @@ from typing import Callable
 
 KINDS = ("image", "video", "text")
 # the ways in: what a refusal names
-DOORS = {"generate": "mmspec generate --model", "pipeline": "*Pipeline.from_pretrained", "render": "a render job's model:",
-         "demo": "mmspec demo --model", "bench": "mmspec bench --model", "table": "mmspec bench --model --prompts"}
+DOORS = {"generate": "mmspec generate --model", "pipeline": "*Pipeline.from_pretrained",
+         "render": "a render job's model:", "demo": "mmspec demo --model", "bench": "mmspec bench --model", "table": "mmspec bench --model --prompts"}
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ def _causal_lm(config: dict) -> bool:
 
 
 NO_DEMO_VIDEO = "the demo's video tab draws a clip from a prompt and a first frame; this model continues a video"
-NOT_AN_IMAGE_TABLE = "the field's table is of text-to-image models"
+NOT_AN_IMAGE_TABLE = "the field's table is of image models"
 
 FAMILIES = (
     Family("reference", "reference GPT (mmspec's own: the bundled emoji models)", ("mmspec-gpt",),
@@ -186,7 +186,8 @@ def kind_of(path: "str | Path", family: "Family | None" = None) -> str:
 
 
 # loading options some families take (Family.options), and what they are
-OWN_OPTIONS = {"draft": "a text model's draft model", "allow_torchscript": "loads a Cosmos folder's TorchScript tokenizer"}
+OWN_OPTIONS = {"draft": "a text model's draft model",
+               "allow_torchscript": "loads a Cosmos folder's TorchScript tokenizer"}
 
 
 def check(path: "str | Path | None", kind: str, door: str = "pipeline", expect: "type | None" = None,

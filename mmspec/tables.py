@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from mmspec.bench import as_entry, environment, run_benchmark
+from mmspec.sampling import merged
 
 # the papers' names for mmspec's methods (docs/methods.md)
 PAPER_NAMES = {"ar": "AR", "jacobi": "SJD", "coupled": "SCD-MC", "gumbel": "SCD-GS", "pac": "SJD-PAC",
@@ -138,7 +139,7 @@ def table(pipeline, inputs: Inputs, methods: list, *, model: str, device: str = 
     """run_table, with where the figures come from; written as table.json and table.md into `out` when given."""
     entries = [as_entry(m) for m in methods]
     rows = run_table(pipeline, inputs, entries, repeats=repeats, **call)
-    sampling = call.get("sampling") or pipeline.default_sampling
+    sampling = merged(pipeline.default_sampling, call.get("sampling"))  # (what the pipeline runs)
     result = {"model": model, "inputs": inputs.describe(), "sampling": sampling, "repeats": repeats,
               "compiled": bool(getattr(pipeline, "compile", False)), "environment": environment(device),
               "methods": [str(e) for e in entries], "rows": rows}

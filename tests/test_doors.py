@@ -178,6 +178,10 @@ def test_sampling_merges_with_the_familys_defaults_and_none_turns_one_off(folder
     plain = pipe(TEXT[0], sampling={"temperature": 0, "cfg_scale": 1.0}, method="ar")
     assert torch.equal(merged.tokens, named.tokens) and torch.equal(off.tokens, plain.tokens)
     assert not torch.equal(merged.tokens, off.tokens)
+    lumina = pipeline(folders / "chameleon")  # the case of the issue: top_k given, Lumina-mGPT's CFG 3.0 kept
+    given = lumina(TEXT[0], sampling={"temperature": 0, "top_k": 1}, method="ar")
+    whole = lumina(TEXT[0], sampling={**lumina.default_sampling, "temperature": 0, "top_k": 1}, method="ar")
+    assert lumina.default_sampling["cfg_scale"] == 3.0 and torch.equal(given.tokens, whole.tokens)
 
 
 def test_the_reference_image_folder_through_the_table_door(tiny_models, tmp_path, capsys):
@@ -214,7 +218,7 @@ def test_a_text_folder_through_bench_and_refused_by_the_table_door(tiny_text, tm
     (tmp_path / "prompts.txt").write_text("<s> w3")
     assert main(["bench", "--model", folder, "--prompts", str(tmp_path / "prompts.txt")]) == 2
     err = capsys.readouterr().err.strip()
-    assert "mmspec bench --model --prompts does not run it (the field's table is of text-to-image models" in err
+    assert "mmspec bench --model --prompts does not run it (the field's table is of image models" in err
     assert len(err.splitlines()) == 1
 
 

@@ -186,8 +186,9 @@ class Pipeline:
     def _generate(self, run, *, total: int, method: Method, policy, sampling, progress_bar: bool, on_commit,
                   started: float, compile: "bool | dict | None" = None):
         """run(method=, window=, sampling=, on_commit=, compile=) -> an object with .stats (mmspec.generate's
-        Generation or generate_text's), with the method and window policy of `_plan`, the default sampling
-        merged over the model's defaults (mmspec.sampling.merged), compile defaulting to the pipeline's and a progress bar over `total` tokens. -> (what run
+        Generation or generate_text's), with the method and window policy of `_plan`, the call's sampling merged
+        over the model's defaults (mmspec.sampling.merged), compile defaulting to the pipeline's and a progress bar
+        over `total` tokens. -> (what run
         returned, its summary, timed from `started`)."""
         sampling = merged(self.default_sampling, sampling)
         with progress(total, type(self).__name__, progress_bar) as hook:

@@ -19,8 +19,9 @@ from mmspec.window import WindowCache
 
 IMAGE_START, IMAGE_TOKEN = "<|image start|>", "<|image token|>"  # Emu3Processor's image_start_token, fake token
 # the negative prompt of the transformers Emu3 docs and BAAI's Emu3 example: CFG's null condition
-NEGATIVE_PROMPT = ("lowres, bad anatomy, bad hands, text, error, missing fingers, extra digit, fewer digits, cropped, "
-                   "worst quality, low quality, normal quality, jpeg artifacts, signature, watermark, username, blurry.")
+NEGATIVE_PROMPT = ("lowres, bad anatomy, bad hands, text, error, missing fingers, extra digit, fewer digits, "
+                   "cropped, worst quality, low quality, normal quality, jpeg artifacts, signature, watermark, "
+                   "username, blurry.")
 # BAAI's Emu3 generation settings (docs/usage.md): CFG 3.0 on log-probabilities, top-k 2048
 DEFAULT_SAMPLING = {"temperature": 1.0, "top_k": 2048, "cfg_scale": 3.0, "cfg_mode": "log_softmax"}
 IMAGE_SIZE = 720  # pixels a side: Emu3Processor's default image_area (518,400) at ratio 1:1

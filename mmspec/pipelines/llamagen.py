@@ -72,7 +72,8 @@ class LlamaGenPipeline(PromptedImagePipeline):
                                  f"prompts, got {bad[0]!r}")
             return torch.tensor([int(p) for p in labels])
         read = [read_features(p) for p in prompts]  # (a text prompt: its one-line error names what to give)
-        features = torch.stack([r[0] if isinstance(r, tuple) else r for r in read]).reshape(len(read), config.cond_len, -1)
+        features = torch.stack([r[0] if isinstance(r, tuple) else r for r in read])
+        features = features.reshape(len(read), config.cond_len, -1)  # [C, T, C']
         if all(isinstance(r, tuple) for r in read):
             return features, torch.stack([r[1] for r in read]).reshape(len(read), config.cond_len)
         return features

@@ -19,7 +19,8 @@ Batches = Iterator[tuple[list[Output], list[Result]]]
 class LocalExecutor:
     def __init__(self, job: Job):
         self.kind = job.kind
-        self.pipe = load_pipeline(job.kind, job.model, job.draft, default_device(), compile=job.compile)
+        self.pipe = load_pipeline(job.kind, job.model, job.draft, default_device(), compile=job.compile,
+                                  door="render")
 
     def check(self, batches: list[list[Output]]) -> None:
         check_batches(self.pipe, batches)
@@ -75,7 +76,7 @@ class _Renderer:
     """A Ray actor holding one pipeline."""
 
     def __init__(self, kind: str, model: str | None, draft: str | None, device: str, compile: bool):
-        self.kind, self.pipe = kind, load_pipeline(kind, model, draft, device, compile=compile)
+        self.kind, self.pipe = kind, load_pipeline(kind, model, draft, device, compile=compile, door="render")
 
     def check(self, batches: list[list[Output]]) -> "str | None":
         """The one line that refuses the batches (mmspec.memory.DoesNotFit's), or None when they fit."""
