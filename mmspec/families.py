@@ -75,6 +75,12 @@ def _reference_kind(config: dict) -> str:
     return "video" if (config.get("layout") or {}).get("type") == "Grid3D" else "image"
 
 
+def _llamagen(config: dict) -> bool:
+    """A reference GPT folder as `convert llamagen` writes it: the GPT alone, none of the entries a bundled-format
+    folder has beside it (so that a bundled-format folder missing one is still read as one, and told what it lacks)."""
+    return not {"layout", "tokenizer", "prompt_vocab"} & set(config)
+
+
 def _causal_lm(config: dict) -> bool:
     return any(str(a).endswith("ForCausalLM") for a in config.get("architectures") or [])
 
@@ -88,13 +94,13 @@ FAMILIES = (
            prompt="words of the folder's vocab.json, cond_len of them (models/README.md)",
            null_prompt="mmspec.reference.gpt:GPT.null_condition", default_sampling="config.json",
            pixels="mmspec.tokenizers.pixels:bundled_pixels", inputs=("image", "mask"),
-           matches=lambda config: "layout" in config, kind_of=_reference_kind),
+           matches=lambda config: not _llamagen(config), kind_of=_reference_kind),
     Family("llamagen", "LlamaGen", ("mmspec-gpt",), {"image": "mmspec.pipelines.llamagen:LlamaGenPipeline"},
            prompt="a class label (c2i) or a .safetensors file of FLAN-T5 features (t2i), as its sampling scripts take",
            null_prompt="mmspec.reference.gpt:GPT.null_condition",
            default_sampling="mmspec.pipelines.llamagen:DEFAULT_SAMPLING",
            pixels="mmspec.tokenizers.pixels:llamagen_pixels", converters=("llamagen", "llamagen-vq"),
-           matches=lambda config: "layout" not in config),  # (`convert llamagen` writes the GPT alone)
+           matches=_llamagen),
     Family("chameleon", "Chameleon (Lumina-mGPT, Anole)", ("chameleon",),
            {"image": "mmspec.pipelines.chameleon:ChameleonPipeline"},
            prompt="text in Lumina-mGPT's instruction (mmspec.adapters.chameleon.instruction), then BOI and the size",

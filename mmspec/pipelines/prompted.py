@@ -31,7 +31,6 @@ class PromptedImagePipeline(Pipeline):
     generated tokens, -1 where none is yet -> PIL images) and `target_depth`."""
 
     kind, default_model = "image", None  # (no bundled model of these families: a folder is always named)
-    layout = None
 
     def _requests(self, prompts, **call) -> list[tuple]:
         return [(self.target, self.condition(prompts), self.layout, None)]

@@ -10,7 +10,7 @@ import torch
 
 import mmspec
 from mmspec.adapters.emu3 import Emu3Image, emu3_layout
-from tiny import E_BOI as BOI, E_BOS as BOS, E_EOF as EOF, E_EOI as EOI, E_EOL as EOL, E_EOS as EOS, E_H as H
+from tiny import E_BOI as BOI, E_BOS as BOS, E_EOI as EOI, E_EOL as EOL, E_H as H
 from tiny import E_PAD as PAD, E_W as W, E_WRAP as WRAP
 from tiny import (chi_square_pvalue, emu3_allowed_tokens, left_pad, png, reference_p, rounded, sequence_id, tiny_emu3,
                   tiny_head)
