@@ -152,7 +152,7 @@ def test_a_render_job_on_cosmos_is_refused_in_one_line(cosmos, tmp_path):
     assert len(str(err.value).splitlines()) == 1 and not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("name", ["janus", "emu3"])
+@pytest.mark.parametrize("name", ["chameleon", "janus", "emu3", "llamagen"])
 def test_pictures_a_family_does_not_take_are_refused_before_any_work(folders, name, tmp_path, capsys):
     from PIL import Image
 
