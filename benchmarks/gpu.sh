@@ -6,6 +6,8 @@
 #   3. real-size cost curves c(B, L) with random weights (benchmarks/cost_curve.py): the 7B families eager, the
 #      compiled forward at 1 output and L = 1, 64, then the projection of the papers' acceptance on them
 #   4. LlamaGen's own loop against mmspec on GPT-XXL (MMSPEC_LLAMAGEN=DIR, a LlamaGen checkout; skipped without)
+#   5. the quick suite on CUDA at 1, 8 and 32 rows (image, video, text), as earlier GPU runs measured it
+# and, outside the budget, the named folders' runs: MMSPEC_COSMOS (docs/cosmos.md), MMSPEC_TABLE_MODEL (docs/usage.md).
 # A step starts only while the budget (BUDGET seconds, default 570) has room for it, and is cut at what remains.
 # Then, as a separate call with its own minutes, the 16x16-code emoji-video training run (models/README.md), from a
 # pack and a tokenizer written here beforehand (MMSPEC_VIDEO16_PACK=FILE MMSPEC_VIDEO16_VQ=DIR; see `train` below):
@@ -119,6 +121,32 @@ if [ -n "${MMSPEC_LLAMAGEN:-}" ]; then
     --device "$device" --dtype "$dtype" $scaled "${few[@]:0:2}" --out "$out/llamagen-loop"
 else
   echo "== llamagen-loop: skipped (MMSPEC_LLAMAGEN=DIR names a LlamaGen checkout)"
+fi
+
+# 5. what earlier runs measured, while the budget lasts: the quick suite at 1, 8 and 32 rows, one kind at a time
+for kind_limit in image:90 video:160 text:90; do
+  kind=${kind_limit%:*}
+  step "suite-$kind" "${kind_limit#*:}" python -m mmspec.cli bench "$kind" --suite quick --device "$device" \
+    --rows 1,8,32 --repeats 1 "${few[@]:0:2}" --out "$out/suite-$kind"
+done
+
+# named folders, each outside the budget above (they take what they take): a real Cosmos-1 folder over a folder of
+# clips (MMSPEC_COSMOS=FOLDER MMSPEC_COSMOS_VIDEOS=DIR; docs/cosmos.md), as SCD reports it: coupled at window 64
+# against AR, steps compression and latency; the field's table on an image model folder (MMSPEC_TABLE_MODEL=FOLDER,
+# MMSPEC_TABLE_PROMPTS, MMSPEC_TABLE_LIMIT, MMSPEC_TABLE_SECONDS; docs/usage.md, "The field's table")
+if [ -n "${MMSPEC_COSMOS:-}" ]; then
+  budget=$((SECONDS + 3000))
+  step cosmos-bench 3000 python -m mmspec.cli bench video --model "$MMSPEC_COSMOS" \
+    --videos "${MMSPEC_COSMOS_VIDEOS:?set MMSPEC_COSMOS_VIDEOS to a folder of input clips}" --allow-torchscript \
+    --device "$device" --out "$out/cosmos-bench.json"
+fi
+if [ -n "${MMSPEC_TABLE_MODEL:-}" ]; then
+  prompts="${MMSPEC_TABLE_PROMPTS:-$out/table-prompts.txt}"
+  [ -n "${MMSPEC_TABLE_PROMPTS:-}" ] || printf 'a red apple on a wooden table\na lighthouse at dusk\na cat reading a book\n' \
+    > "$prompts"
+  budget=$((SECONDS + ${MMSPEC_TABLE_SECONDS:-120} + 20))
+  step table "${MMSPEC_TABLE_SECONDS:-120}" python -m mmspec.cli bench --model "$MMSPEC_TABLE_MODEL" \
+    --prompts "$prompts" --limit "${MMSPEC_TABLE_LIMIT:-3}" --device "$device" --repeats 1 --out "$out/table"
 fi
 
 echo "== done in ${SECONDS}s, exit $status; results in $out"
