@@ -60,7 +60,8 @@ class Forward:
     """One session of `rows` rows whose cache holds `fill` generated tokens; `__call__(L)` runs one forward of L
     positions from there (the cache is set back to `fill` before each: the same work every call)."""
 
-    def __init__(self, model, rows: int, fill: int, max_window: int, compiled: bool):
+    def __init__(self, model, rows: int, fill: int, max_window: int, compiled: "bool | str"):
+        """compiled: False (eager), True (inductor) or another torch.compile backend's name."""
         self.session = model.target.session(model.condition, model.layout, cfg=False, num_samples=rows,
                                             max_window=max_window)
         self.rows, self.fill, self.device = rows, fill, self.session.device
@@ -68,6 +69,8 @@ class Forward:
         self.run = self.session.forward
         if compiled:
             options = {"mode": "reduce-overhead"} if self.device.type == "cuda" else {}
+            if isinstance(compiled, str):
+                options = {"backend": compiled}
             for t in self.session.buffers():  # written in place: CUDA graphs need them at fixed addresses
                 torch._dynamo.mark_static_address(t, guard=False)
             self.run = torch.compile(self.session.forward, fullgraph=True, dynamic=False, **options)
@@ -90,7 +93,7 @@ def floors(model, rows: int, L: int, fill: int, bytes_per_s: float, flops_per_s:
 
 
 def curve(name: str, rows: list[int], windows: list[int], device: torch.device, dtype: torch.dtype, repeats: int,
-          compiled: bool, bytes_per_s: float, flops_per_s: float, spec=None) -> list[dict]:
+          compiled: "bool | str", bytes_per_s: float, flops_per_s: float, spec=None) -> list[dict]:
     """Every (B, L) of one model, eager (and compiled): milliseconds per forward and the floors."""
     model = build(spec or name, dtype=dtype, device=device)
     fill = model.layout.length // 2
@@ -98,7 +101,7 @@ def curve(name: str, rows: list[int], windows: list[int], device: torch.device, 
     for B in rows:
         kinds = {"eager": Forward(model, B, fill, max(windows), False)}
         if compiled:
-            kinds["compiled"] = Forward(model, B, fill, max(windows), True)
+            kinds["compiled"] = Forward(model, B, fill, max(windows), compiled)
         for L in windows:
             row = {"model": name, "rows": B, "window": L, "fill": fill}
             for kind, forward in kinds.items():
@@ -152,6 +155,7 @@ def main(argv=None) -> None:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--dtype", default=None, choices=sorted(DTYPES), help="default: bf16 on CUDA, fp32 on a CPU")
     ap.add_argument("--compiled", action="store_true", help="also torch.compile the forward (reported apart)")
+    ap.add_argument("--backend", default=None, help="torch.compile backend of --compiled (default: inductor)")
     ap.add_argument("--scaled", action="store_true",
                     help="the tiny versions of the models (mmspec.synthetic.scaled): a rehearsal of the run")
     ap.add_argument("--repeats", type=int, default=5)
@@ -170,7 +174,8 @@ def main(argv=None) -> None:
                "bandwidth_GBps": round(bytes_per_s / 1e9, 2), "matmul_TFLOPs": round(flops_per_s / 1e12, 3),
                "rows": []}
     for name in a.models:
-        results["rows"] += curve(name, rows, windows, device, dtype, a.repeats, a.compiled, bytes_per_s, flops_per_s,
+        compiled = (a.backend or True) if a.compiled else False
+        results["rows"] += curve(name, rows, windows, device, dtype, a.repeats, compiled, bytes_per_s, flops_per_s,
                                  scaled(name) if a.scaled else None)
         print(table([r for r in results["rows"] if r["model"] == name]), flush=True)
         if a.out:  # as it goes: a step cut short by its time limit keeps the models it finished
