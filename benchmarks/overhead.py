@@ -9,7 +9,7 @@ through the public pipeline API, and its decode seconds per step (target forward
   p             Sampling.logp (CFG mix, temperature, top-k / top-p, log-softmax)
   drafting      the drafter's propose and update
   verification  the verifier's call
-  commit        mmspec.loop._commit
+  commit        mmspec.verify_step._commit
   rest          decode seconds minus all of the above (the loop itself, window policy, forcing, hooks)
 and, inside those, `noise`: the time spent in rng.Streams.gumbel (already counted in its caller's column).
 A part that is called from inside another part counts for the outer one only. Parts are found by name and
@@ -100,8 +100,8 @@ def _targets() -> list[tuple[str, object, str]]:
     for cls in _classes("mmspec.drafters"):
         found += [("drafting", cls, a) for a in ("propose", "update") if a in vars(cls)]
     found += [("verification", cls, "__call__") for cls in _classes("mmspec.verify") if "__call__" in vars(cls)]
-    loop, api = importlib.import_module("mmspec.loop"), importlib.import_module("mmspec.api")
-    found += [("commit", loop, "_commit")] if hasattr(loop, "_commit") else []
+    step, api = importlib.import_module("mmspec.verify_step"), importlib.import_module("mmspec.api")
+    found += [("commit", step, "_commit")] if hasattr(step, "_commit") else []
     found += [("decode", api, "decode")] if hasattr(api, "decode") else []  # what mmspec.generate runs
     return [(part, owner, attr) for part, owner, attr in found if callable(getattr(owner, attr, None))]
 

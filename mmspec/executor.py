@@ -1,5 +1,5 @@
 """How a step runs: eager, or compiled by torch.compile (one graph per window width and kind of draft, CUDA graphs on
-a GPU), and on a CPU whichever of the two is faster for each kind of step. What a step does is mmspec.loop's
+a GPU), and on a CPU whichever of the two is faster for each kind of step. What a step does is mmspec.verify_step's
 `VerifyStep`; this module only runs it."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from mmspec.steps import Draft, Window
 
 if TYPE_CHECKING:
     from mmspec.adapters.rows import Rows
-    from mmspec.loop import VerifyStep
+    from mmspec.verify_step import VerifyStep
     from mmspec.state import DecodeState
 
 # one graph per window width and kind of draft (with or without q, a tree), for every method and generation of the

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 import mmspec
-import mmspec.loop
+import mmspec.verify_step
 from mmspec.window import AutoWindow, WindowMemory
 from tiny import CycleWindow, TabularTarget, chi_square_pvalue, sequence_id, tabular_law, tiny_gpt
 
@@ -35,9 +35,9 @@ def test_in_step_counts_bring_every_running_row_to_the_least_index_reached():
     state = type("S", (), {})()
     state.n, state.active = torch.tensor([3, 5, 5, 9]), torch.tensor([True, True, True, False])
     k = torch.tensor([2, 1, 3, 0])  # reaches 5, 6, 8 (the done row does not count)
-    assert mmspec.loop.in_step_counts(state, None, k).tolist() == [2, 0, 0, 0]
+    assert mmspec.verify_step.in_step_counts(state, None, k).tolist() == [2, 0, 0, 0]
     state.n = torch.tensor([4, 4, 4, 9])  # in step: every row commits the fewest any commits
-    assert mmspec.loop.in_step_counts(state, None, torch.tensor([3, 1, 2, 0])).tolist() == [1, 1, 1, 0]
+    assert mmspec.verify_step.in_step_counts(state, None, torch.tensor([3, 1, 2, 0])).tolist() == [1, 1, 1, 0]
 
 
 @pytest.mark.parametrize("method", ["coupled", "exact", "lookup", "draft-model"])
@@ -56,7 +56,7 @@ def test_commits_cut_short_by_a_rule_independent_of_the_rows_draws_keep_the_exac
     # the argument in_step_counts rests on, at every depth: any count the verification allowed, cut by a rule that
     # does not look at what the row drew, including rows that commit nothing and carry their window on
     _independent_caps.gen = torch.Generator().manual_seed(0)
-    monkeypatch.setattr(mmspec.loop, "in_step_counts", _independent_caps)
+    monkeypatch.setattr(mmspec.verify_step, "in_step_counts", _independent_caps)
     assert _law_pvalue(method) > ALPHA
 
 
@@ -70,7 +70,7 @@ def test_the_law_test_catches_a_cut_that_looks_at_the_rows_own_outputs(monkeypat
         first = torch.where(zero.any(1), zero.long().argmax(1), verdict.y.shape[1])
         return torch.minimum(k, first)
 
-    monkeypatch.setattr(mmspec.loop, "in_step_counts", before_a_zero)
+    monkeypatch.setattr(mmspec.verify_step, "in_step_counts", before_a_zero)
     assert _law_pvalue("jacobi") < ALPHA
 
 

@@ -78,7 +78,7 @@ class AutoWindow(Estimate):
 
     @property
     def in_step(self) -> bool:
-        """Keep a batch's rows in step (mmspec.loop.in_step_counts) while plain AR is the best width or the widths
+        """Keep a batch's rows in step (mmspec.verify_step.in_step_counts) while plain AR is the best width or the widths
         are being probed: a probe's or recheck's few wide steps would otherwise leave the rows out of step for the
         rest of the generation, and every AR step after them pays attention masks and per-row cache writes (8%
         of an AR step at 16 rows on emoji-image on a CPU)."""

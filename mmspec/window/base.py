@@ -19,7 +19,7 @@ MAX_WINDOW = 256
 
 class WindowPolicy(Protocol):
     max_window: int  # no step asks for more: caches and buffers are sized by it
-    # optional `in_step: bool`, read before each step: keep a batch's rows in step (mmspec.loop.in_step_counts)
+    # optional `in_step: bool`, read before each step: keep a batch's rows in step (mmspec.verify_step.in_step_counts)
 
     def start(self, session: "Session", state: "DecodeState") -> None:
         """Once, after prefill and before the first step (a policy may read the session's device or shapes)."""

@@ -587,7 +587,7 @@ class DraftsKept(EagleDrafter):
 
 
 class CycleInStep(CycleWindow):
-    """Keeps the rows in step in windows of 1 (mmspec.loop.in_step_counts), after wider windows moved them apart:
+    """Keeps the rows in step in windows of 1 (mmspec.verify_step.in_step_counts), after wider windows moved them apart:
     rows ahead wait, committing nothing."""
 
     def __call__(self, state):

@@ -140,7 +140,7 @@ def test_ngram_lookup_says_how_many_slots_a_match_filled():
 
 def test_lookup_verifies_only_the_matched_slots_and_steps_as_ar_where_nothing_matched(monkeypatch):
     import mmspec
-    from mmspec.loop import VerifyStep
+    from mmspec.verify_step import VerifyStep
     from tiny import tiny_gpt
 
     target, windows = mmspec.ReferenceTarget(tiny_gpt(vocab_size=4, rope_axes=1)), []
