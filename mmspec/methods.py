@@ -1,20 +1,6 @@
-"""Methods: a drafter and a verifier, named. The loop never looks at the name.
-
-| name        | drafting                                            | verification                  |
-|-------------|-----------------------------------------------------|-------------------------------|
-| ar          | none                                                | plain sampling (Gumbel-max)   |
-| draft-model | small AR model, L-1 tokens                          | rejection sampling            |
-| lookup      | n-gram (1D), row above (2D), previous frame (3D)    | rejection sampling            |
-| unigram     | each slot drawn from the row's token frequencies    | rejection sampling            |
-| jacobi      | Jacobi window, carried slots redrawn independently  | rejection sampling (SJD)      |
-| coupled     | Jacobi window, maximal coupling of drafts (SCD-MC)  | rejection sampling            |
-| gumbel      | Jacobi window, per-position Gumbel drafts (SCD-GS)  | rejection sampling            |
-| exact       | Jacobi window, per-position Gumbel drafts           | argmax match on the same noise|
-| pac         | coupled, with proactive branches at slot 0 (SJD-PAC)| recursive rejection sampling  |
-| eagle       | a draft head on the target's features (EAGLE-3),    | rejection sampling, or argmax |
-|             | optionally the first slots only, Jacobi the rest    | match (`exact`: ar's tokens)  |
-|             | (or with proactive branches the head continues,     |                               |
-|             | or a token tree: EAGLE-2's, branching at every depth)| (a tree: p's draws descend it)|
+"""Methods: a drafter and a verifier, named. The loop never looks at the name. The table of methods (what each drafts
+and how it is verified) is `method_table()`, from the registry; README.md and docs/methods.md hold it as it writes it
+(tests/test_readme.py fails when they differ).
 
 Every Jacobi method, draft-model and eagle take `proactive=(width, depth)`: slot 0 gets width - 1 siblings, each
 heading a branch of depth tokens, verified in the same forward (mmspec.drafters.proactive, mmspec.tree).
@@ -218,6 +204,9 @@ def eagle(head=None, exact: bool = False, jacobi: "int | None" = None, init: "st
 DEFAULT_METHOD = "exact"
 DEFAULT_WINDOW = "auto"
 
+# what a method's output is, in the methods table
+SAME_LAW, SAME_TOKENS = "`ar`'s distribution", "`ar`'s tokens for the seed"
+
 # ---------------------------------------------------------------------------------------------------------------------
 # The registry: every method by name, the options it takes and the resource a caller may supply. A spec ('coupled',
 # {'name': 'coupled', 'init': 'above'}) is parsed once, where it enters (mmspec.generate, a pipeline, the CLI, a job
@@ -332,27 +321,48 @@ OPTIONS: dict[str, Option] = {
 
 @dataclass(frozen=True)
 class Entry:
-    """A registered method: `build(**options) -> Method`, the options it takes (from OPTIONS) and `needs`, the option
-    that holds a resource (a draft model, a head) a caller may supply when the spec names none."""
+    """A registered method: `build(**options) -> Method`, the options it takes (from OPTIONS), `needs`, the option
+    that holds a resource (a draft model, a head) a caller may supply when the spec names none, and its row of the
+    methods table (`method_table`): how it drafts, how it verifies, what its output is."""
     build: Callable[..., Method]
+    drafting: str
+    verification: str
+    output: str = SAME_LAW
     options: tuple[str, ...] = ()
     needs: "str | None" = None
 
 
 _JACOBI = ("init", "proactive")
+REJECTION = "rejection sampling"
 REGISTRY: dict[str, Entry] = {
-    "ar": Entry(ar),
-    "draft-model": Entry(draft_model, ("model", "sampling", "proactive"), needs="model"),
-    "lookup": Entry(lookup, ("fill",)),
-    "jacobi": Entry(jacobi, _JACOBI),
-    "coupled": Entry(coupled, _JACOBI),
-    "gumbel": Entry(gumbel, _JACOBI),
-    "exact": Entry(exact, _JACOBI),
-    "pac": Entry(pac, _JACOBI),
-    "eagle": Entry(eagle, ("head", "exact", "jacobi", "init", "proactive", "tree", "lookup", "stop"), needs="head"),
-    "unigram": Entry(lambda: Method("unigram", lambda layout: UnigramDrafter(), RejectionVerifier())),
+    "ar": Entry(ar, "none", "plain sampling (Gumbel-max on the position noise)", "the baseline"),
+    "draft-model": Entry(draft_model, "a small AR model (a text pipeline's draft model)", REJECTION,
+                         options=("model", "sampling", "proactive"), needs="model"),
+    "lookup": Entry(lookup, "n-gram (1D), row above (2D), previous frame (3D)", REJECTION, options=("fill",)),
+    "jacobi": Entry(jacobi, "Jacobi window, independent redraws (SJD)", REJECTION, options=_JACOBI),
+    "coupled": Entry(coupled, "Jacobi window, maximal coupling of successive drafts (SCD-MC)", REJECTION,
+                     options=_JACOBI),
+    "gumbel": Entry(gumbel, "Jacobi window, per-position Gumbel drafts (SCD-GS)", REJECTION, options=_JACOBI),
+    "exact": Entry(exact, "Jacobi window, per-position Gumbel drafts", "argmax on the same noise", SAME_TOKENS,
+                   _JACOBI),
+    "pac": Entry(pac, "`coupled` with proactive branches at the first slot (SJD-PAC)", "recursive rejection sampling",
+                 options=_JACOBI),
+    "eagle": Entry(eagle, "a draft head on the target's own features (EAGLE-3; the model folder's `head/`), "
+                   "optionally then a Jacobi window; on text the n-gram lookup's drafts instead in the steps where the "
+                   "head agrees with their first token (`lookup`); with `tree`, the head's token tree, branching at "
+                   "every depth (EAGLE-2)", "rejection sampling, or argmax on the noise (`exact`); a tree descends by "
+                   "`ar`'s draws on the noise", f"{SAME_LAW} (`exact`, `tree`: {SAME_TOKENS})",
+                   ("head", "exact", "jacobi", "init", "proactive", "tree", "lookup", "stop"), needs="head"),
+    "unigram": Entry(lambda: Method("unigram", lambda layout: UnigramDrafter(), RejectionVerifier()),
+                     "each slot drawn from the row's own token counts (the registry's example method)", REJECTION),
 }
 METHODS: dict[str, Callable[..., Method]] = {name: entry.build for name, entry in REGISTRY.items()}
+
+
+def method_table() -> str:
+    """The methods table in markdown, a row per registered method, as README.md and docs/methods.md hold it."""
+    rows = [f"| `{name}` | {e.drafting} | {e.verification} | {e.output} |" for name, e in REGISTRY.items()]
+    return "\n".join(["| `method` | drafting | verification | output |", "|---|---|---|---|", *rows])
 
 
 def takers(option: str) -> list[str]:

@@ -16,6 +16,7 @@ import torch
 import mmspec
 from mmspec.cache import StaticKVCache
 from mmspec.executor import Faster
+from mmspec.methods import REGISTRY
 from mmspec.verify import RejectionVerifier
 from test_distribution import ALPHA, case
 from tiny import chi_square_pvalue, sequence_id, tiny_gpt, tiny_head
@@ -23,10 +24,10 @@ from tiny import chi_square_pvalue, sequence_id, tiny_gpt, tiny_head
 SAMPLING = mmspec.Sampling(temperature=0.9, top_k=12, cfg_scale=2.5)
 SAMPLING_TEXT = mmspec.Sampling(temperature=0.9, top_k=12)  # (text models here have no null condition)
 LAYOUT = mmspec.Grid2D(3, 4, row_end_token=15)  # structural tokens: forced drafts and p, widened windows
-METHODS = ["ar", "jacobi", "coupled", "gumbel", "exact", "lookup", "draft-model", "pac",
-           {"name": "exact", "proactive": [3, 2]}, {"name": "draft-model", "proactive": [3, 2]},
-           {"name": "eagle"}, {"name": "eagle", "exact": True, "jacobi": 2}, {"name": "eagle", "proactive": [3, 2]},
-           {"name": "eagle", "tree": [6, 3]}]
+# every registered method (eagle, by name, with a tiny head: see _method), and variants of their options
+METHODS = list(REGISTRY) + [{"name": "exact", "proactive": [3, 2]}, {"name": "draft-model", "proactive": [3, 2]},
+                            {"name": "eagle", "exact": True, "jacobi": 2}, {"name": "eagle", "proactive": [3, 2]},
+                            {"name": "eagle", "tree": [6, 3]}]
 
 
 class AlwaysCompiled(Faster):
@@ -46,8 +47,9 @@ def _target(seed=0):
 
 
 def _method(method):
-    if method == "draft-model" or isinstance(method, dict) and method["name"] == "draft-model":
-        return {**({"name": method} if isinstance(method, str) else method), "model": _target(seed=3)}
+    method = {"name": method} if method in ("draft-model", "eagle") else method  # (their resources given here)
+    if isinstance(method, dict) and method["name"] == "draft-model":
+        return {**method, "model": _target(seed=3)}
     if isinstance(method, dict) and method["name"] == "eagle":  # the target forward inside the step keeps its features
         return {**method, "head": tiny_head(16, 24, layers=(0, 1), rope_axes=2, seed=3, dtype=torch.float64)}
     return method

@@ -74,3 +74,11 @@ def test_links_lead_to_files(page):
 def test_the_docs_python_compiles(page):
     for i, code in enumerate(blocks((ROOT / page).read_text(), "python")):
         compile(code, f"{page} python block {i}", "exec")
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/methods.md"])
+def test_the_methods_table_is_the_registrys(page):
+    # the table is written by mmspec.methods.method_table(): paste its output where the page differs
+    from mmspec.methods import method_table
+
+    assert method_table() in (ROOT / page).read_text(), f"{page}'s methods table is not method_table()'s"
