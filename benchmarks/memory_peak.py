@@ -55,7 +55,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--out")
     a = ap.parse_args(argv)
     plans: list = []
-    real, run_batch, ran = memory.plan, mmspec.api._run, []
+    real, run_batch, ran = memory.rows_at_once, mmspec.api._run, []
 
     def one_batch(*args, **kw):
         out = run_batch(*args, **kw)
@@ -64,13 +64,13 @@ def main(argv=None) -> dict:
             raise Enough
         return out
 
-    def plan(per_row, rows, device, batch_size=None):  # what the request planned, recorded
+    def rows_at_once(per_row, rows, device, batch_size=None):  # what the request planned, recorded
         at_once = real(per_row, rows, device, batch_size)
         plans.append({"rows": rows, "rows_at_once": at_once, "bytes_per_row": per_row,
                       "free_bytes": memory.free_bytes(device),
                       "estimate_bytes": memory.fixed_bytes() + at_once * (per_row or 0)})
         return at_once
-    mmspec.api.plan = plan
+    mmspec.api.rows_at_once = rows_at_once
     with tempfile.TemporaryDirectory() as scratch:
         run(1, Path(scratch) / "one", a.device)
         base = torch.cuda.max_memory_allocated() if a.device != "cpu" else peak_rss()

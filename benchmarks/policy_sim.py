@@ -9,18 +9,19 @@ nothing measured before (a first call). At 8 rows a step costs what the rows it 
 the forwards (mmspec.adapters.rows), or with `--done-rows stay` ride along to the end, as they did before.
 
   python benchmarks/policy_sim.py image --seeds 6 --variants base,one_row=1,fixed16
-  (a variant: base; attribute=value of AutoWindow joined by +, e.g. stretch=8+recheck=48; or fixedN)
+  (a variant: base; field=value of AutoConfig joined by +, e.g. stretch=8+recheck=48; or fixedN)
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
 import numpy as np
 import torch
 
 from mmspec.bench import PROMPTS
 from mmspec.pipelines import load_pipeline
-from mmspec.window import AutoWindow, FixedWindow, WindowMemories, batch_progress
+from mmspec.window import AutoConfig, AutoWindow, FixedWindow, WindowMemories, batch_progress
 
 # (kind, rows) -> ms per step at the start of the output by width, and how much a step's cost has grown by its end
 # (2026-12-01, bundled models, 1 thread: at one row from traces of `auto`, emoji-image's AR 3.3 ms at the top and 4.3
@@ -72,7 +73,7 @@ class ClockedAuto(AutoWindow):
         return super().__call__(state)
 
     def observe(self, state, k, seconds) -> None:
-        super().observe(state, k, self.clock.tick(self.window, self.position))  # (position: where the step started)
+        super().observe(state, k, self.clock.tick(self.window, self.estimate.position))  # (position: where the step started)
 
 
 class ClockedFixed(FixedWindow):
@@ -95,12 +96,13 @@ def policy(variant: str, pipe, clock: Clock) -> "ClockedAuto | ClockedFixed":
         return ClockedFixed(int(variant[len("fixed"):]), clock)
     memory = WindowMemories(None, pipe.window_memory.device, pipe.window_memory.prior,
                             pipe.window_memory.greedy_prior)["exact"]  # a first call
-    auto = ClockedAuto(clock, max_window=pipe.default_window, memory=memory)
-    for setting in [] if variant == "base" else variant.split("+"):
-        name, value = setting.split("=")
-        if not hasattr(AutoWindow, name):
-            raise ValueError(f"AutoWindow has no attribute {name!r}")
-        setattr(auto, name, type(getattr(AutoWindow, name))(float(value)))
+    settings = dict(setting.split("=") for setting in ([] if variant == "base" else variant.split("+")))
+    unknown = sorted(set(settings) - {f.name for f in dataclasses.fields(AutoConfig)})
+    if unknown:
+        raise ValueError(f"AutoConfig has no field {unknown[0]!r}")
+    config = dataclasses.replace(AutoConfig(), **{name: type(getattr(AutoConfig(), name))(float(value))
+                                                  for name, value in settings.items()})
+    auto = ClockedAuto(clock, max_window=pipe.default_window, memory=memory, config=config)
     return auto
 
 

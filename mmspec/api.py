@@ -9,16 +9,17 @@ import torch
 from mmspec.adapters.base import Target
 from mmspec.layouts import FREE, Layout
 from mmspec.loop import decode
-from mmspec.memory import plan, row_bytes
-from mmspec.methods import DEFAULT_METHOD, DEFAULT_WINDOW, Method, resolve_method
+from mmspec.memory import row_bytes, rows_at_once
+from mmspec.methods import DEFAULT_METHOD, DEFAULT_WINDOW, Method
 from mmspec.options import NUM_OUTPUTS, one_of
+from mmspec.plan import Plan, plan
 from mmspec.rng import MAX_SEED, Streams
 from mmspec.sampling import Sampling
-from mmspec.state import DecodeState, forced_runs
+from mmspec.state import DecodeState
 from mmspec.stats import Stats
 from mmspec.steps import Context
 from mmspec.threads import module_device, scoped
-from mmspec.window import FixedWindow, WindowPolicy, window_policy
+from mmspec.window import WindowPolicy
 
 
 @dataclass
@@ -35,7 +36,8 @@ def generate(target: Target, condition: Any, layout: Layout, *, method: "str | d
              num_outputs: "int | None" = None, stop_tokens: "Sequence[int] | None" = None,
              on_commit: "Callable[[DecodeState, torch.Tensor], None] | None" = None,
              given: "torch.Tensor | None" = None, compile: "bool | dict" = False,
-             batch_size: "int | None" = None, num_samples: "int | None" = None) -> Generation:
+             batch_size: "int | None" = None, num_samples: "int | None" = None,
+             planned: "Plan | None" = None) -> Generation:
     """Generate `num_outputs` token sequences per condition (default 1), losslessly, with speculation.
 
     target: a Target (e.g. `ReferenceTarget(gpt)`); condition: what the target is conditioned on
@@ -66,20 +68,19 @@ def generate(target: Target, condition: Any, layout: Layout, *, method: "str | d
     """
     if not isinstance(layout, Layout):
         raise TypeError(f"layout must be a Sequence1D, Grid2D or Grid3D, not {type(layout).__name__}")
-    policy = window_policy(window)
+    if planned is not None and (method is not DEFAULT_METHOD or window is not DEFAULT_WINDOW):
+        raise ValueError("mmspec.generate takes a plan or a method and window, not both")
+    planned = planned or plan(method, window)
     num_samples = one_of(num_outputs, num_samples, "num_samples", "mmspec.generate", NUM_OUTPUTS)
     if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 1:
         raise ValueError(f"num_outputs must be >= 1, got {num_samples}")
     sampling = Sampling.coerce(sampling)
-    method = resolve_method(method)
     if given is not None:
         given = _check_given(given, layout, target.vocab_size)
-    if method.window is not None:
-        policy = FixedWindow(method.window)
     fixed = _forced(layout, given)  # [R, N]
-    L = _room(policy, fixed)
-    run = dict(method=method, policy=policy, sampling=sampling, L=L, stop_tokens=stop_tokens, on_commit=on_commit,
-               compile=compile)
+    room = planned.room(fixed)
+    run = dict(method=planned.method, policy=planned.policy, sampling=sampling, room=room, stop_tokens=stop_tokens,
+               on_commit=on_commit, compile=compile)
     conditions = _count(condition)
     if conditions is None:  # (a condition whose rows this cannot tell: run as asked)
         return _run(target, condition, layout, seed=seed, num_samples=num_samples, given=given, **run)
@@ -87,8 +88,8 @@ def generate(target: Target, condition: Any, layout: Layout, *, method: "str | d
     seeds = _seeds(seed, B)
     _rows(fixed, B, num_samples, 0)  # given rows that fit none of the forms are refused here, before any work
     # the cache holds a window's chain and its proactive branches
-    per_row = row_bytes(target, condition, layout, sampling.cfg, L + method.tree_nodes)
-    at_once = plan(per_row, B, module_device(target), batch_size)
+    per_row = row_bytes(target, condition, layout, sampling.cfg, room + planned.method.tree_nodes)
+    at_once = rows_at_once(per_row, B, module_device(target), batch_size)
     if at_once >= B:
         return _run(target, condition, layout, seed=seeds, num_samples=num_samples, given=given, **run)
     parts = []
@@ -103,37 +104,31 @@ def generate(target: Target, condition: Any, layout: Layout, *, method: "str | d
 
 def row_need(target: Target, condition: Any, layout: Layout, *, method: "str | dict | Method" = DEFAULT_METHOD,
              window: "int | str | WindowPolicy" = DEFAULT_WINDOW, sampling: "Sampling | dict | None" = None,
-             given: "torch.Tensor | None" = None) -> "int | None":
+             given: "torch.Tensor | None" = None, planned: "Plan | None" = None) -> "int | None":
     """Bytes one row of `generate(target, condition, layout, ...)` with these options needs at most, as generate
     estimates it before any work (None: a target that gives no sizes); `given` may hold any token where one is given
     (only where counts)."""
-    method, sampling = resolve_method(method), Sampling.coerce(sampling)
-    policy = FixedWindow(method.window) if method.window is not None else window_policy(window)
-    return row_bytes(target, condition, layout, sampling.cfg, _room(policy, _forced(layout, given)) + method.tree_nodes)
+    planned, sampling = planned or plan(method, window), Sampling.coerce(sampling)
+    room = planned.room(_forced(layout, given))
+    return row_bytes(target, condition, layout, sampling.cfg, room + planned.method.tree_nodes)
 
 
-def _room(policy: WindowPolicy, forced: torch.Tensor) -> int:
-    """The window a generation makes room for: its policy's widest, or one over the longest run of `forced` [R, N]
-    tokens and the one after it, committed in one forward."""
-    return max(policy.max_window, int(forced_runs(forced).max()) + 1)
-
-
-def _run(target, condition, layout, *, method, policy, sampling, L, seed, num_samples, given, stop_tokens, on_commit,
+def _run(target, condition, layout, *, method, policy, sampling, room, seed, num_samples, given, stop_tokens, on_commit,
          compile, first_row: int = 0) -> Generation:
     """One batch of `generate`; `first_row`: the index of its first row in the whole request (on_commit hooks read
     it from the state)."""
     fixed = _forced(layout, given)  # [R, N]
     drafter = method.drafter(layout)  # (a drafter whose drafts its verifier cannot read fails here, before any work)
     session = target.session(condition, layout, cfg=sampling.cfg, num_samples=num_samples,
-                             max_window=L + method.tree_nodes)
+                             max_window=room + method.tree_nodes)
     B, device = session.batch_size, session.device
     seeds = _seeds(seed, B)
     N = layout.length
     state = DecodeState(
-        layout=layout, max_window=L, vocab_size=target.vocab_size, sampling=sampling,
+        layout=layout, max_window=room, vocab_size=target.vocab_size, sampling=sampling,
         streams=Streams(seeds, target.vocab_size, device),
-        seq=torch.full((B, N + L), -1, dtype=torch.long, device=device),
-        forced=_rows(fixed, B, num_samples, L).to(device), first_row=first_row)
+        seq=torch.full((B, N + room), -1, dtype=torch.long, device=device),
+        forced=_rows(fixed, B, num_samples, room).to(device), first_row=first_row)
     context = Context(session=session, condition=condition, num_samples=num_samples, prompt=session.prompt,
                       draft_vocab=session.draft_vocab)
     stop = None if stop_tokens is None else torch.as_tensor(list(stop_tokens), device=device)

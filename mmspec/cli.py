@@ -11,7 +11,7 @@ from pathlib import Path
 from mmspec.methods import DEFAULT_METHOD, DEFAULT_WINDOW, OPTIONS, REGISTRY, Spec, check_method, takers
 from mmspec.options import BATCH_SIZE_HELP, NUM_OUTPUTS, NUM_OUTPUTS_HELP, OVERWRITE_HELP, SEED_HELP
 from mmspec.sampling import Sampling
-from mmspec.window import MAX_WINDOW
+from mmspec.window import MAX_WINDOW, WINDOWS, window_help
 
 KINDS = ("image", "video", "text")
 DEFAULT_BENCH_METHODS = "jacobi,coupled,gumbel,exact,lookup"
@@ -80,12 +80,12 @@ def _sampling(args) -> dict | None:
 
 
 def _window_arg(text: str) -> "int | str":
-    if text == "auto":
-        return text
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an int in [1, {MAX_WINDOW}] or 'auto', got {text!r}") from None
+    """--window's text -> an int or a registered policy's name (mmspec.window.WINDOWS)."""
+    window = int(text) if text.lstrip("-").isdigit() else text
+    if isinstance(window, str) and (window not in WINDOWS or window == "fixed"):
+        names = ", ".join(repr(name) for name in WINDOWS if name != "fixed")
+        raise argparse.ArgumentTypeError(f"expected an int in [1, {MAX_WINDOW}] or {names}, got {text!r}")
+    return window
 
 
 def _check_options(args) -> Spec:
@@ -206,11 +206,10 @@ def _common(p: argparse.ArgumentParser, kind_nargs: str | None = None, window=DE
     for name in FLAGS:
         p.add_argument(f"--{name}", help=f"{', '.join(takers(name))}: {OPTIONS[name].help}", **OPTIONS[name].flag)
     p.add_argument("--window", type=_window_arg, default=window,
-                   help="positions verified per forward (1..256), or 'auto' (picked at every step from measured step "
-                        "costs and acceptance, up to 16 image, 64 video, 8 text"
-                        + ("; generate keeps what it measured in $MMSPEC_WINDOW_CACHE, default ~/.cache/mmspec/windows, "
-                           "'off' to forget" if window == "auto" else "; measured afresh in every run")
-                        + "); default: " + ("auto" if window == "auto" else "16 image, 64 video, 6 text"))
+                   help=window_help()
+                        + ("; generate keeps what auto measured in $MMSPEC_WINDOW_CACHE, default "
+                           "~/.cache/mmspec/windows, 'off' to forget" if window == "auto" else "; auto measures afresh in every run")
+                        + "; default: " + ("auto" if window == "auto" else "16 image, 64 video, 6 text"))
     p.add_argument("--seed", type=int, default=0, help=SEED_HELP)
     p.add_argument("--num-outputs", "--num", dest="num", type=int, default=NUM_OUTPUTS,
                    help=NUM_OUTPUTS_HELP + "; --num: its old name, until 0.2")

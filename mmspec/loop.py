@@ -62,7 +62,7 @@ def decode(session: Session, drafter: Drafter, verifier: Verifier, policy: Windo
         ahead = state.forced_ahead()
         widened = ahead >= L  # forced tokens fill the window: take their whole run and the token after it
         window = Window(min(ahead + 1, state.max_window) if widened else L, widened,
-                        keep_in_step and getattr(policy, "in_step", False))
+                        keep_in_step and policy.in_step)
         draft = drafter.propose(state, window)  # D = window.D draft slots, or fewer
         verdict, logp, k = step(state, draft, window)
         t_hook = time.perf_counter()

@@ -94,7 +94,7 @@ class DoesNotFit(ValueError):
     """Rows asked for at a time that do not fit in memory (or not even one row): the message says what fits."""
 
 
-def plan(per_row: "int | None", rows: int, device, batch_size: "int | None" = None) -> int:
+def rows_at_once(per_row: "int | None", rows: int, device, batch_size: "int | None" = None) -> int:
     """Rows to run at a time for a request of `rows`: `batch_size` when given and it fits, else as many as fit in
     SHARE of the memory free now; DoesNotFit (what was asked, what fits, the batch option) when `batch_size` rows do
     not fit, or not even one row does."""

@@ -102,7 +102,7 @@ def test_more_outputs_than_fit_run_in_batches_and_a_batch_that_cannot_fit_is_ref
     per_row = memory.row_bytes(pipe.target, None, Grid2D(4, 4), cfg=True, window=16)
     monkeypatch.setattr(memory, "free_bytes", lambda device: 2 * (memory.fixed_bytes() + 3 * per_row))
     rows = []  # rows at a time, as planned
-    monkeypatch.setattr(mmspec.api, "plan", lambda *a, **kw: rows.append(memory.plan(*a, **kw)) or rows[-1])
+    monkeypatch.setattr(mmspec.api, "rows_at_once", lambda *a, **kw: rows.append(memory.rows_at_once(*a, **kw)) or rows[-1])
     assert _generate(tiny_models, tmp_path, "--num", "7", "--window", "16") == 0
     assert len(json.loads(capsys.readouterr().out)["outputs"]) == 7 and rows == [3]
     assert _generate(tiny_models, tmp_path / "b", "--num", "7", "--window", "16", "--batch-size", "5") == 2

@@ -132,7 +132,7 @@ class SleepyWindow:
     """A fixed window of 3 that queues GPU work in every step (a spin the host does not wait for) and keeps the
     seconds the loop timed each step at."""
 
-    max_window = 3
+    max_window, in_step = 3, False
 
     def __init__(self):
         self.seconds = []

@@ -91,7 +91,7 @@ def test_non_finite_or_ill_typed_sampling_is_refused(target, bad):
 
 def test_a_window_policy_that_oversteps_is_refused(target):
     class TooWide:
-        max_window = 4
+        max_window, in_step = 4, False
 
         def start(self, session, state):
             pass

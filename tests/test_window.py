@@ -6,7 +6,7 @@ import torch
 
 import mmspec
 import mmspec.window
-from mmspec.window import AcceptanceWindow, AutoWindow, WindowMemory, load_prior, prior_at
+from mmspec.window import AcceptanceWindow, AutoConfig, AutoWindow, WindowMemory, load_prior, prior_at
 from tiny import TabularTarget, chi_square_pvalue, sequence_id, tabular_law, tiny_gpt
 
 POW4 = [1, 4, 16, 64]  # the widths most policy tests are written with (the default adds 8, 32, ...)
@@ -122,7 +122,7 @@ def test_auto_judges_each_width_by_its_own_steps():
     policy = AutoWindow(max_window=16, widths=POW4)
     chosen = _run(policy, 200, seconds_of=lambda L: {1: 0.008, 4: 0.01, 16: 0.025}[L],
                   k_of=lambda L: {1: 1, 4: 2, 16: 6}[L])
-    assert policy.per_step(4)[0] == pytest.approx(2.0) and chosen[-100:].count(16) > 80
+    assert policy.estimate.per_step(4)[0] == pytest.approx(2.0) and chosen[-100:].count(16) > 80
 
 
 def test_auto_keeps_the_running_window_unless_another_wins_clearly():
@@ -176,8 +176,8 @@ def test_at_one_row_a_stretch_lasts_until_a_jacobi_window_has_caught_up(one_row)
     # a Jacobi window opened after plain AR commits one token a step for its first 6 steps, then 3 (held, 16 is 1.5x
     # AR: 3 per 6.6 ms against 1 per 3.3). A stretch of 4 counted steps after a warm-up of 4 sees 1, 1, 3, 3, a tie
     # with AR, and 16 never runs; one of 8 sees the catch-up, and 16 runs (`one_row`: 1 is the variant that fails)
-    policy = AutoWindow(max_window=16, widths=POW4, memory=WindowMemory(prior={1: {1: 1.0, 4: 1.3, 16: 2.0}}))
-    policy.one_row = one_row
+    policy = AutoWindow(max_window=16, widths=POW4, memory=WindowMemory(prior={1: {1: 1.0, 4: 1.3, 16: 2.0}}),
+                        config=AutoConfig(one_row=one_row))
     seconds, state, chosen, run = {1: 0.0033, 4: 0.0046, 16: 0.0066}, FakeState(rows=1), [], 0
     for _ in range(600):
         L = policy(state)
@@ -446,7 +446,7 @@ def test_exact_equals_ar_with_auto(layout, prior):
     auto = mmspec.generate(target, torch.tensor([0, 3]), layout, method="exact", window=window, **kw)
     assert torch.equal(auto.tokens, ar.tokens)
     if prior is not None:
-        assert window.seconds[4]  # 4 was probed
+        assert window.estimate.seconds[4]  # 4 was probed
 
 
 @pytest.mark.parametrize("remembered", [False, True, "prior"], ids=["fresh", "remembered", "prior"])

@@ -368,6 +368,8 @@ def word_tokenizer():
 class CycleWindow:
     """A window policy that changes L at every step (for lossless tests of changing windows)."""
 
+    in_step = False
+
     def __init__(self, sizes):
         self.sizes, self.max_window = list(sizes), max(sizes)
 

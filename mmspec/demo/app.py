@@ -20,7 +20,7 @@ from mmspec.demo.stream import Snapshot, stream
 from mmspec.demo.views import GridView, TextView
 from mmspec.memory import DoesNotFit
 from mmspec.methods import DEFAULT_METHOD, method_names
-from mmspec.window import MAX_WINDOW
+from mmspec.window import MAX_WINDOW, WINDOWS
 from mmspec.families import check
 from mmspec.pipelines import load_pipeline
 from mmspec.pipelines.grid import token_mask
@@ -116,7 +116,7 @@ class Tab:
         # the pictures the model's family takes (mmspec.families); last in the API: positional callers
         pictures = self._picture_inputs() if {"video": "image", "image": "mask"}.get(kind) in pipe.family.inputs else {}
         c["window"] = gr.Slider(0, MAX_WINDOW, 0, step=1, label="Window",
-                                info="positions verified per forward; 0: auto (picked at every step)")
+                                info=f"positions verified per forward; 0: auto ({WINDOWS['auto'].help})")
         with gr.Row():
             c["seed"] = gr.Number(0, precision=0, minimum=0, label="Seed")
             c["num_outputs"] = gr.Slider(1, MAX_OUTPUTS, DEFAULT_OUTPUTS[kind], step=1, label="Outputs")

@@ -11,13 +11,14 @@ import torch
 
 from mmspec.api import row_need
 from mmspec.families import Family, load
-from mmspec.memory import plan
+from mmspec.memory import rows_at_once
 from mmspec.methods import DEFAULT_METHOD, DEFAULT_WINDOW  # noqa: F401 - the pipelines' defaults
 from mmspec.methods import OPTIONS, Method, Spec
+from mmspec.plan import Plan, plan
 from mmspec.reference.eagle import EagleHead, load_head
 from mmspec.sampling import merged
 from mmspec.threads import module_device, scoped
-from mmspec.window import AutoWindow, WindowCache, WindowMemories, window_policy
+from mmspec.window import AutoWindow, WindowCache, WindowMemories
 
 HEAD = "head"  # a model folder's draft head for method eagle: <model>/head/ (mmspec train-head writes one)
 
@@ -149,15 +150,13 @@ class Pipeline:
                                         device=weight.device)
         return self.heads[key]
 
-    def _plan(self, method, window) -> tuple[Method, "int | AutoWindow"]:
-        """A call's method and window policy, made before any of its work (an eagle spec on a model without a head
-        fails here): the spec resolved, and window=None/"auto" an AutoWindow that starts from what earlier calls
-        with the same method name learned."""
-        spec = method if isinstance(method, Method) else Spec.parse(method)
-        if window is None or window == "auto":  # up to this pipeline's widest, from what calls of the method learned
-            name = spec.value if isinstance(spec, Spec) else None
-            window = window_policy(window, self.default_window, self.window_memory[name] if isinstance(name, str) else None)
-        return self.resolve(spec), window
+    def plan(self, method=DEFAULT_METHOD, window=DEFAULT_WINDOW) -> Plan:
+        """A call's Plan (mmspec.plan), made once before any of its work (an eagle spec on a model without a head
+        fails here): the spec resolved with this pipeline's resources, and "auto" an AutoWindow up to this pipeline's
+        widest that starts from what earlier calls with the same method name learned. A Plan is returned as it is."""
+        if isinstance(method, Plan):
+            return method
+        return plan(method, window, widest=self.default_window, memories=self.window_memory, resolve=self.resolve)
 
     def check_rows(self, prompts: list, rows: int, **call) -> None:
         """Refuses in one line (mmspec.memory.DoesNotFit), before any work, a call on `prompts` (with the call's other
@@ -170,31 +169,29 @@ class Pipeline:
         """Refuses in one line (mmspec.memory.DoesNotFit) a call on `prompts` (with the call's other options `call`)
         that makes `rows` rows, `batch_size` at a time (None: as many as fit), as mmspec.generate refuses it: a call
         checks this before any of its work, a progress bar or a first frame. Each generate call the call makes is
-        estimated (`_requests`)."""
-        method, policy = self._plan(method, window)
-        self._check_requests(self._requests(prompts, **call), rows, batch_size, method, policy, sampling)
+        estimated (`_requests`). method: a spec, or the call's Plan (then window is not read)."""
+        self._check_requests(self._requests(prompts, **call), rows, batch_size, self.plan(method, window), sampling)
 
-    def _check_requests(self, requests: list[tuple], rows: int, batch_size: "int | None", method: Method, policy,
+    def _check_requests(self, requests: list[tuple], rows: int, batch_size: "int | None", planned: Plan,
                         sampling: "dict | None") -> None:
         """mmspec.generate's memory check of each (target, condition, layout, given) request, for `rows` rows in all
         run `batch_size` at a time."""
         sampling = merged(self.default_sampling, sampling)
         for target, condition, layout, given in requests:
-            per_row = row_need(target, condition, layout, method=method, window=policy, sampling=sampling, given=given)
-            plan(per_row, rows, module_device(target), batch_size)
+            per_row = row_need(target, condition, layout, planned=planned, sampling=sampling, given=given)
+            rows_at_once(per_row, rows, module_device(target), batch_size)
 
-    def _generate(self, run, *, total: int, method: Method, policy, sampling, progress_bar: bool, on_commit,
+    def _generate(self, run, *, total: int, planned: Plan, sampling, progress_bar: bool, on_commit,
                   started: float, compile: "bool | dict | None" = None):
-        """run(method=, window=, sampling=, on_commit=, compile=) -> an object with .stats (mmspec.generate's
-        Generation or generate_text's), with the method and window policy of `_plan`, the call's sampling merged
-        over the model's defaults (mmspec.sampling.merged), compile defaulting to the pipeline's and a progress bar
-        over `total` tokens. -> (what run
-        returned, its summary, timed from `started`)."""
+        """run(planned=, sampling=, on_commit=, compile=) -> an object with .stats (mmspec.generate's Generation or
+        generate_text's), with the call's Plan, the call's sampling merged over the model's defaults
+        (mmspec.sampling.merged), compile defaulting to the pipeline's and a progress bar over `total` tokens. ->
+        (what run returned, its summary, timed from `started`)."""
         sampling = merged(self.default_sampling, sampling)
         with progress(total, type(self).__name__, progress_bar) as hook:
-            out = run(method=method, window=policy, sampling=sampling, on_commit=chain(hook, on_commit),
+            out = run(planned=planned, sampling=sampling, on_commit=chain(hook, on_commit),
                       compile=self.compile if compile is None else compile)
+        policy = planned.policy
         if isinstance(policy, AutoWindow) and policy.memory is not None:
             policy.memory.save()  # what it learned, for the next process
-        name = None if isinstance(policy, int) else "auto" if isinstance(policy, AutoWindow) else type(policy).__name__
-        return out, out.stats.summary(name, seconds=time.perf_counter() - started)
+        return out, out.stats.summary(planned.label, seconds=time.perf_counter() - started)

@@ -103,7 +103,7 @@ class CosmosPipeline(Pipeline):
         `num_outputs` continuations; batch_size: mmspec.generate's."""
         started = time.perf_counter()
         refuse_cfg((sampling or {}).get("cfg_scale"))  # (before the prompt's T5 and the video's encoding)
-        method, policy = self._plan(method, window)
+        planned = self.plan(method, window)
         condition = self.condition(prompt)
         given, names = None, ["video"]
         if video is not None:
@@ -117,11 +117,11 @@ class CosmosPipeline(Pipeline):
             raise ValueError("a Cosmos base model continues a video: pass video= (the CLI's --video), "
                              f"{' or '.join(map(str, self.accepted_frames))} frames")
         # (the given tokens as encoded: `_requests`' are the most a video may give)
-        self._check_requests([(self.target, condition, self.layout, given)], num_outputs, batch_size, method, policy,
+        self._check_requests([(self.target, condition, self.layout, given)], num_outputs, batch_size, planned,
                              sampling)
         run = partial(generate, self.target, condition, self.layout, seed=seed, num_outputs=num_outputs, given=given,
                       batch_size=batch_size)
-        out, summary = self._generate(run, total=num_outputs * self.layout.length, method=method, policy=policy,
+        out, summary = self._generate(run, total=num_outputs * self.layout.length, planned=planned,
                                       sampling=sampling, progress_bar=progress_bar, on_commit=on_commit,
                                       started=started, compile=compile)
         from PIL import Image

@@ -73,15 +73,14 @@ class _GridPipeline(Pipeline):
             check_prompt(p)
         rows = [p for p in prompts for _ in range(num_outputs)]
         started = time.perf_counter()
-        method, policy = self._plan(method, window)  # before a first frame is drawn
+        planned = self.plan(method, window)  # before a first frame is drawn
         cond = self.condition(prompts)
-        self.check_call(prompts, len(rows), batch_size, method=method, window=policy, sampling=sampling, image=image,
-                        mask=mask)
+        self.check_call(prompts, len(rows), batch_size, method=planned, sampling=sampling, image=image, mask=mask)
         given, extra = self._given(rows, image, mask, seed=seed, progress_bar=progress_bar,
-                                   speculate=(method.window or policy) != 1, batch_size=batch_size)
+                                   speculate=planned.speculates, batch_size=batch_size)
         run = partial(generate, self.target, cond, self.layout, seed=seed, num_outputs=num_outputs, given=given,
                       batch_size=batch_size)
-        out, summary = self._generate(run, total=len(rows) * self.layout.length, method=method, policy=policy,
+        out, summary = self._generate(run, total=len(rows) * self.layout.length, planned=planned,
                                       sampling=sampling, progress_bar=progress_bar, on_commit=on_commit,
                                       started=started, compile=compile)
         return self._output(out, rows, {**summary, **extra})
@@ -224,10 +223,10 @@ class VideoPipeline(_GridPipeline):
 
     def check_call(self, prompts: list, rows: int, batch_size: "int | None", *, method=DEFAULT_METHOD,
                    window=DEFAULT_WINDOW, image=None, **call) -> None:
-        super().check_call(prompts, rows, batch_size, method=method, window=window, image=image, **call)
+        planned = self.plan(method, window)
+        super().check_call(prompts, rows, batch_size, method=planned, image=image, **call)
         if image is None and self.image_model is not None:  # and the first frames' call, as `_render_first_frames`
-            method, policy = self._plan(method, window)
-            first, width = _first_frame_method((method.window or policy) != 1)
+            first, width = _first_frame_method(planned.speculates)
             self.image_model.check_call(self._subjects(prompts), rows, batch_size, method=first, window=width)
 
     def _requests(self, prompts, image=None, **call) -> list[tuple]:

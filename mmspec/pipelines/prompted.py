@@ -47,11 +47,11 @@ class PromptedImagePipeline(Pipeline):
             check_prompt(p)
         rows = [p for p in prompts for _ in range(num_outputs)]
         started = time.perf_counter()
-        method, policy = self._plan(method, window)
-        self.check_call(prompts, len(rows), batch_size, method=method, window=policy, sampling=sampling)
+        planned = self.plan(method, window)
+        self.check_call(prompts, len(rows), batch_size, method=planned, sampling=sampling)
         run = partial(generate, self.target, self.condition(prompts), self.layout, seed=seed, num_outputs=num_outputs,
                       batch_size=batch_size)
-        out, summary = self._generate(run, total=len(rows) * self.layout.length, method=method, policy=policy,
+        out, summary = self._generate(run, total=len(rows) * self.layout.length, planned=planned,
                                       sampling=sampling, progress_bar=progress_bar, on_commit=on_commit,
                                       started=started, compile=compile)
         return ImageOutput(self.pictures(cells(out.tokens, self.layout)), rows, out.tokens, out.stats, summary)

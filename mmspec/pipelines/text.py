@@ -128,12 +128,12 @@ class TextPipeline(Pipeline):
         prompts = as_list(prompt)
         for p in prompts:
             check_prompt(p)
-        method, policy = self._plan(method, window)
-        self.check_call(prompts, len(prompts) * num_outputs, batch_size, method=method, window=policy,
-                        sampling=sampling, max_new_tokens=max_new_tokens)
+        planned = self.plan(method, window)
+        self.check_call(prompts, len(prompts) * num_outputs, batch_size, method=planned, sampling=sampling,
+                        max_new_tokens=max_new_tokens)
         run = partial(generate_text, self.target, prompts, max_new_tokens, stop_strings=stop_strings, stream=stream,
                       seed=seed, num_outputs=num_outputs, batch_size=batch_size)
-        out, summary = self._generate(run, total=len(prompts) * num_outputs * max_new_tokens, method=method,
-                                      policy=policy, sampling=sampling, progress_bar=progress_bar,
-                                      on_commit=on_commit, started=time.perf_counter(), compile=compile)
+        out, summary = self._generate(run, total=len(prompts) * num_outputs * max_new_tokens, planned=planned,
+                                      sampling=sampling, progress_bar=progress_bar, on_commit=on_commit,
+                                      started=time.perf_counter(), compile=compile)
         return TextOutput(out.texts, [p for p in prompts for _ in range(num_outputs)], out.tokens, out.stats, summary)

@@ -13,8 +13,8 @@ import yaml
 
 from mmspec.families import check
 from mmspec.methods import DEFAULT_METHOD, DEFAULT_WINDOW, OPTIONS, Spec, check_method
-from mmspec.window import MAX_WINDOW
 from mmspec.options import deprecated
+from mmspec.plan import plan
 from mmspec.render.inputs import INPUT_KEYS, InputFiles
 from mmspec.render.naming import file_name, output_id
 from mmspec.rng import MAX_SEED
@@ -217,11 +217,12 @@ def _merge(defaults: dict, item: dict) -> dict:
 
 def _settings(job: Job, merged: dict, label: str, base: Path) -> "tuple[dict, Spec]":
     """-> (the pipeline call's settings, the method's spec)."""
-    spec, fixed = _method(merged.get("method", DEFAULT_METHOD), job, label, base)
-    window = merged.get("window", DEFAULT_WINDOW)
-    if window != "auto":  # auto: the pipeline's AutoWindow picks L per step from measured costs
-        window = _int(window, 1, MAX_WINDOW, f"{label}window")
-    window = fixed or window  # ar verifies one position, whatever is asked
+    spec = _method(merged.get("method", DEFAULT_METHOD), job, label, base)
+    try:  # the window that runs, as a call gives it (ar's 1 whatever is asked), so that both hash alike
+        window = plan(spec, merged.get("window", DEFAULT_WINDOW),
+                      resolve=lambda s: check_method(s, has_draft_model=True)).window.value
+    except ValueError as err:
+        raise JobError(f"{label}window: {str(err).removeprefix('window ')}") from None
     settings = {"method": spec.value, "window": window, "sampling": _sampling(merged.get("sampling"), job.kind, label)}
     if job.kind == "text":
         settings["max_new_tokens"] = _int(merged.get("max_new_tokens", 64), 1, None, f"{label}max_new_tokens")
@@ -232,10 +233,10 @@ def _settings(job: Job, merged: dict, label: str, base: Path) -> "tuple[dict, Sp
     return settings, spec
 
 
-def _method(method, job: Job, label: str, base: Path) -> tuple:
-    """A method name or {name, options} -> (its spec, whose value is a name or a mapping when it has options, so
-    that both hash alike; the method's fixed window or None). A folder an option names (a head) is relative to the
-    job file, as the model folder is."""
+def _method(method, job: Job, label: str, base: Path) -> Spec:
+    """A method name or {name, options} -> its spec, checked, whose value is a name or a mapping when it has options,
+    so that both hash alike. A folder an option names (a head) is relative to the job file, as the model folder
+    is."""
     from mmspec.pipelines.base import head_folder
 
     if isinstance(method, dict):
@@ -243,7 +244,7 @@ def _method(method, job: Job, label: str, base: Path) -> tuple:
                   for k, v in method.items()}
     try:
         spec = Spec.parse(method)
-        fixed = check_method(spec, has_draft_model=True).window
+        check_method(spec, has_draft_model=True)
     except (ValueError, TypeError, FileNotFoundError) as err:
         raise JobError(f"{label}method: {err}") from None
     if spec.needs == "model" and not job.has_draft_model:  # the pipeline gives its draft model
@@ -253,7 +254,7 @@ def _method(method, job: Job, label: str, base: Path) -> tuple:
             head_folder(job.folder)
         except FileNotFoundError as err:
             raise JobError(f"{label}method: {err}") from None
-    return spec, fixed
+    return spec
 
 
 def _sampling(sampling, kind: str, label: str) -> dict:

@@ -19,7 +19,9 @@ MAX_WINDOW = 256
 
 class WindowPolicy(Protocol):
     max_window: int  # no step asks for more: caches and buffers are sized by it
-    # optional `in_step: bool`, read before each step: keep a batch's rows in step (mmspec.verify_step.in_step_counts)
+    # read before each step: keep a batch's rows in step (mmspec.verify_step.in_step_counts), where that pays (a
+    # batch on a CPU)
+    in_step: bool
 
     def start(self, session: "Session", state: "DecodeState") -> None:
         """Once, after prefill and before the first step (a policy may read the session's device or shapes)."""
@@ -33,6 +35,8 @@ class WindowPolicy(Protocol):
 
 
 class FixedWindow:
+    in_step = False
+
     def __init__(self, window: int):
         self.max_window = window
 
@@ -46,7 +50,6 @@ class FixedWindow:
         pass
 
 
-
 class AcceptanceWindow:
     """Grow the window while acceptance runs long, shrink it when they are short: L is the power of two nearest
     (in ratio) to `headroom` times the recent committed tokens per step (an average over steps, decayed), within
@@ -57,6 +60,8 @@ class AcceptanceWindow:
     at small batch), where the widest useful window is the one to run: video's long accepted runs take it to 128,
     an image's short ones keep it near 16.
     """
+
+    in_step = False
 
     def __init__(self, max_window: int = 128, min_window: int = 4, headroom: float = 8.0, decay: float = 0.8):
         if not 1 <= min_window <= max_window <= MAX_WINDOW:

@@ -63,9 +63,9 @@ class Estimate:
 
     def _prior(self, L: int) -> float:
         """The prior's tokens per step at width L in the band of the output the step now running starts in."""
-        return self.expected[L][self._band()]
+        return self.expected[L][self.band()]
 
-    def _band(self) -> int:
+    def band(self) -> int:
         """The band (of the prior's equal shares of the output) the row furthest behind is in."""
         bands = len(next(iter(self.expected.values())))
         return min(int(self.position * bands), bands - 1)

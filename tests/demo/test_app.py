@@ -179,11 +179,11 @@ def test_outputs_run_in_batches_that_fit_and_one_that_cannot_fit_is_refused_in_o
     monkeypatch.setattr(memory, "free_bytes", lambda device: free)
     planned = []  # (rows asked, rows at a time) of each generate call
 
-    def plan(per_row, rows, *args, **kw):
+    def rows_at_once(per_row, rows, *args, **kw):
         planned.append((rows, None))
-        planned[-1] = (rows, memory.plan(per_row, rows, *args, **kw))
+        planned[-1] = (rows, memory.rows_at_once(per_row, rows, *args, **kw))
         return planned[-1][1]
-    monkeypatch.setattr(mmspec.api, "plan", plan)
+    monkeypatch.setattr(mmspec.api, "rows_at_once", rows_at_once)
     media, stats, *_ = client.predict(prompt="red heart", num_outputs=5, api_name="/image_generate")
     assert planned == [(5, 2)] and len(media) == 5 and stats["tokens"] == 5 * 16
     monkeypatch.setattr(memory, "free_bytes", lambda device: memory.fixed_bytes())
