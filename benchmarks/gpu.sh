@@ -126,7 +126,7 @@ fi
 # 5. what earlier runs measured, while the budget lasts: the quick suite at 1, 8 and 32 rows, one kind at a time
 for kind_limit in image:90 video:160 text:90; do
   kind=${kind_limit%:*}
-  step "suite-$kind" "${kind_limit#*:}" python -m mmspec.cli bench "$kind" --suite quick --device "$device" \
+  step "suite-$kind" "${kind_limit#*:}" python -m benchmarks.suite quick "$kind" --device "$device" \
     --rows 1,8,32 --repeats 1 "${few[@]:0:2}" --out "$out/suite-$kind"
 done
 

@@ -373,25 +373,19 @@ def _report_lossless(checks: list[dict], quiet: bool) -> int:
     return 0 if all(c["ok"] for c in checks) else 1
 
 
-def _suites():
-    """benchmarks.suite of the clone mmspec runs from: the suites are benchmarks, not part of the package."""
-    root = Path(__file__).resolve().parents[1]
-    if not (root / "benchmarks" / "suite" / "__init__.py").is_file():
-        raise ValueError("mmspec bench --suite runs from a clone of the mmspec repository (its benchmarks/ folder is "
-                         "not installed with the package): pip install -e . in a clone")
-    if str(root) not in sys.path:
-        sys.path.insert(0, str(root))
-    import benchmarks.suite
-
-    return benchmarks.suite
+def _suites(args):
+    """The suites `python -m benchmarks.suite` gives `main` (a clone's benchmarks.suite): the package never imports
+    the clone's benchmarks/, which a wheel has not."""
+    if args.suites is None:
+        raise ValueError(f"mmspec bench --suite runs a clone's suites: python -m benchmarks.suite {args.suite} "
+                         "[KIND] [options] in a clone of the mmspec repository")
+    return args.suites
 
 
 def _bench_suite(args) -> dict:
-    suites = _suites()
+    suites = _suites(args)
     if args.suite == "overhead":
         return _bench_overhead(args)
-    from benchmarks.suite.report import write_json
-
     out = _check_writable(args.out or Path("benchmarks/results") / args.suite)
     kinds = (args.kind,) if args.kind else KINDS
     # text has a draft model with the bundled models, or when one is given
@@ -407,7 +401,7 @@ def _bench_suite(args) -> dict:
         cases = [dataclasses.replace(c, repeats=args.repeats) if hasattr(c, "repeats") else c for c in cases]
     result = suites.run_suite(cases, device=args.device, models={args.kind: args.model} if args.model else None,
                        draft=args.draft, seed=args.seed, max_new_tokens=args.max_new_tokens,
-                       on_case=lambda partial: write_json(partial, out / "results.json"))  # kept if stopped early
+                       on_case=lambda partial: suites.write_json(partial, out / "results.json"))  # kept if stopped early
     result["suite"] = args.suite
     paths = suites.save(result, out, args.suite)
     if not args.json:
@@ -420,9 +414,9 @@ def _bench_suite(args) -> dict:
 def _bench_overhead(args) -> dict:
     """The decode step split into forward / p / drafting / verification / commit / rest against a plain forward
     of the same model, per model, rows and method (benchmarks/overhead.py)."""
-    from benchmarks import overhead
     from mmspec.pipelines.base import models_dir
 
+    overhead = _suites(args).overhead
     models = [args.model] if args.model else [str(models_dir() / m) for m in overhead.BUNDLED
                                               if args.kind is None or _bundled_kind(m) == args.kind]
     out = _check_writable(args.out or Path("benchmarks/results") / "overhead")
@@ -488,7 +482,7 @@ def _check_suite_options(args) -> None:
         raise ValueError("--suite with --model needs the model's kind: mmspec bench image --suite quick --model DIR")
     if args.draft is not None and args.kind != "text":
         raise ValueError("--draft is the draft of a text model: mmspec bench text --suite quick --model DIR --draft DIR")
-    suites = _suites().SUITES
+    suites = _suites(args).SUITES
     if args.suite not in suites and args.suite != "overhead":
         raise ValueError(f"--suite: unknown suite {args.suite!r}; choose one of {sorted([*suites, 'overhead'])}")
     if args.suite != "overhead" and not suites[args.suite].timed:
@@ -663,8 +657,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "the suite's own otherwise)")
     bench.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1... (default cpu)")
     _threads_option(bench)
-    bench.add_argument("--suite", help="run a whole suite (benchmarks/suite of a clone); a kind restricts it to "
-                       "that kind. quick: image and video against batch size and window, text against transformers, "
+    bench.add_argument("--suite", help="run a whole suite (a clone's: python -m benchmarks.suite NAME [KIND] "
+                       "[options]); a kind restricts it to that kind. quick: image and video against batch size and window, text against transformers, "
                        "lossless checks; acceptance: forward counts, acceptance per window slot and its diagnosis "
                        "(TV between Jacobi iterations, entropy of p) against the window, beside published figures; overhead: "
                        "the decode step split into forward, p, drafting, verification and commit, beside a plain "
@@ -742,8 +736,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, suites=None) -> int:
+    """`suites`: a clone's benchmarks.suite, for `bench --suite` (python -m benchmarks.suite gives it)."""
     args = build_parser().parse_args(argv)
+    args.suites = suites
     try:
         result = args.func(args)
     except (ValueError, OSError, KeyboardInterrupt) as err:  # what the user can fix (files, folders, disk) or stop

@@ -2,7 +2,14 @@ import json
 
 import pytest
 
-from mmspec.cli import main
+import benchmarks.suite
+import mmspec.cli
+from benchmarks.suite.__main__ import main as suite_main
+
+
+def main(argv):
+    """mmspec's CLI, with the clone's suites for `bench --suite` (as python -m benchmarks.suite gives them)."""
+    return mmspec.cli.main(argv, suites=benchmarks.suite)
 
 
 def test_generate_image_json(tiny_models, tmp_path, capsys):
@@ -56,8 +63,8 @@ def test_a_failed_lossless_check_is_loud_and_fails_the_command(tiny_models, monk
 
 def test_bench_suite_writes_json_markdown_and_plots(tiny_models, tmp_path, capsys):
     out = tmp_path / "quick"
-    assert main(["bench", "image", "--suite", "quick", "--model", str(tiny_models / "image"), "--rows", "1",
-                 "--repeats", "1", "--out", str(out)]) == 0
+    assert suite_main(["quick", "image", "--model", str(tiny_models / "image"), "--rows", "1", "--repeats", "1",
+                       "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert {p.name for p in out.iterdir()} == {"results.json", "results.md", "batch.png", "window.png"}
     result = json.loads((out / "results.json").read_text())
@@ -177,6 +184,12 @@ def test_bench_refuses_a_missing_model_folder_before_any_work(tmp_path, capsys):
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="checks the refusal where there is no CUDA")
 def test_bench_refuses_cuda_where_there_is_none(capsys):
     _refused(["bench", "--suite", "quick", "--device", "cuda"], capsys, "no CUDA device here")
+
+
+def test_the_package_runs_no_suite_of_its_own(capsys):
+    # the suites are a clone's benchmarks/ (a wheel has none): without them, bench --suite says where they run
+    assert mmspec.cli.main(["bench", "--suite", "quick"]) == 2
+    assert "python -m benchmarks.suite quick [KIND] [options] in a clone" in capsys.readouterr().err
 
 
 def test_bench_refuses_an_unknown_suite(capsys):

@@ -1,20 +1,23 @@
-"""Benchmark suites (`mmspec bench --suite NAME`, from a clone): cases as data (cases.py), one runner per kind of
+"""Benchmark suites (`python -m benchmarks.suite NAME [KIND] [options]`, from a clone): cases as data (cases.py), one runner per kind of
 case (run.py; counts.py for the acceptance suite's forward counts, with measure.py's measuring verifier), the
 transformers baselines (hf.py), and the files they leave: JSON and markdown (report.py, acceptance_report.py),
 PNG plots (plots.py, acceptance_plots.py); published.py holds the published points they are set against.
 
-SUITES is the registry `mmspec bench --suite` reads: a suite is its cases and the report and plots it writes;
-one more suite is one more entry."""
+SUITES is the registry `python -m benchmarks.suite` reads: a suite is its cases and the report and plots it writes;
+one more suite is one more entry. The package never imports this folder (a wheel has none): __main__.py hands this
+module, with the overhead check (benchmarks/overhead.py), to mmspec.cli's `bench --suite`."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from benchmarks import overhead
 from benchmarks.suite import acceptance_plots, acceptance_report, cases, plots, report
+from benchmarks.suite.report import write_json
 from benchmarks.suite.run import run_suite
 
-__all__ = ["SUITES", "Suite", "run_suite", "save"]
+__all__ = ["SUITES", "Suite", "overhead", "run_suite", "save", "write_json"]
 
 
 @dataclass(frozen=True)

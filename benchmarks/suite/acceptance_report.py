@@ -60,7 +60,7 @@ def markdown(result: dict, suite: str = "acceptance") -> str:
     s = result["settings"]
     sampling = "; ".join(f"{k} {sampling_name(v)}" for k, v in s["default_sampling"].items() if k != "text")
     rows = _batch_rows(result)
-    lines = [f"# `mmspec bench --suite {suite}`", "", environment_line(result), "",
+    lines = [f"# `python -m benchmarks.suite {suite}`", "", environment_line(result), "",
              (f"Forward counts only: nothing is timed, so a shared CPU does not change these figures. {_protocol(result)} "
               f"Image and video at the models' default sampling ({sampling}); text (max {s['max_new_tokens']} new "
               f"tokens) at {_text_sampling(result)}, draft model {s['draft'] or 'none'}."), "",

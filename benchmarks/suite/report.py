@@ -43,7 +43,7 @@ def markdown(result: dict, suite: str) -> str:
     cases = result["cases"]
     cpu_note = (" CPU-time ratio: the same with this process's CPU time, which a machine shared with other work "
                 "disturbs less (with one thread, it is the run's wall-clock time on an idle core).") if on_cpu(result) else ""
-    lines = [f"# `mmspec bench --suite {suite}`", "", environment_line(result), "",
+    lines = [f"# `python -m benchmarks.suite {suite}`", "", environment_line(result), "",
              (f"Timing: in one process, each case runs `ar` and its methods round-robin; seconds are the best of n "
               f"timed runs (n = {_repeats(cases)}), after one untimed run (of `ar` for image and video, of "
               "every mmspec method for text; a transformers baseline's untimed run also tells whether it accepts "

@@ -1,15 +1,14 @@
-"""`mmspec bench --suite acceptance`: one kind on a tiny model, and the options it refuses."""
+"""`python -m benchmarks.suite acceptance`: one kind on a tiny model, and the options it refuses."""
 import json
 
 import pytest
 
-from mmspec.cli import main
+from benchmarks.suite.__main__ import main
 
 
 def test_bench_acceptance_one_kind_writes_its_folder(tiny_models, tmp_path, capsys):
     out = tmp_path / "acceptance"
-    assert main(["bench", "image", "--suite", "acceptance", "--model", str(tiny_models / "image"),
-                 "--out", str(out)]) == 0
+    assert main(["acceptance", "image", "--model", str(tiny_models / "image"), "--out", str(out)]) == 0
     assert {p.name for p in out.iterdir()} == {"results.json", "results.md", "nfe_window.png", "acceptance_slot.png",
                                                "diagnosis.png"}
     result = json.loads((out / "results.json").read_text())
@@ -22,5 +21,5 @@ def test_bench_acceptance_one_kind_writes_its_folder(tiny_models, tmp_path, caps
 
 @pytest.mark.parametrize("flag", [["--rows", "1,8"], ["--repeats", "2"]])
 def test_bench_acceptance_refuses_timing_options(flag, capsys):
-    assert main(["bench", "--suite", "acceptance", *flag]) == 2
+    assert main(["acceptance", *flag]) == 2
     assert "not for --suite acceptance" in capsys.readouterr().err
