@@ -41,7 +41,7 @@ class Executor:
         """rows: the rows the step's session is narrowed to (None: it runs every row to the end)."""
         self.step, self.session, self.rows = step, step.session, rows
         self.run, self.compiled = step, bool(compile)
-        self.given: dict[int, torch.Tensor] = {}  # L -> L as a tensor (a compiled step's given drafts end there)
+        self.unpadded: dict[int, torch.Tensor] = {}  # L -> L as a tensor (a compiled step's given drafts end there)
         if compile:
             options = dict(compile) if isinstance(compile, dict) else {}
             if self.session.device.type == "cuda":
@@ -66,15 +66,15 @@ class Executor:
         L, in_step = draft.slots + 1, window.in_step and draft.tree is None
         if not self.compiled or self.rows is not None and not self.rows.all:  # rows have left (on a CPU): eager
             return self.step(state, draft, L, in_step)
-        given = self.given.get(L)
-        if given is None:
-            given = self.given[L] = torch.tensor(L, device=state.seq.device)
+        unpadded = self.unpadded.get(L)
+        if unpadded is None:
+            unpadded = self.unpadded[L] = torch.tensor(L, device=state.seq.device)
         bucket = min(1 << (L - 1).bit_length(), window.L) if draft.tree is None else L  # (a chain is padded)
         key = (bucket, type(draft))
         compiled = self.faster is None or self.faster.compiled(key)
         t = time.perf_counter()
         if compiled:
-            out = self.run(state, draft if bucket == L else _padded(draft, bucket - 1), bucket, in_step, given)
+            out = self.run(state, draft if bucket == L else _padded(draft, bucket - 1), bucket, in_step, unpadded)
         else:
             out = self.step(state, draft, L, in_step)
         if self.faster is not None:
@@ -112,7 +112,7 @@ class Faster:
 
 def _padded(draft: Draft, D: int) -> Draft:
     """A chain of drafts -> D >= its slots: its last token repeated, copied (one-hot q), for the step to verify and
-    commit no further than the drafts it was given (the step's `given`). Lossless whatever the filler: the commit
+    commit no further than the drafts it was given (the step's `unpadded`). Lossless whatever the filler: the commit
     then ends at or before the given drafts' last slot, a point fixed before anything is drawn, and that slot's output
     is p's whether its filler draft passed or not."""
     pad = D - draft.slots

@@ -38,10 +38,10 @@ class Method:
 
     def drafter(self, layout: Layout) -> Drafter:
         """A fresh drafter for a generation, checked against the verifier before any work: every kind of draft record
-        it makes (a chain, branches, a token tree) must be one the verifier reads (where both declare theirs)."""
+        it makes (a chain, branches, a token tree) must be one the verifier reads."""
         drafter = self.make_drafter(layout)
-        makes, reads = getattr(drafter, "makes", None), getattr(self.verifier, "reads", None)
-        if makes is not None and reads is not None and not makes <= reads:
+        makes, reads = drafter.makes, self.verifier.reads
+        if not makes <= reads:
             raise ValueError(f"method {self.name!r}: its drafter makes {sorted(makes - reads)} drafts, which its "
                              f"verifier {type(self.verifier).__name__} does not read (it reads {sorted(reads)})")
         return drafter
@@ -150,8 +150,9 @@ def eagle(head=None, exact: bool = False, jacobi: "int | None" = None, init: "st
     whose most likely token has a probability below `stop` under the head, in every row (0: the whole window
     always); None: `STOP` on 1D layouts, 0 on grids, where it was not measured to pay. A row's draft then depends
     on its batch (its sampled tokens too, never their law nor `exact`'s)."""
-    from mmspec.drafters.eagle import EagleDrafter, SplicedDrafter
+    from mmspec.drafters.eagle import EagleDrafter
     from mmspec.drafters.lookup import LookupOrDrafter
+    from mmspec.drafters.splice import SplicedDrafter
     from mmspec.drafters.tree import TreeDrafter
     from mmspec.reference.eagle import EagleHead, load_head
 

@@ -46,9 +46,9 @@ class Stats:
         return self.nfe, self.drafted, self.accepted, self.accepted_at, self.forwards_at
 
     def record(self, state: "DecodeState", index: torch.Tensor, lead: torch.Tensor, k: torch.Tensor, L: int,
-               given: "torch.Tensor | None" = None) -> None:
+               unpadded: "torch.Tensor | None" = None) -> None:
         """One forward over a window of L (index [B, L] of its positions), where each row accepted `lead` [B] drafts
-        before its first rejection and committed k [B] tokens (before the state moves on). `given` [] (a padded
+        before its first rejection and committed k [B] tokens (before the state moves on). `unpadded` [] (a padded
         chain): the L of the drafts the step was given, slots past it not drafted."""
         self.nfe += state.active
         if L == 1:  # a window of one has no drafts to count
@@ -59,15 +59,15 @@ class Stats:
         drafted = (index[:, :-1] < state.length) & state.active[:, None]  # [B, L-1]
         if state.any_forced:
             drafted &= state.structural(index[:, :-1]) < 0
-        if given is not None:
-            drafted &= slots < given - 1
+        if unpadded is not None:
+            drafted &= slots < unpadded - 1
         accepted = drafted & (slots < torch.minimum(lead, k)[:, None])
         self.drafted += drafted.sum(1)
         self.accepted += accepted.sum(1)
         D = min(L, self.window) - 1  # slots past the policy's widest (a widened step's) hold forced tokens only
         self.accepted_at[:, :D] += accepted[:, :D]
-        self.forwards_at[:, :D] += state.active[:, None] if given is None else \
-            state.active[:, None] & (slots[:D] < given - 1)
+        self.forwards_at[:, :D] += state.active[:, None] if unpadded is None else \
+            state.active[:, None] & (slots[:D] < unpadded - 1)
 
     @property
     def mean_acceptance_length(self) -> float:

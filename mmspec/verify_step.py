@@ -15,7 +15,7 @@ from mmspec.verify import Verifier
 
 class VerifyStep:
     """The drafts of a window of L -> one target forward -> p -> verdict -> commit: (verdict, logp [B, W, V], k [B]).
-    A function of tensors with no read of the device inside, so that mmspec.executor can compile it whole; `given`
+    A function of tensors with no read of the device inside, so that mmspec.executor can compile it whole; `unpadded`
     [] (a padded chain): the L of the drafts it was given, nothing past it committed."""
 
     def __init__(self, session: Session, verifier: Verifier, state: DecodeState, stats: Stats,
@@ -29,13 +29,13 @@ class VerifyStep:
 
     @torch.no_grad()
     def __call__(self, state: DecodeState, draft: DraftRecord, L: int, in_step: bool = False,
-                 given: torch.Tensor | None = None):
+                 unpadded: torch.Tensor | None = None):
         draft = _force_draft(state, draft, L)
         inputs = torch.cat([state.pending[:, None], draft.nodes()], 1)  # [B, W]: last committed, then drafts
         logits = self.session.forward(inputs, state.n - 1, draft.tree)
         logp = _force_p(state, self.sampling.logp(*logits), L, draft.tree)  # [B, W, V]
         verdict = self.verifier(state, draft, logp, L)
-        k = _commit(state, verdict, L, self.stats, self.commit_step, self.stop_tokens, in_step, given)
+        k = _commit(state, verdict, L, self.stats, self.commit_step, self.stop_tokens, in_step, unpadded)
         if verdict.path is not None:  # the tree's path taken now stands for the indices after n
             self.session.adopt(verdict.path)
         return verdict, logp, k
@@ -72,7 +72,7 @@ def _force_p(state: DecodeState, logp: torch.Tensor, L: int, tree: Tree | None) 
     return logp.scatter_(-1, token, logp.gather(-1, token).masked_fill(is_forced, 0.0))
 
 
-def in_step_counts(state: DecodeState, verdict: Verdict, k: torch.Tensor) -> torch.Tensor:
+def in_step_counts(state: DecodeState, k: torch.Tensor) -> torch.Tensor:
     """k [B] tokens each row may commit -> the counts that bring every active row to the least index any of them
     reaches (rows in step stay in step; rows ahead wait, committing nothing, until the others catch up).
 
@@ -86,19 +86,19 @@ def in_step_counts(state: DecodeState, verdict: Verdict, k: torch.Tensor) -> tor
 
 
 def _commit(state: DecodeState, verdict: Verdict, L: int, stats: Stats, commit_step: torch.Tensor,
-            stop_tokens: torch.Tensor | None, in_step: bool = False, given: torch.Tensor | None = None) -> torch.Tensor:
+            stop_tokens: torch.Tensor | None, in_step: bool = False, unpadded: torch.Tensor | None = None) -> torch.Tensor:
     """Write the committed prefix of every active row; return k [B] (0 for rows already done). `in_step`: every
-    row stops where the row that gets least far does (`in_step_counts`). `given` [] (a padded chain, see
+    row stops where the row that gets least far does (`in_step_counts`). `unpadded` [] (a padded chain, see
     mmspec.executor): the L of the drafts the step was given; nothing past it is committed or counted as drafted."""
     lead = verdict.accepted.long().cumprod(1).sum(1)  # [B] drafts accepted before the first rejection
-    if given is not None:
-        lead = torch.minimum(lead, given - 1)
+    if unpadded is not None:
+        lead = torch.minimum(lead, unpadded - 1)
     k = torch.minimum(lead + 1, state.length - state.n) * state.active
     if in_step and L > 1:  # (a window of one commits one token in every active row: they stay in step as they are)
-        k = in_step_counts(state, verdict, k)
+        k = in_step_counts(state, k)
     k, stopped = _stopped(verdict, k, stop_tokens)
     _write(state, verdict, k, commit_step, stats.nfe)
-    stats.record(state, verdict.index, lead, k, L, given)
+    stats.record(state, verdict.index, lead, k, L, unpadded)
     _advance(state, verdict, k, stopped)
     return k
 

@@ -23,10 +23,10 @@ def _case():
     return target, draft, mmspec.Grid2D(2, 2), sampling
 
 
-def _law_pvalue(method):
+def _law_pvalue(method, window=InStep):
     target, draft, layout, sampling = _case()
     method = {"name": "draft-model", "model": draft} if method == "draft-model" else method
-    g = mmspec.generate(target, torch.tensor([0]), layout, method=method, window=InStep((4, 3, 2)), sampling=sampling,
+    g = mmspec.generate(target, torch.tensor([0]), layout, method=method, window=window((4, 3, 2)), sampling=sampling,
                         seed=0, num_samples=SAMPLES)
     return chi_square_pvalue(sequence_id(g.tokens, target.vocab_size), tabular_law(target, 0, sampling))
 
@@ -35,9 +35,9 @@ def test_in_step_counts_bring_every_running_row_to_the_least_index_reached():
     state = type("S", (), {})()
     state.n, state.active = torch.tensor([3, 5, 5, 9]), torch.tensor([True, True, True, False])
     k = torch.tensor([2, 1, 3, 0])  # reaches 5, 6, 8 (the done row does not count)
-    assert mmspec.verify_step.in_step_counts(state, None, k).tolist() == [2, 0, 0, 0]
+    assert mmspec.verify_step.in_step_counts(state, k).tolist() == [2, 0, 0, 0]
     state.n = torch.tensor([4, 4, 4, 9])  # in step: every row commits the fewest any commits
-    assert mmspec.verify_step.in_step_counts(state, None, torch.tensor([3, 1, 2, 0])).tolist() == [1, 1, 1, 0]
+    assert mmspec.verify_step.in_step_counts(state, torch.tensor([3, 1, 2, 0])).tolist() == [1, 1, 1, 0]
 
 
 @pytest.mark.parametrize("method", ["coupled", "exact", "lookup", "draft-model"])
@@ -46,7 +46,7 @@ def test_rows_in_step_keep_the_exact_law(method):
     assert _law_pvalue(method) > ALPHA
 
 
-def _independent_caps(state, verdict, k):
+def _independent_caps(state, k):
     """A stand-in rule: each row stops at a count drawn independently of its draws (0: it waits a step)."""
     return torch.minimum(k, torch.randint(0, k.max().item() + 1, k.shape, generator=_independent_caps.gen))
 
@@ -64,14 +64,16 @@ def test_the_law_test_catches_a_cut_that_looks_at_the_rows_own_outputs(monkeypat
     # a wrong rule: stop each row before its first output 0 past slot 0. Under `jacobi` the slot is drawn again (an
     # independent redraw from p) and comes out 0 only with p(0) again: token 0 becomes rarer than the law says.
     # (Under `coupled` the same cut is harmless: the carried output passes the next step as it is.)
-    def before_a_zero(state, verdict, k):
+    stopped = mmspec.verify_step._stopped
+
+    def before_a_zero(verdict, k, stop_tokens):  # (where a stop token cuts a row: a cut that sees the outputs)
         slots = torch.arange(verdict.y.shape[1])
         zero = (verdict.y == 0) & (slots > 0)
         first = torch.where(zero.any(1), zero.long().argmax(1), verdict.y.shape[1])
-        return torch.minimum(k, first)
+        return stopped(verdict, torch.minimum(k, first), stop_tokens)
 
-    monkeypatch.setattr(mmspec.verify_step, "in_step_counts", before_a_zero)
-    assert _law_pvalue("jacobi") < ALPHA
+    monkeypatch.setattr(mmspec.verify_step, "_stopped", before_a_zero)
+    assert _law_pvalue("jacobi", CycleWindow) < ALPHA  # (rows not in step: the cut bites past slot 0)
 
 
 @pytest.mark.parametrize("layout", [mmspec.Grid2D(4, 4), mmspec.Sequence1D(14)], ids=repr)

@@ -58,23 +58,23 @@ class JacobiDrafter:
 
     def __init__(self, redraw: Redraw, fill: Fill, laws: bool = True):
         self.redraw, self.fill, self.laws = redraw, fill, laws
-        self.q: torch.Tensor | None = None  # [B, W, V] law of the carried slots (None: none carried yet, or no laws)
-        self.onehot: torch.Tensor | None = None  # [B, W] slots whose q is one-hot (fresh)
+        self.q: torch.Tensor | None = None  # [B, D, V] law of the carried slots (None: none carried yet, or no laws)
+        self.onehot: torch.Tensor | None = None  # [B, D] slots whose q is one-hot (fresh)
 
     def start(self, state, context):
         self.fill.start(state, context)
         self.q, self.onehot = None, state.seq.new_ones(state.batch_size, 0, dtype=torch.bool)
 
     def propose(self, state, window):
-        L, W, have = window.L, window.D, self.onehot.shape[1]
-        if W == 0:  # plain AR (`auto` at a batch runs it most steps): nothing to draft, as `NoDraft`
+        L, D, have = window.L, window.D, self.onehot.shape[1]
+        if D == 0:  # plain AR (`auto` at a batch runs it most steps): nothing to draft, as `NoDraft`
             return Draft.copied(state.seq.new_zeros(state.batch_size, 0))
-        if W > have:  # a wider window than the last: fill the new slots
+        if D > have:  # a wider window than the last: fill the new slots
             self.fill(state, state.n + have, L)
-            self.onehot = torch.cat([self.onehot, self.onehot.new_ones(state.batch_size, W - have)], 1)
+            self.onehot = torch.cat([self.onehot, self.onehot.new_ones(state.batch_size, D - have)], 1)
             if self.q is not None:
-                self.q = torch.cat([self.q, self.q.new_zeros(state.batch_size, W - have, self.q.shape[2])], 1)
-        self.onehot, self.q = self.onehot[:, :W], None if self.q is None else self.q[:, :W]
+                self.q = torch.cat([self.q, self.q.new_zeros(state.batch_size, D - have, self.q.shape[2])], 1)
+        self.onehot, self.q = self.onehot[:, :D], None if self.q is None else self.q[:, :D]
         return Draft(state.draft_tokens(L), self.q, self.onehot)
 
     def update(self, state, draft, verdict, logp, k):

@@ -91,9 +91,9 @@ class LookupOrDrafter:
         draft = self.other.propose(state, window)
         if not take.any() or draft.tree is not None or draft.slots < lookup.slots:
             return draft
-        W = lookup.slots
-        mixed = take[:, None] & (torch.arange(draft.slots, device=take.device) < W)  # [B, L-1] the lookup's slots
-        tokens = torch.where(mixed, torch.cat([lookup.tokens, draft.tokens[:, W:]], 1), draft.tokens)
+        D = lookup.slots
+        mixed = take[:, None] & (torch.arange(draft.slots, device=take.device) < D)  # [B, L-1] the lookup's slots
+        tokens = torch.where(mixed, torch.cat([lookup.tokens, draft.tokens[:, D:]], 1), draft.tokens)
         return Draft(tokens, draft.q, draft.onehot | mixed)
 
     def update(self, state, draft, verdict, logp, k):
