@@ -17,6 +17,7 @@ import mmspec
 from mmspec.cache import StaticKVCache
 from mmspec.executor import Faster
 from mmspec.methods import REGISTRY
+from mmspec.steps import CHAIN
 from mmspec.verify import RejectionVerifier
 from test_distribution import ALPHA, case
 from tiny import chi_square_pvalue, sequence_id, tiny_gpt, tiny_head
@@ -230,6 +231,8 @@ class ShortChains:
     """A drafter whose chains are shorter than the window asked for, by a length fixed before anything is drawn
     (`lengths` by step, at most the window's drafts): what a compiled step pads to a few widths. Its drafts come from
     a fixed law q, stored with them, so the rejection verifier keeps p's law."""
+
+    makes = frozenset({CHAIN})
 
     def __init__(self, vocab_size: int, lengths=(2,)):
         weights = torch.linspace(1.0, 2.0, vocab_size)
