@@ -590,6 +590,8 @@ class CycleInStep(CycleWindow):
     """Keeps the rows in step in windows of 1 (mmspec.verify_step.in_step_counts), after wider windows moved them apart:
     rows ahead wait, committing nothing."""
 
+    window = None  # (no step asked yet: in_step is read when the policy is checked)
+
     def __call__(self, state):
         self.window = super().__call__(state)
         return self.window
