@@ -6,8 +6,10 @@ import dataclasses
 import json
 import sys
 import tempfile
+import warnings
 from pathlib import Path
 
+from mmspec import interrupt
 from mmspec.methods import DEFAULT_METHOD, DEFAULT_WINDOW, OPTIONS, REGISTRY, Spec, check_method, takers
 from mmspec.options import BATCH_SIZE_HELP, NUM_OUTPUTS, NUM_OUTPUTS_HELP, OVERWRITE_HELP, SEED_HELP
 from mmspec.sampling import Sampling
@@ -554,6 +556,14 @@ CONVERTERS = {"llamagen": _convert_llamagen, "llamagen-vq": _convert_llamagen_vq
               "janus": _convert_janus, "chameleon-vq": _convert_chameleon_vq}
 
 
+def cmd_models(args) -> dict:
+    from mmspec.pipelines.subjects import describe
+
+    lines = describe(args.model)
+    print("\n".join(lines))
+    return {"models": lines}
+
+
 def cmd_demo(args) -> dict:
     try:
         from mmspec.demo import build_app, launch
@@ -721,6 +731,11 @@ def build_parser() -> argparse.ArgumentParser:
     head.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1... (default %(default)s)")
     head.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's)")
     head.set_defaults(func=cmd_train_head, json=False)
+    models = sub.add_parser("models", parents=[debug], help="the bundled models (or the given ones) and the subjects "
+                            "each draws, where its config lists them: a prompt should name one")
+    models.add_argument("model", nargs="*", help="a bundled model's name (emoji-image...) or a model folder (default: "
+                        "every bundled model)")
+    models.set_defaults(func=cmd_models, json=False)
     demo = sub.add_parser("demo", parents=[debug], help="the Gradio demo on the bundled models (needs the demo extra)")
     demo.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s, this machine only; "
                       "0.0.0.0: reachable from other machines)")
@@ -740,8 +755,11 @@ def main(argv: list[str] | None = None, suites=None) -> int:
     """`suites`: a clone's benchmarks.suite, for `bench --suite` (python -m benchmarks.suite gives it)."""
     args = build_parser().parse_args(argv)
     args.suites = suites
+    interrupt.keep(KEPT.get(args.command, "no partial file was written"))
     try:
-        result = args.func(args)
+        with warnings.catch_warnings():  # (restores showwarning: main also runs in-process, under tests)
+            warnings.showwarning = _warning_line
+            result = args.func(args)
     except (ValueError, OSError, KeyboardInterrupt) as err:  # what the user can fix (files, folders, disk) or stop
         if args.debug:
             raise
@@ -751,19 +769,27 @@ def main(argv: list[str] | None = None, suites=None) -> int:
     return result.get("exit_status", 0)
 
 
+def _warning_line(message, category, filename, lineno, file=None, line=None) -> None:
+    """A warning in one line on stderr, as errors are: not Python's, with its source file and line."""
+    print(f"mmspec: warning: {' '.join(str(message).split())}", file=sys.stderr)
+
+
+# what a Ctrl-C leaves, by command (others: nothing)
+KEPT = {"render": "the manifest lists every complete file and a rerun renders only what is missing",
+        "demo": "the demo stopped", "train-head": "a rerun resumes from the last checkpoint"}
+
+
 def _report(err: BaseException, args) -> int:
-    """One line on stderr for an error the user can fix (exit 2) or a Ctrl-C (exit 130, as a shell reports SIGINT);
-    -> the exit status."""
-    if isinstance(err, KeyboardInterrupt):
-        kept = ("the manifest lists every complete file and a rerun renders only what is missing" if args.command
-                == "render" else "no partial file was written")
-        print(f"mmspec: interrupted: {kept}", file=sys.stderr)
-        return 130
+    """One line on stderr for an error the user can fix (exit 2) or a Ctrl-C (exit 130, as a shell reports SIGINT;
+    also for an error after it: a Ctrl-C stops the child processes too, ffmpeg's included) -> the exit status."""
+    if isinstance(err, KeyboardInterrupt) or interrupt.received():
+        return interrupt.report()
     text = str(err) if isinstance(err, ValueError) or not err.strerror else \
         f"{err.strerror}: {err.filename}" if err.filename else err.strerror
     print(f"mmspec: error: {' '.join(text.split())} (--debug shows the traceback)", file=sys.stderr)
     return 2
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # python -m mmspec.cli; the `mmspec` command is mmspec.__main__, which also sees start-up
+    interrupt.install()
     sys.exit(main())

@@ -9,6 +9,7 @@ the pipelines' image= and mask=.
 from __future__ import annotations
 
 import tempfile
+import time
 from pathlib import Path
 
 import gradio as gr
@@ -23,7 +24,7 @@ from mmspec.methods import DEFAULT_METHOD, method_names
 from mmspec.window import MAX_WINDOW, WINDOWS
 from mmspec.families import check
 from mmspec.pipelines import load_pipeline
-from mmspec.pipelines.grid import token_mask
+from mmspec.pipelines.grid import prompt_notes, token_mask
 
 MAX_OUTPUTS = 8  # a screen's worth; what memory holds is estimated per call (Tab.settings)
 EXAMPLES = {"image": ["red heart", "smiling face", "pizza", "rocket"],
@@ -70,8 +71,12 @@ def launch(app: gr.Blocks, host: str = "127.0.0.1", port: "int | None" = None, b
     except OSError as err:  # the port is taken: a usage error, not a crash
         raise ValueError(f"cannot serve on {host}:{port}: {err}") from err
     print(f"mmspec demo running on {app.local_url}", flush=True)
-    if block:
-        app.block_thread()
+    if block:  # (not gradio's block_thread, which takes Ctrl-C for a normal end: the command exits 130 on it)
+        try:
+            while app.is_running:
+                time.sleep(0.1)
+        finally:
+            app.close()
     return app.local_url
 
 
@@ -182,6 +187,8 @@ class Tab:
         if not prompt.strip():
             raise _refusal("Enter a prompt.")
         pictures = self._pictures(image, mask)
+        for note in prompt_notes(self.pipe, prompt, first_frame_given=image is not None):
+            gr.Warning(note)  # (as the command line's one line: a prompt naming no subject is drawn all the same)
         sampling = {"temperature": temperature, "top_k": int(top_k) or None, "top_p": top_p if top_p < 1 else None}
         call = dict(prompt=prompt, seed=int(seed), method=method, window=int(window) or "auto", num_outputs=int(num_outputs),
                     sampling=sampling)

@@ -12,12 +12,14 @@ import torch
 import mmspec.layouts as layouts
 from mmspec.adapters.reference import ReferenceTarget
 from mmspec.api import generate
-from mmspec.pipelines.base import DEFAULT_METHOD, DEFAULT_WINDOW, Pipeline, as_list, model_path
+from mmspec.pipelines.base import DEFAULT_METHOD, DEFAULT_WINDOW, Pipeline, as_list, model_path, models_dir
 from mmspec.pipelines.folders import named_folder, read_config, read_json
 from mmspec.pipelines.outputs import ImageOutput, VideoOutput, cells
 from mmspec.pipelines.prompts import (check_prompt, encode_prompt, listing, shorten, unknown_words, unreadable,
                                       words)
 from mmspec.pipelines.scene import Staging, staging
+from mmspec.pipelines.subjects import KEY as SUBJECTS
+from mmspec.pipelines.subjects import PromptWarning, names_one, unnamed_note
 from mmspec.reference.checkpoint import load_gpt
 from mmspec.threads import module_device, scoped
 from mmspec.tokenizers.vq import VQTokenizer
@@ -25,13 +27,14 @@ from mmspec.window import WindowCache
 
 
 class _GridPipeline(Pipeline):
+    subjects: "list[str] | None" = None  # what a prompt must name, where the model's config lists it
     def __init__(self, target: ReferenceTarget, tokenizer: VQTokenizer, layout: layouts.Layout,
                  vocab: list[str], default_sampling: dict):
         super().__init__()
         self.target, self.tokenizer, self.layout = target, tokenizer, layout
         self.vocab, self.default_sampling = vocab, default_sampling
         self.cond_len = target.model.config.cond_len
-        self._warned: set[str] = set()  # unknown prompt words already named in a warning
+        self._warned: set[str] = set()  # prompts and words already named in a warning
 
     @classmethod
     def load_folder(cls, path: "str | Path | None", device="cpu", dtype=torch.float32,
@@ -47,7 +50,7 @@ class _GridPipeline(Pipeline):
         window_cache = WindowCache.coerce(window_cache)
         pipe._load_extras(path, config, device, dtype, window_cache)
         pipe.window_memory = window_cache.memories(path, device)
-        pipe.folder, pipe.compile = path, compile
+        pipe.folder, pipe.compile, pipe.subjects = path, compile, config.get(SUBJECTS)
         return pipe
 
     @property
@@ -86,21 +89,37 @@ class _GridPipeline(Pipeline):
         return self._output(out, rows, {**summary, **extra})
 
     def condition(self, prompts: list[str]) -> torch.Tensor:
-        """[C, cond_len] prompt word ids. One warning names what the model cannot take in: words it does not know
-        (they get the unknown word's id), characters outside ASCII (another script, emoji: dropped), and words past
-        its cond_len (cut off), saying what it kept."""
-        unknown = sorted({w for p in prompts for w in unknown_words(p, self.vocab)} - self._warned)
-        foreign = sorted({w for p in prompts for w in unreadable(p)} - self._warned)
-        long = [p for p in prompts if len(words(p)) > self.cond_len and p not in self._warned]
-        said = [f"does not know {listing(unknown)} (it reads them as an unknown word)"] * bool(unknown)
-        said += [f"cannot read {listing(foreign)} (it reads only ASCII letters and digits: dropped)"] * bool(foreign)
-        said += [f"reads {self.cond_len} words of a prompt: it kept {shorten(' '.join(words(p)[:self.cond_len]), 80)!r} "
-                 f"of {shorten(p)!r} ({len(words(p)) - self.cond_len} words dropped)" for p in long[:3]]
-        if said:  # once per word and prompt: a render job repeats its prompts batch after batch
-            self._warned.update(unknown + foreign + long)
+        """[C, cond_len] prompt word ids, with one warning (PromptWarning) of what the model cannot take in
+        (`prompt_note`), once per word and prompt: a render job repeats its prompts batch after batch."""
+        note, named = self.prompt_note(prompts, self._warned)
+        if note is not None:
+            self._warned.update(named)
             # (stacklevel: the caller of __call__, past its threads wrapper)
-            warnings.warn(f"{type(self).__name__}: the model {'; '.join(said)}", stacklevel=4)
+            warnings.warn(f"{type(self).__name__}: {note}", PromptWarning, stacklevel=4)
         return torch.tensor([encode_prompt(p, self.vocab, self.cond_len) for p in prompts])
+
+    def prompt_note(self, prompts: list[str], said: "set[str]" = frozenset()) -> tuple["str | None", set[str]]:
+        """What the model cannot take in of `prompts`, leaving out the words and prompts in `said` -> (one line or
+        None, the words and prompts it names): a prompt that names none of the model's subjects (where its config
+        lists them: mmspec.pipelines.subjects), words it does not know (they get the unknown word's id), characters
+        outside ASCII (another script, emoji: dropped), and words past its cond_len (cut off), saying what it kept."""
+        unnamed = [p for p in prompts if self.subjects and not names_one(p, self.subjects) and p not in said]
+        unknown = sorted({w for p in prompts if p not in unnamed for w in unknown_words(p, self.vocab)} - said)
+        foreign = sorted({w for p in prompts for w in unreadable(p)} - said)
+        long = [p for p in prompts if len(words(p)) > self.cond_len and p not in said]
+        notes = [unnamed_note(p, self.subjects, self._listed_as()) for p in unnamed[:3]]
+        notes += [f"does not know {listing(unknown)} (it reads them as an unknown word)"] * bool(unknown)
+        notes += [f"cannot read {listing(foreign)} (it reads only ASCII letters and digits: dropped)"] * bool(foreign)
+        notes += [f"reads {self.cond_len} words of a prompt: it kept {shorten(' '.join(words(p)[:self.cond_len]), 80)!r} "
+                  f"of {shorten(p)!r} ({len(words(p)) - self.cond_len} words dropped)" for p in long[:3]]
+        named = {*unnamed, *(w for p in unnamed for w in words(p)), *unknown, *foreign, *long}
+        return (f"the model {'; '.join(notes)}" if notes else None), named
+
+    def _listed_as(self) -> "str | None":
+        """How `mmspec models` names this pipeline's model: a bundled model by its name, another by its folder."""
+        if self.folder is None:
+            return None
+        return self.folder.name if self.folder.parent.resolve() == models_dir().resolve() else str(self.folder)
 
     def _image_frame(self, image) -> torch.Tensor:
         """A PIL image or a path -> [h * w] tokens of it resized to this model's frame."""
@@ -263,6 +282,15 @@ class VideoPipeline(_GridPipeline):
         frames = self.pictures(cells(out.tokens, self.layout))
         videos = [frames[i * t:(i + 1) * t] for i in range(out.tokens.shape[0])]
         return VideoOutput(videos, prompts, out.tokens, out.stats, summary)
+
+
+def prompt_notes(pipe, prompt: str, first_frame_given: bool = False) -> list[str]:
+    """What a pipeline's models cannot take in of `prompt` (`prompt_note`; a video's first-frame model too, when it
+    draws frame 0), every time: the demo shows them beside each output."""
+    notes = [pipe.prompt_note([prompt])[0]] if isinstance(pipe, _GridPipeline) else []
+    if isinstance(pipe, VideoPipeline) and pipe.image_model is not None and not first_frame_given:
+        notes.append(pipe.image_model.prompt_note(pipe._subjects([prompt]))[0])
+    return [note for note in notes if note is not None]
 
 
 def _first_frame_method(speculate: bool) -> tuple[str, "str | int"]:

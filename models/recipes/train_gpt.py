@@ -332,6 +332,8 @@ def export(model, cfg, vocab, toks, words, tr, te, positions, device, args, run,
         config["first_frame_model"] = os.path.relpath(ROOT / "models" / "emoji-image", out.resolve())  # the sprite
         # the clips were trained on (pipelines/scene.py); relative, as the tokenizer's, so an --out anywhere loads
         config["first_frame_staging"] = "emoji-sprite"
+    if args.model == "emoji-image":  # what a prompt must name (`mmspec models` lists them; a prompt naming none is told)
+        config["subjects"] = data.IMAGE_SUBJECTS
     common.write_json(out / "config.json", config)
     common.write_json(out / "vocab.json", vocab)
     m16 = load_bf16(out, device)

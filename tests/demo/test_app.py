@@ -190,3 +190,12 @@ def test_outputs_run_in_batches_that_fit_and_one_that_cannot_fit_is_refused_in_o
     with pytest.raises(AppError, match=r"^1 row at a time needs about .* which holds not even one row: free memory"):
         client.predict(prompt="red heart", num_outputs=1, api_name="/image_generate")
     assert planned == [(5, 2)]  # refused before any work
+
+
+def test_a_prompt_the_model_cannot_take_in_whole_is_told_beside_the_output(client, monkeypatch):
+    import gradio
+
+    shown = []
+    monkeypatch.setattr(gradio, "Warning", shown.append)  # (the app is served in this process)
+    gallery, *_ = client.predict(prompt="red elephant", num_outputs=1, api_name="/image_generate")
+    assert len(gallery) == 1 and shown == ["the model does not know 'elephant' (it reads them as an unknown word)"]

@@ -29,3 +29,10 @@ def test_it_serves_on_localhost_and_prints_the_url(serve, tiny_demo_models, port
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_ctrl_c_stops_the_served_demo_with_one_line(tiny_demo_models, port, tmp_path):
+    from interrupting import Command
+
+    models = [f"--{k.replace('_', '-')}={v}" for k, v in tiny_demo_models.items()]
+    Command(["demo", "--port", port, *models], tmp_path).when(lambda c: b"running on" in c.out).interrupt()

@@ -110,3 +110,14 @@ def test_an_eagle_job_gives_ars_texts_with_exact(tiny_heads, write_job, folder, 
                    progress=False)
         texts[name] = {(line["prompt"], line["seed"]): folder(out).files[line["file"]] for line in folder(out).manifest}
     assert texts["eagle"] == texts["ar"] and len(texts["ar"]) == 3
+
+
+def test_ctrl_c_mid_job_ends_in_one_line_and_keeps_what_is_complete(image_job, write_job, folder, tmp_path):
+    from interrupting import Command, no_partial_file
+
+    job = write_job({**image_job, "batch_size": 1, "items": [{"prompt": f"red heart {i}", "num": 4} for i in range(15)]})
+    out, manifest = tmp_path / "out", tmp_path / "out" / "manifest.jsonl"
+    Command(["render", job, "--out", out], tmp_path).when(
+        lambda c: manifest.exists() and manifest.read_bytes().count(b"\n") >= 2).interrupt()
+    rendered = folder(out)
+    assert rendered.verified() and 2 <= len(rendered.manifest) < 60 and no_partial_file(out)
