@@ -58,5 +58,21 @@ class VideoOutput:
             arr = np.stack([np.asarray(f.resize((f.width * scale, f.height * scale), 0)) for f in frames])
             for path in names:
                 kw = {"duration": 1000 / self.fps, "loop": 0} if path.suffix == ".gif" else {"fps": self.fps}
-                paths.append(write_file(path, partial(iio.imwrite, image=arr, **kw), overwrite))
+                image = every_frame_kept(arr) if path.suffix == ".gif" else arr
+                paths.append(write_file(path, partial(iio.imwrite, image=image, **kw), overwrite))
         return paths
+
+
+def every_frame_kept(frames):
+    """[T, H, W, 3] uint8 frames for a GIF, a frame equal to the one before it told apart by the lowest bit of its first
+    pixel's blue: Pillow's GIF writer merges such a frame into the one before (an 8-frame clip gave a 7-frame GIF beside
+    its 8-frame MP4), which no per-frame option turns off."""
+    import numpy as np
+
+    repeated = np.flatnonzero((frames[1:] == frames[:-1]).reshape(len(frames) - 1, -1).all(1)) + 1
+    if not len(repeated):
+        return frames
+    frames = frames.copy()
+    for i in repeated:  # (after a change to frame i - 1, frame i is told apart from it: a run alternates)
+        frames[i, 0, 0, 2] = frames[i - 1, 0, 0, 2] ^ 1
+    return frames

@@ -30,6 +30,24 @@ def test_video_pipeline_saves_gif_and_mp4(tiny_models, tmp_path):
     assert all(p.stat().st_size > 0 for p in paths)
 
 
+def test_a_gif_keeps_every_frame_as_its_mp4_does(tmp_path):
+    """Repeated frames (a still sprite) are not merged: 8 frames in both files, each frame's pixels as drawn."""
+    import imageio.v3 as iio
+    import numpy as np
+    from PIL import Image
+
+    from mmspec.pipelines.grid import VideoOutput
+
+    still, moved = Image.new("RGB", (4, 4), (200, 30, 30)), Image.new("RGB", (4, 4), (30, 30, 200))
+    frames = [still, still, still, moved, moved, still, still, still]
+    gif, mp4 = VideoOutput([frames], ["x"], torch.zeros(1, 1), None, scale=4).save(tmp_path)
+    shown = iio.imread(gif)
+    assert len(shown) == len(list(iio.imiter(mp4))) == 8
+    drawn = np.stack([np.asarray(f.resize((16, 16), 0)) for f in frames])
+    assert np.abs(shown[..., :3].astype(int) - drawn).max() <= 1  # (one pixel's lowest bit tells repeats apart)
+    assert Image.open(gif).n_frames == 8 and Image.open(gif).info["duration"] == 120  # (1000 / 8 ms in centiseconds)
+
+
 def test_missing_model_folder_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="no model folder"):
         ImagePipeline.from_pretrained(tmp_path / "nothing")
