@@ -280,7 +280,8 @@ def cmd_bench(args) -> dict:
         return _bench_videos(args)
     methods = _bench_methods(args)
     if args.out:
-        _check_writable(Path(args.out).parent)
+        args.out = _unused(args.out, args)
+        _check_writable(args.out.parent)
     pipe = _pipeline(args)
     prompts = args.prompt or PROMPTS[args.kind]
     if args.window is None:  # methods are compared at the pipeline's default width unless told otherwise
@@ -294,10 +295,12 @@ def cmd_bench(args) -> dict:
     result = {"kind": args.kind, "prompts": prompts, "window": args.window, "num": args.num,
               "environment": environment(args.device), "results": rows, "lossless": check}
     if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(result, indent=2))
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=2))
     if not args.json:
         print(format_table(rows))
+        if args.out:
+            print(args.out)
     return {**result, "exit_status": _report_lossless([check], args.json)}
 
 
@@ -310,7 +313,8 @@ def _bench_videos(args) -> dict:
     videos = video_files(args.videos)
     methods = _bench_methods(args) if args.methods else list(DEFAULT_VIDEO_METHODS)
     if args.out:
-        _check_writable(Path(args.out).parent)
+        args.out = _unused(args.out, args)
+        _check_writable(args.out.parent)
     pipe = _pipeline(args)
     window = 64 if args.window is None else args.window
     result = bench_videos(pipe, videos, methods, prompt=args.prompt[0] if args.prompt else None,
@@ -339,7 +343,7 @@ def _bench_table(args) -> dict:
     _check_bench_options(args)  # what the folder's family refuses; its kind when none is given
     _check_table_kind(args.kind)
     inputs = PromptFile(args.prompts, args.limit)
-    out = _check_writable(args.out or Path("benchmarks/results/table"))
+    out = _check_writable(_unused(args.out or Path("benchmarks/results/table"), args))
     _use_threads(args)
     compile = args.compile or torch.device(args.device).type == "cuda"  # the papers' latencies are of compiled GPU runs
     pipe = load_pipeline("image", args.model, device=args.device, window_cache="off", compile=compile, door="table")
@@ -356,6 +360,13 @@ def _bench_table(args) -> dict:
 def _check_table_kind(kind: "str | None") -> None:
     if kind not in (None, "image"):
         raise ValueError(f"--prompts runs image models; {kind} takes mmspec bench {kind} --model FOLDER")
+
+
+def _unused(out: "str | Path", args) -> Path:
+    """Where bench results go: `out`, or beside earlier results there, numbered, unless --overwrite (files.unused)."""
+    from mmspec.pipelines.files import unused
+
+    return unused(out, args.overwrite)
 
 
 def _given_pictures(args) -> dict:
@@ -388,7 +399,7 @@ def _bench_suite(args) -> dict:
     suites = _suites(args)
     if args.suite == "overhead":
         return _bench_overhead(args)
-    out = _check_writable(args.out or Path("benchmarks/results") / args.suite)
+    out = _check_writable(_unused(args.out or Path("benchmarks/results") / args.suite, args))
     kinds = (args.kind,) if args.kind else KINDS
     # text has a draft model with the bundled models, or when one is given
     draft = "text" in kinds and (args.model is None or args.draft is not None)
@@ -421,7 +432,7 @@ def _bench_overhead(args) -> dict:
     overhead = _suites(args).overhead
     models = [args.model] if args.model else [str(models_dir() / m) for m in overhead.BUNDLED
                                               if args.kind is None or _bundled_kind(m) == args.kind]
-    out = _check_writable(args.out or Path("benchmarks/results") / "overhead")
+    out = _check_writable(_unused(args.out or Path("benchmarks/results") / "overhead", args))
     argv = [*models, "--out", str(out), "--threads", str(args.threads or 1)]
     argv += ["--rows", ",".join(map(str, args.rows))] if args.rows else []
     argv += ["--repeats", str(args.repeats)] if args.repeats else []
@@ -676,7 +687,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--rows", type=_rows_arg, help="--suite: batch sizes, e.g. 1,8,32 (default 1,4,8, and 16 with the "
                        "default method alone)")
     bench.add_argument("--out", help="write the JSON results here; with --suite, a folder for JSON, markdown and "
-                       "plots (default benchmarks/results/SUITE)")
+                       "plots (default benchmarks/results/SUITE); where results are already, OUT-001, OUT-002...")
+    bench.add_argument("--overwrite", action="store_true", help="write over the results at --out (default: beside "
+                       "them, numbered)")
     bench.set_defaults(func=cmd_bench)
     render = sub.add_parser("render", parents=[debug],
                             help="render a job file into a folder: resumable, exactly once per output")

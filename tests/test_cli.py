@@ -42,6 +42,15 @@ def test_bench_reports_ratios_against_ar(tiny_models, tmp_path, capsys):
     assert json.loads(capsys.readouterr().out) == {**result, "exit_status": 0}
 
 
+def test_bench_writes_beside_earlier_results_unless_told_to_overwrite(tiny_models, tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    run = ["bench", "image", "--model", str(tiny_models / "image"), "--methods", "exact", "--window", "4", "--out", str(out)]
+    assert main(run) == main(run) == main([*run, "--overwrite"]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bench-001.json", "bench.json"]
+    printed = capsys.readouterr().out.splitlines()  # each run says where it wrote
+    assert [line for line in printed if line.endswith(".json")] == [str(out), str(tmp_path / "bench-001.json"), str(out)]
+
+
 def test_bench_prints_the_lossless_check_beside_the_figures(tiny_models, capsys):
     assert main(["bench", "video", "--model", str(tiny_models / "video"), "--methods", "exact", "--window", "4"]) == 0
     out = capsys.readouterr().out

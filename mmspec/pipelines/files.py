@@ -2,6 +2,7 @@
 whole or not at all."""
 from __future__ import annotations
 
+import itertools
 import os
 import re
 from pathlib import Path
@@ -37,3 +38,14 @@ def write_file(path: Path, write: Callable[[Path], None], overwrite: bool = Fals
     finally:
         tmp.unlink(missing_ok=True)
     return path
+
+
+def unused(path: "str | Path", overwrite: bool = False) -> Path:
+    """Where results go that replace nothing: `path` when nothing is there (or an empty folder), or with `overwrite`;
+    else the first free of path-001, path-002... (a file: stem-001.suffix), so that a rerun beside a first keeps both
+    (`mmspec bench` wrote over its earlier results)."""
+    path = Path(path)
+    if overwrite or not path.exists() or path.is_dir() and not any(path.iterdir()):
+        return path
+    stem, suffix = (path.name, "") if path.is_dir() else (path.stem, path.suffix)
+    return next(p for n in itertools.count(1) if not (p := path.with_name(f"{stem}-{n:03d}{suffix}")).exists())

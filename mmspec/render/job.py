@@ -106,8 +106,9 @@ def load_job(path: "str | Path", batch_size: int | None = None) -> Job:
 
 
 def _outputs(job: Job, data: dict, path: Path, where: "_Where", takes: tuple[str, ...]) -> list[Output]:
-    """One Output per (item, seed), in job order; an output listed twice is rendered once. `takes`: the pictures
-    the model's family takes."""
+    """One Output per (item, seed), in job order. An output asked for twice (the same prompt, seed, settings and
+    files: the same output, mmspec's seed rule) is refused, naming both items: rendered once, the job would give fewer
+    outputs than it lists without a word. `takes`: the pictures the model's family takes."""
     allowed = CALL_KEYS + SEED_KEYS + INPUT_KEYS + (TEXT_KEYS if job.kind == "text" else ())
     files = InputFiles(job.kind, job.model, path.parent, JobError, takes)
     defaults = {} if data.get("defaults") is None else data["defaults"]
@@ -117,6 +118,7 @@ def _outputs(job: Job, data: dict, path: Path, where: "_Where", takes: tuple[str
     _settings(job, defaults, defaults_label, path.parent)  # its faults are named as its own, not as the first item's
     files.check(defaults, defaults_label, whole=False)  # an item may complete what the defaults give
     outputs: dict[str, Output] = {}
+    asked_by: dict[str, str] = {}  # output id -> the item that asked for it first
     for label, item in _items(data, path, where):
         _mapping(item, label[:-1] if label.endswith(".") else f"{label}item")
         _no_unknown(item, ("prompt",) + allowed, label)
@@ -134,7 +136,12 @@ def _outputs(job: Job, data: dict, path: Path, where: "_Where", takes: tuple[str
         own_seeds = any(k in item for k in SEED_KEYS)
         for seed in _seeds(item, label) if own_seeds else _seeds(defaults, defaults_label):
             oid = output_id({**identity, "seed": seed})
-            outputs.setdefault(oid, Output(oid, file_name(prompt, seed, oid, job.kind), prompt, seed, settings, inputs))
+            if oid in outputs:
+                raise JobError(f"{label}seed {seed}: {asked_by[oid].rstrip('.')} asks for this output already (the "
+                               f"same prompt {prompt!r}, seed and settings give the same output): give another seed, "
+                               "or ask once with num_outputs or seeds")
+            outputs[oid] = Output(oid, file_name(prompt, seed, oid, job.kind), prompt, seed, settings, inputs)
+            asked_by[oid] = label
     return list(outputs.values())
 
 

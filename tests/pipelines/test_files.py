@@ -1,6 +1,6 @@
 import pytest
 
-from mmspec.pipelines.files import numbered, write_file
+from mmspec.pipelines.files import numbered, unused, write_file
 
 
 def test_numbers_go_on_after_the_folder_s_and_start_over_only_when_told(tmp_path):
@@ -28,3 +28,15 @@ def test_a_file_is_written_whole_or_not_at_all_and_replaces_nothing_unasked(tmp_
     with pytest.raises(KeyboardInterrupt):
         write_file(tmp_path / "image_001.png", interrupted)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["image_000.png"]
+
+
+def test_results_go_beside_earlier_ones_unless_told_to_overwrite(tmp_path):
+    assert unused(tmp_path / "table") == tmp_path / "table"
+    (tmp_path / "table").mkdir()
+    assert unused(tmp_path / "table") == tmp_path / "table"  # (an empty folder holds no results)
+    (tmp_path / "table" / "table.json").write_text("{}")
+    (tmp_path / "table-001").mkdir()
+    assert unused(tmp_path / "table") == tmp_path / "table-002"
+    assert unused(tmp_path / "table", overwrite=True) == tmp_path / "table"
+    (tmp_path / "bench.json").write_text("{}")
+    assert unused(tmp_path / "bench.json") == tmp_path / "bench-001.json"

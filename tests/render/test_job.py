@@ -13,16 +13,28 @@ def test_the_issue_form_seeds_num_overrides_and_defaults(models, write_job):
         "defaults": {"method": "coupled", "window": 16, "sampling": {"temperature": 0.6, "top_k": 20, "cfg_scale": 4.0}},
         "items": [{"prompt": "red heart", "seeds": [0, 1, 2, 3]}, {"prompt": "smiling face", "num": 4},
                   {"prompt": "rocket", "seeds": [7], "method": "exact", "sampling": {"top_k": 5}},
-                  {"prompt": "red heart", "seeds": [3], "method": {"name": "coupled"}}]}))  # a duplicate output
+                  {"prompt": "red heart", "seeds": [4], "method": {"name": "coupled"}}]}))
     assert [(o.prompt, o.seed) for o in job.outputs] == [("red heart", s) for s in range(4)] + \
-        [("smiling face", s) for s in range(4)] + [("rocket", 7)]
-    rocket = job.outputs[-1].settings
+        [("smiling face", s) for s in range(4)] + [("rocket", 7), ("red heart", 4)]
+    rocket = job.outputs[-2].settings
     assert rocket == {"method": "exact", "window": 16, "sampling": {"temperature": 0.6, "top_k": 5, "cfg_scale": 4.0}}
     assert len({o.group for o in job.outputs}) == 2 and job.batch_size == 8
     assert load_job(write_job({"kind": "image", "items": [{"prompt": "x", "method": "ar"}]})).outputs[0].settings == \
         {"method": "ar", "window": 1, "sampling": {}}  # ar's window is 1 whatever is asked; null model = bundled
     assert load_job(write_job({"kind": "text", "defaults": {"window": "auto", "method": "exact"},
                                "items": [{"prompt": "x"}]})).outputs[0].settings["window"] == "auto"
+
+
+def test_an_output_asked_for_twice_is_refused_in_one_line_naming_both_items(models, write_job, capsys):
+    items = [{"prompt": "red heart", "seeds": [0, 1]}, {"prompt": "apple"}, {"prompt": "red heart", "num_outputs": 2}]
+    job = write_job({"kind": "image", "model": str(models / "image"), "items": items})
+    with pytest.raises(JobError, match=r"items\[2\]\.seed 0: .*items\[0\] asks for this output already \(the same "
+                                       r"prompt 'red heart', seed and settings give the same output\)"):
+        load_job(job)
+    assert main(["render", str(job), "--out", str(job.parent / "out")]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+    items[2]["method"] = "coupled"  # other settings: other outputs
+    assert len(load_job(write_job({"kind": "image", "model": str(models / "image"), "items": items})).outputs) == 5
 
 
 def test_items_file_is_read_beside_the_job(models, write_job, tmp_path):
