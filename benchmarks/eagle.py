@@ -25,6 +25,7 @@ import torch
 
 from mmspec.bench import PROMPTS
 from mmspec.pipelines import load_pipeline
+from benchmarks.suite.cases import row_seeds
 
 
 def methods(window: int, jacobi_window: int, proactive: list[list[int]] = (),
@@ -52,7 +53,7 @@ def run(pipe, kind: str, rows: int, window: int, jacobi_window: int, sampling, p
     call = {"max_new_tokens": 128} if kind == "text" else {}
     batches = [[p] * rows for p in prompts for _ in range(seeds)]  # batch i runs seed i % seeds
     if kind == "video":  # the same first frame for every method: the video model's own work only
-        firsts = [pipe.image_model(b, seed=0, method="ar") for b in batches]
+        firsts = [pipe.image_model(b, seed=row_seeds(0, rows), method="ar") for b in batches]
     specs = methods(window, jacobi_window, proactive, trees)
     nfe, tokens, cpu = ([0.0] * len(specs) for _ in range(3))
     accepted, forwards = [None] * len(specs), [None] * len(specs)
@@ -60,7 +61,8 @@ def run(pipe, kind: str, rows: int, window: int, jacobi_window: int, sampling, p
         extra = {"image": firsts[i]} if kind == "video" else {}
         for m, (label, spec, w) in enumerate(specs):
             c0 = time.process_time()
-            out = pipe(batch, seed=i % seeds, method=spec, window=w, sampling=sampling, **call, **extra)
+            out = pipe(batch, seed=row_seeds(i % seeds, rows), method=spec, window=w, sampling=sampling, **call,
+                       **extra)
             cpu[m] += time.process_time() - c0
             s = out.stats
             nfe[m] += float(s.nfe.float().mean())

@@ -45,8 +45,9 @@ def generate(target: Target, condition: Any, layout: Layout, *, method: "str | d
     {'name': ..., options} or a Method;
     window: positions verified per target forward (1..256), "auto" (AutoWindow) or a window policy that picks
     L at every step;
-    sampling: Sampling or a dict of its fields; seed: an int (row i gets seed + i) or one seed per
-    row. Rows are ordered condition-major: row i is sample i % num_outputs of condition i // num_outputs
+    sampling: Sampling or a dict of its fields; seed: an int (output j of each condition gets seed + j, whatever
+    the other conditions: the pipelines' rule, so that a prompt and seed give the same output in any batch) or one
+    seed per row. Rows are ordered condition-major: row i is sample i % num_outputs of condition i // num_outputs
     (`num_samples` is num_outputs's old name, until 0.2).
     stop_tokens end a row when committed (kept as its last token); on_commit(state, k) is called after
     every forward with the k [B] new tokens per row (streaming; it may end rows with state.finish).
@@ -85,7 +86,7 @@ def generate(target: Target, condition: Any, layout: Layout, *, method: "str | d
     if conditions is None:  # (a condition whose rows this cannot tell: run as asked)
         return _run(target, condition, layout, seed=seed, num_samples=num_samples, given=given, **run)
     B = conditions * num_samples
-    seeds = _seeds(seed, B)
+    seeds = row_seeds(seed, B, num_samples)
     _rows(fixed, B, num_samples, 0)  # given rows that fit none of the forms are refused here, before any work
     # the cache holds a window's chain and its proactive branches
     per_row = row_bytes(target, condition, layout, sampling.cfg, room + planned.method.tree_nodes)
@@ -122,7 +123,7 @@ def _run(target, condition, layout, *, method, policy, sampling, room, seed, num
     session = target.session(condition, layout, cfg=sampling.cfg, num_samples=num_samples,
                              max_window=room + method.tree_nodes)
     B, device = session.batch_size, session.device
-    seeds = _seeds(seed, B)
+    seeds = row_seeds(seed, B, num_samples)
     N = layout.length
     state = DecodeState(
         layout=layout, max_window=room, vocab_size=target.vocab_size, sampling=sampling,
@@ -207,9 +208,10 @@ def _rows(forced: torch.Tensor, batch: int, num_samples: int, window: int) -> to
     return torch.cat([forced, torch.full((batch, window), FREE)], 1)
 
 
-def _seeds(seed: "int | Sequence[int]", batch: int) -> list[int]:
+def row_seeds(seed: "int | Sequence[int]", batch: int, num_samples: int) -> list[int]:
+    """The seed of each of `batch` rows, condition-major with `num_samples` rows a condition."""
     if isinstance(seed, int):
-        seeds = [seed + i for i in range(batch)]
+        seeds = [seed + i % num_samples for i in range(batch)]
     else:
         seeds = [int(s) for s in seed]
     if len(seeds) != batch:

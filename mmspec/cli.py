@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import sys
@@ -770,8 +771,7 @@ def main(argv: list[str] | None = None, suites=None) -> int:
     args.suites = suites
     interrupt.keep(KEPT.get(args.command, "no partial file was written"))
     try:
-        with warnings.catch_warnings():  # (restores showwarning: main also runs in-process, under tests)
-            warnings.showwarning = _warning_line
+        with _warnings_in_one_line():
             result = args.func(args)
     except (ValueError, OSError, KeyboardInterrupt) as err:  # what the user can fix (files, folders, disk) or stop
         if args.debug:
@@ -782,9 +782,16 @@ def main(argv: list[str] | None = None, suites=None) -> int:
     return result.get("exit_status", 0)
 
 
-def _warning_line(message, category, filename, lineno, file=None, line=None) -> None:
-    """A warning in one line on stderr, as errors are: not Python's, with its source file and line."""
-    print(f"mmspec: warning: {' '.join(str(message).split())}", file=sys.stderr)
+@contextlib.contextmanager
+def _warnings_in_one_line():
+    """Warnings said in one line on stderr, as errors are, not in Python's format with a source file and line; the
+    format is restored after (main also runs in-process: tests, whose warnings pytest records unformatted)."""
+    before = warnings.formatwarning
+    warnings.formatwarning = lambda message, *_, **__: f"mmspec: warning: {' '.join(str(message).split())}\n"
+    try:
+        yield
+    finally:
+        warnings.formatwarning = before
 
 
 # what a Ctrl-C leaves, by command (others: nothing)

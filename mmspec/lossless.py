@@ -51,7 +51,7 @@ def _tie_gaps(pipeline, prompts: list, call: dict, ar, exact) -> list:
     (None where the pipeline cannot recompute p: only grid pipelines can)."""
     rows = [p for p in prompts for _ in range(call.get("num_outputs", 1))]
     seed = call.get("seed", 0)
-    seeds = [seed + i for i in range(len(rows))] if isinstance(seed, int) else list(seed)
+    seeds = [seed + i % call.get("num_outputs", 1) for i in range(len(rows))] if isinstance(seed, int) else list(seed)
     gaps = []
     for r, (a, b) in enumerate(zip(row_tokens(ar), row_tokens(exact))):
         if torch.equal(a, b):

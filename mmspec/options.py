@@ -7,7 +7,8 @@ import warnings
 NUM_OUTPUTS = 1  # outputs per prompt (per condition in mmspec.generate)
 NUM_OUTPUTS_HELP = f"outputs per prompt (default {NUM_OUTPUTS})"
 BATCH_SIZE_HELP = "outputs generated at a time (default: as many as fit in half the memory free, estimated first)"
-SEED_HELP = "seed of the first output; output i gets seed + i (default 0; at most 2**63-1)"
+SEED_HELP = "seed of the first output; output i gets seed + i (default 0; at most 2**63-1): a prompt and seed give " \
+    "the same output through every door (API, command line, render jobs, demo)"
 OVERWRITE_HELP = "number the files from 000, replacing those there (default: after the folder's, replacing nothing)"
 RENAMED = {"num_samples": "num_outputs", "num": "num_outputs", "--num": "--num-outputs"}  # old -> the one name
 

@@ -121,7 +121,8 @@ def distill(target: _Target, cfg: HeadConfig, train: TrainConfig, progress: bool
             count = min(train.batch, train.samples - first)
             cond, layout, given = target.conditions(count, rng, train.text_tokens)
             g = mmspec.generate(target.target, cond, layout, method="ar", given=given,
-                                sampling=target.sampling, seed=train.seed * 1_000_003 + first)
+                                sampling=target.sampling,  # a seed a row: prompts drawn at random may repeat
+                                seed=[train.seed * 1_000_003 + first + i for i in range(count)])
             tokens = g.tokens.clamp(min=0)  # [B, N]
             session = target.target.session(cond, layout, cfg=target.sampling.cfg, num_samples=1, max_window=1)
             session.taps = cfg.target_layers
@@ -311,7 +312,7 @@ def evaluate(target: _Target, head: EagleHead, train: TrainConfig, prompts: int 
     result = {"window": EVAL_WINDOW, "prompts": prompts}
     for name, method in (("eagle", {"name": "eagle", "head": head, "exact": True}), ("exact", "exact")):
         g = mmspec.generate(target.target, cond, layout, method=method, window=EVAL_WINDOW, given=given,
-                            sampling=target.sampling, seed=train.seed + 1)
+                            sampling=target.sampling, seed=[train.seed + 1 + i for i in range(prompts)])  # (a row each)
         st = g.stats
         per_slot = st.accepted_at.sum(0).float() / st.forwards_at.sum(0).clamp(min=1).float()
         result[name] = {"tokens_per_forward": round(float(st.committed.sum() / st.nfe.sum()), 3),

@@ -43,9 +43,15 @@ def acceptance_windows(kind: str, spec: str | dict) -> tuple[int, ...]:
 
 
 def prompts_for(kind: str, rows: int) -> list[str]:
-    """`rows` prompts, cycling through the kind's set (rows beyond it differ by seed: row i gets seed + i)."""
+    """`rows` prompts, cycling through the kind's set (rows beyond it differ by seed: `row_seeds`)."""
     pool = TEXT_PROMPTS if kind == "text" else PROMPTS[kind]
     return [pool[i % len(pool)] for i in range(rows)]
+
+
+def row_seeds(seed: int, rows: int) -> list[int]:
+    """Row i's seed, seed + i: `prompts_for` repeats prompts past its set, and a prompt with a seed gives one output
+    (the seed rule of mmspec.generate), so rows tell themselves apart by seed."""
+    return [seed + i for i in range(rows)]
 
 
 def spec_label(spec: str | dict) -> str:

@@ -10,7 +10,7 @@ import torch
 from mmspec.bench import identical_rows
 from mmspec.methods import Method
 from mmspec.stats import Stats
-from benchmarks.suite.cases import CountCase, prompts_for, spec_label
+from benchmarks.suite.cases import CountCase, prompts_for, row_seeds, spec_label
 from benchmarks.suite.measure import generated, measured
 
 
@@ -48,9 +48,10 @@ def _calls(pipeline, case: CountCase, seed: int) -> list[dict]:
     first = None
     if getattr(pipeline, "image_model", None) is not None:
         rows = [p for p in prompts for _ in range(case.samples)]
-        first = pipeline._render_first_frames(rows, seed=seed, progress_bar=False)
+        first = pipeline._render_first_frames(rows, seed=row_seeds(seed, case.rows), progress_bar=False)
     if not case.one_row:
-        return [{"prompt": prompts, "num_outputs": case.samples, "seed": seed, **_image(first, slice(None))}]
+        return [{"prompt": prompts, "num_outputs": case.samples, "seed": row_seeds(seed, case.rows),
+                 **_image(first, slice(None))}]
     return [{"prompt": prompts[r // case.samples], "num_outputs": 1, "seed": seed + r, **_image(first, slice(r, r + 1))}
             for r in range(case.rows)]
 

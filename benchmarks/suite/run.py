@@ -9,7 +9,8 @@ from collections.abc import Callable
 from mmspec.bench import as_entry, environment, row_tokens, run_benchmark, time_runs
 from mmspec.pipelines import load_pipeline
 from mmspec.lossless import check_lossless, format_lossless
-from benchmarks.suite.cases import TRANSFORMERS_PAIRS, CountCase, GridCase, LosslessCase, TextCase, prompts_for
+from benchmarks.suite.cases import (TRANSFORMERS_PAIRS, CountCase, GridCase, LosslessCase, TextCase, prompts_for,
+                                    row_seeds)
 from benchmarks.suite.counts import run_counts
 from benchmarks.suite.hf import describe, hf_generate
 from benchmarks.suite.report import sampling_name
@@ -18,7 +19,7 @@ from benchmarks.suite.report import sampling_name
 def run_grid(pipeline, case: GridCase, seed: int, **_) -> dict:
     # entries without a window of their own run at the pipeline's default width (a call without one gets "auto")
     rows = run_benchmark(pipeline, prompts_for(case.kind, case.rows), list(case.entries), repeats=case.repeats,
-                         num_outputs=1, seed=seed, window=pipeline.default_window)
+                         num_outputs=1, seed=row_seeds(seed, case.rows), window=pipeline.default_window)
     for row in rows:
         del row["output"]
     return {"results": rows}
@@ -26,8 +27,8 @@ def run_grid(pipeline, case: GridCase, seed: int, **_) -> dict:
 
 def run_lossless(pipeline, case: LosslessCase, seed: int, max_new_tokens: int, **_) -> dict:
     call = {"max_new_tokens": max_new_tokens} if case.kind == "text" else {}
-    check = check_lossless(pipeline, prompts_for(case.kind, case.rows), list(case.entries), num_outputs=1, seed=seed,
-                           **call)
+    check = check_lossless(pipeline, prompts_for(case.kind, case.rows), list(case.entries), num_outputs=1,
+                           seed=row_seeds(seed, case.rows), **call)
     return {"check": check, "line": format_lossless(check)}
 
 

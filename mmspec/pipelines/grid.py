@@ -11,7 +11,7 @@ import torch
 
 import mmspec.layouts as layouts
 from mmspec.adapters.reference import ReferenceTarget
-from mmspec.api import generate
+from mmspec.api import generate, row_seeds
 from mmspec.pipelines.base import DEFAULT_METHOD, DEFAULT_WINDOW, Pipeline, as_list, model_path, models_dir
 from mmspec.pipelines.folders import named_folder, read_config, read_json
 from mmspec.pipelines.outputs import ImageOutput, VideoOutput, cells
@@ -75,6 +75,7 @@ class _GridPipeline(Pipeline):
         for p in prompts:
             check_prompt(p)
         rows = [p for p in prompts for _ in range(num_outputs)]
+        seed = row_seeds(seed, len(rows), num_outputs)  # (a video's first frames are drawn with its rows' seeds)
         started = time.perf_counter()
         planned = self.plan(method, window)  # before a first frame is drawn
         cond = self.condition(prompts)

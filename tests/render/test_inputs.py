@@ -38,12 +38,10 @@ def sha(path) -> str:
 
 
 def test_outputs_are_named_by_the_bytes_of_their_files(models, files, write_job):
+    items = [{"prompt": "x"}, {"prompt": "x", "image": "b.png"}, {"prompt": "y", "image": None, "mask": None}]
     job = {"kind": "image", "model": str(models / "image"),
-           "defaults": {"image": "a.png", "mask": "mask.png", "method": "exact", "window": 4},
-           "items": [{"prompt": "x"}, {"prompt": "x", "image": "b.png"}, {"prompt": "x", "image": "sub/a-copy.png"},
-                     {"prompt": "y", "image": None, "mask": None}]}
+           "defaults": {"image": "a.png", "mask": "mask.png", "method": "exact", "window": 4}, "items": items}
     outputs = load_job(write_job(job)).outputs
-    assert len(outputs) == 3  # a.png and its copy give the same output, listed once
     assert outputs[0].inputs == {"image": {"path": str(files / "a.png"), "sha256": sha(files / "a.png")},
                                  "mask": {"path": str(files / "mask.png"), "sha256": sha(files / "mask.png")}}
     assert outputs[1].inputs["image"]["sha256"] == sha(files / "b.png") and outputs[2].inputs == {}
@@ -51,10 +49,15 @@ def test_outputs_are_named_by_the_bytes_of_their_files(models, files, write_job)
     plain = outputs[2]  # no files: the id of a job written before jobs took files, so old folders resume
     assert plain.id == output_id({"kind": "image", "model": job["model"], "prompt": "y", "settings": plain.settings,
                                   "seed": 0})
+    copy = {**job, "items": [{"prompt": "x", "image": "sub/a-copy.png"}]}
+    assert load_job(write_job(copy)).outputs[0].id == outputs[0].id  # a.png's copy: the same bytes, the same output
+    with pytest.raises(JobError, match=r"items\[0\] asks for this output already"):  # so both in a job: refused
+        load_job(write_job({**job, "items": [*items, *copy["items"]]}))
     Image.new("RGB", (8, 8), (0, 200, 0)).save(files / "a.png")  # another picture at the same path
     again = load_job(write_job(job)).outputs
     assert again[0].id not in {o.id for o in outputs}  # a.png's outputs are new; the copy keeps the old id
-    assert [o.id for o in again[1:]] == [outputs[1].id, outputs[0].id, outputs[2].id]
+    assert [o.id for o in again[1:]] == [outputs[1].id, outputs[2].id]
+    assert load_job(write_job(copy)).outputs[0].id == outputs[0].id
 
 
 BAD = [
