@@ -7,6 +7,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 from mmspec.adapters.base import Target
+from mmspec.arguments import check_arguments, seed_list
 from mmspec.layouts import FREE, Layout
 from mmspec.loop import decode
 from mmspec.memory import row_bytes, rows_at_once
@@ -69,6 +70,7 @@ def generate(target: Target, condition: Any, layout: Layout, *, method: "str | d
     """
     if not isinstance(layout, Layout):
         raise TypeError(f"layout must be a Sequence1D, Grid2D or Grid3D, not {type(layout).__name__}")
+    check_arguments(on_commit=on_commit, compile=compile)
     if planned is not None and (method is not DEFAULT_METHOD or window is not DEFAULT_WINDOW):
         raise ValueError("mmspec.generate takes a plan or a method and window, not both")
     planned = planned or plan(method, window)
@@ -210,12 +212,11 @@ def _rows(forced: torch.Tensor, batch: int, num_samples: int, window: int) -> to
 
 def row_seeds(seed: "int | Sequence[int]", batch: int, num_samples: int) -> list[int]:
     """The seed of each of `batch` rows, condition-major with `num_samples` rows a condition."""
-    if isinstance(seed, int):
+    seeds = seed_list(seed)
+    if seeds is None:
         seeds = [seed + i % num_samples for i in range(batch)]
-    else:
-        seeds = [int(s) for s in seed]
     if len(seeds) != batch:
-        raise ValueError(f"got {len(seeds)} seeds for {batch} rows; pass one int or one seed per row")
+        raise ValueError(f"seed: got {len(seeds)} seeds for {batch} rows; pass one int or one seed per row")
     if min(seeds) < 0 or max(seeds) > MAX_SEED:  # (a larger seed would wrap onto a smaller one's noise)
         raise ValueError(f"row seeds must be in [0, 2**63-1], got {min(seeds)}..{max(seeds)}")
     return seeds

@@ -190,3 +190,22 @@ def test_unknown_prompt_words_are_named_once(tiny_models):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         pipe("red heart, purple elephant", method="ar")  # known words, and unknown ones already named
+
+
+@pytest.mark.parametrize("argument, value, message", [
+    ("prompt", None, "prompt must be a string or a non-empty list of strings, got None"),
+    ("prompt", 123, "prompt must be a string or a non-empty list of strings, got 123"),
+    ("prompt", ["red heart", 7], r"prompt must be a string or a non-empty list of strings, got \['red heart', 7\]"),
+    ("seed", "a", r"seed must be an int or a list of ints \(one per output\), got 'a'"),
+    ("seed", 1.5, r"seed must be an int or a list of ints \(one per output\), got 1.5"),
+    ("seed", [1, 2], "seed: got 2 seeds for 1 rows"),
+    ("num_outputs", "2", "num_outputs must be an int >= 1, got '2'"),
+    ("num_outputs", 0, "num_outputs must be an int >= 1, got 0"),
+    ("on_commit", 3, r"on_commit must be a function on_commit\(state, k\) or None, got 3"),
+    ("compile", "yes", "compile must be True, False or a dict of torch.compile's options, got 'yes'"),
+    ("progress_bar", "x", "progress_bar must be True or False, got 'x'"),
+])
+def test_every_pipeline_argument_is_checked_in_one_line_that_names_it(tiny_models, argument, value, message):
+    pipe = mmspec.ImagePipeline.from_pretrained(tiny_models / "image", window_cache="off")
+    with pytest.raises((TypeError, ValueError), match=f"^{message}"):
+        pipe(**{"prompt": "red heart", "method": "ar", argument: value})

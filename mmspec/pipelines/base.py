@@ -14,6 +14,7 @@ from mmspec.families import Family, load
 from mmspec.memory import rows_at_once
 from mmspec.methods import DEFAULT_METHOD, DEFAULT_WINDOW  # noqa: F401 - the pipelines' defaults
 from mmspec.methods import OPTIONS, Method, Spec
+from mmspec.pipelines.prompts import shorten
 from mmspec.plan import Plan, plan
 from mmspec.reference.eagle import EagleHead, load_head
 from mmspec.sampling import merged
@@ -78,8 +79,13 @@ def chain(*hooks):
     return hook
 
 
-def as_list(prompt) -> list:
-    return [prompt] if isinstance(prompt, (str, torch.Tensor)) else list(prompt)
+def as_list(prompt) -> list[str]:
+    """A prompt or a list of prompts -> the list; anything else refused in one line that names `prompt` (pipe(None)
+    said "'NoneType' object is not iterable")."""
+    prompts = [prompt] if isinstance(prompt, str) else list(prompt) if isinstance(prompt, (list, tuple)) else None
+    if not prompts or not all(isinstance(p, str) for p in prompts):
+        raise TypeError(f"prompt must be a string or a non-empty list of strings, got {shorten(repr(prompt))}")
+    return prompts
 
 
 class Pipeline:

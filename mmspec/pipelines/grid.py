@@ -12,6 +12,7 @@ import torch
 import mmspec.layouts as layouts
 from mmspec.adapters.reference import ReferenceTarget
 from mmspec.api import generate, row_seeds
+from mmspec.arguments import check_arguments
 from mmspec.pipelines.base import DEFAULT_METHOD, DEFAULT_WINDOW, Pipeline, as_list, model_path, models_dir
 from mmspec.pipelines.folders import named_folder, read_config, read_json
 from mmspec.pipelines.outputs import ImageOutput, VideoOutput, cells
@@ -72,6 +73,7 @@ class _GridPipeline(Pipeline):
         compile: mmspec.generate's (None: the pipeline's, from from_pretrained); batch_size: rows at a time (None: as
         many as fit in memory; mmspec.generate's)."""
         prompts = as_list(prompt)
+        check_arguments(num_outputs=num_outputs, on_commit=on_commit, compile=compile, progress_bar=progress_bar)
         for p in prompts:
             check_prompt(p)
         rows = [p for p in prompts for _ in range(num_outputs)]

@@ -12,6 +12,7 @@ import torch
 
 from mmspec.adapters.text import HFCausalLM
 from mmspec.api import generate
+from mmspec.arguments import check_arguments
 from mmspec.layouts import Sequence1D
 from mmspec.pipelines.base import DEFAULT_METHOD, DEFAULT_WINDOW, Pipeline, as_list, model_path
 from mmspec.pipelines.files import numbered, write_file
@@ -126,6 +127,7 @@ class TextPipeline(Pipeline):
         """stream(row, text) gets each row's new text as it is committed; on_commit(state, k) is called
         after every forward (see mmspec.generate); batch_size: mmspec.generate's."""
         prompts = as_list(prompt)
+        check_arguments(num_outputs=num_outputs, on_commit=on_commit, compile=compile, progress_bar=progress_bar)
         for p in prompts:
             check_prompt(p)
         planned = self.plan(method, window)
