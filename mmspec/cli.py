@@ -114,6 +114,9 @@ def _check_options(args) -> Spec:
     if getattr(args, "image", None) is not None and args.kind == "text":
         raise ValueError("--image is for video (first frame) and image (inpainting with --mask), not text")
     Sampling(**_given_sampling(args))  # NaN, negative temperature, top-p outside (0, 1]...
+    if args.cfg_scale is not None and args.cfg_scale < 0:  # (the library takes it: guidance away from the prompt)
+        raise ValueError(f"--cfg-scale must be >= 0 (0: the model without the prompt, 1: no guidance, above 1: "
+                         f"stronger guidance; a negative scale steers away from the prompt), got {args.cfg_scale:g}")
     return spec
 
 
@@ -767,7 +770,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None, suites=None) -> int:
     """`suites`: a clone's benchmarks.suite, for `bench --suite` (python -m benchmarks.suite gives it)."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    misplaced = _option_before_the_command(sys.argv[1:] if argv is None else argv, parser)
+    if misplaced:
+        print(misplaced, file=sys.stderr)
+        return 2
+    args = parser.parse_args(argv)
     args.suites = suites
     interrupt.keep(KEPT.get(args.command, "no partial file was written"))
     try:
@@ -797,6 +805,16 @@ def _warnings_in_one_line():
 # what a Ctrl-C leaves, by command (others: nothing)
 KEPT = {"render": "the manifest lists every complete file and a rerun renders only what is missing",
         "demo": "the demo stopped", "train-head": "a rerun resumes from the last checkpoint"}
+
+
+def _option_before_the_command(argv: list[str], parser: argparse.ArgumentParser) -> "str | None":
+    """`mmspec --model DIR generate ...` said `invalid choice: 'DIR'`: the line that says where the option goes."""
+    commands = next(a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    command = next((a for a in argv if a in commands), None)
+    if not argv or not argv[0].startswith("-") or argv[0] in ("-h", "--help") or command is None:
+        return None
+    return (f"mmspec: error: {argv[0]} goes after the command: mmspec {command} {argv[0]} ... (`mmspec {command} "
+            "--help` lists its options)")
 
 
 def _report(err: BaseException, args) -> int:

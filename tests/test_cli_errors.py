@@ -173,3 +173,25 @@ def test_one_name_per_option_with_the_old_names_kept_for_a_release(tiny_models, 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             mmspec.generate(target, torch.tensor([0]), layout, num_outputs=2, num_samples=2)
+
+
+def test_an_option_before_the_command_is_told_where_it_goes(capsys):
+    assert main(["--model", "DIR", "generate", "image", "red heart"]) == 2
+    _one_line(capsys, "mmspec: error: --model goes after the command: mmspec generate --model ...")
+
+
+def test_a_negative_cfg_scale_is_refused_before_models_load(tmp_path, capsys):
+    assert main(["generate", "image", "red heart", "--model", str(tmp_path / "none"), "--cfg-scale", "-2"]) == 2
+    _one_line(capsys, "--cfg-scale must be >= 0", "got -2")
+
+
+@pytest.mark.parametrize("size", [(1, 1), (5000, 5000), (1, 40)])
+def test_a_first_frame_far_from_the_frame_s_size_is_refused_in_one_line(tiny_models, tmp_path, capsys, size):
+    from PIL import Image
+
+    Image.new("RGB", size).save(tmp_path / "frame.png")
+    assert main(["generate", "video", "bounce apple", "--model", str(tiny_models / "video"), "--image",
+                 str(tmp_path / "frame.png"), "--out", str(tmp_path / "out")]) == 2
+    _one_line(capsys, f"image is {size[0]}x{size[1]} pixels: this model's frames are 4x4, so give a picture between "
+                      "2x2 and 4096x4096")
+    assert not (tmp_path / "out").exists()

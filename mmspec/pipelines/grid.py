@@ -132,7 +132,21 @@ class _GridPipeline(Pipeline):
         if not hasattr(image, "convert"):
             raise TypeError(f"image must be a PIL image, a path or an ImageOutput, not {type(image).__name__}")
         h, w, down = self.layout.h, self.layout.w, self.tokenizer.downsample
+        check_size(image, (w, h), (w * down, h * down))
         return self.tokenizer.encode(image.convert("RGB").resize((w * down, h * down), Image.LANCZOS))[0].flatten()
+
+
+MAX_SIDE = 4096  # pixels a side of a picture a pipeline takes
+
+
+def check_size(picture, grid: tuple[int, int], frame: tuple[int, int]) -> None:
+    """A picture is resized to the model's `frame` (width, height in pixels): refused in one line where a side is
+    narrower than the token `grid`'s (a token would have no pixel of its own) or wider than MAX_SIDE (a photo
+    thousands of pixels wide for a frame of 32 is a wrong file: a 1x1 and a 5000x5000 picture were resized silently)."""
+    if min(picture.width - grid[0], picture.height - grid[1]) < 0 or max(picture.size) > MAX_SIDE:
+        raise ValueError(f"image is {picture.width}x{picture.height} pixels: this model's frames are {frame[0]}x"
+                         f"{frame[1]}, so give a picture between {grid[0]}x{grid[1]} and {MAX_SIDE}x{MAX_SIDE} "
+                         "(it is resized to the frame)")
 
 
 def open_picture(picture, what: str = "image", source: "str | None" = None):
