@@ -9,9 +9,12 @@ def main() -> int:
     interrupt.install()
     try:
         from mmspec.cli import main as command
-    except KeyboardInterrupt:
-        return interrupt.report()
-    return command()
+        status = command()
+    except KeyboardInterrupt:  # (before the command's own handling: loading it, reading its arguments)
+        status = interrupt.report()
+    if interrupt.received():
+        interrupt.end(status)
+    return status
 
 
 if __name__ == "__main__":

@@ -58,8 +58,9 @@ class Command:
             reader.join(10)
         err = self.err.decode(errors="replace")
         lines = [line for line in re.split(r"[\r\n]", err) if line.strip() and "%|" not in line]  # (not progress bars)
-        assert self.proc.returncode == 130 and lines[-1].startswith(LINE), err  # (before it: a notice, a warning)
-        assert sum(line.startswith(LINE) for line in lines) == 1 and all(line.startswith("mmspec: ") for line in lines), err
+        said = f"exit {self.proc.returncode} {seconds:.1f} s after Ctrl-C: {err}"
+        assert self.proc.returncode == 130 and lines and lines[-1].startswith(LINE), said  # (before it: a notice...)
+        assert sum(line.startswith(LINE) for line in lines) == 1 and all(line.startswith("mmspec: ") for line in lines), said
         assert seconds < SECONDS, f"{seconds:.1f} s from Ctrl-C to exit"
         return self
 
