@@ -29,6 +29,7 @@ from mmspec.window import WindowCache
 
 class _GridPipeline(Pipeline):
     subjects: "list[str] | None" = None  # what a prompt must name, where the model's config lists it
+
     def __init__(self, target: ReferenceTarget, tokenizer: VQTokenizer, layout: layouts.Layout,
                  vocab: list[str], default_sampling: dict):
         super().__init__()
