@@ -24,6 +24,7 @@ from mmspec.drafters.proactive import (Branches, FreshBranches, ModelBranches, N
 from mmspec.drafters.unigram import UnigramDrafter
 from mmspec.layouts import Layout
 from mmspec.loading import check_folder
+from mmspec.options import refuse_unknown
 from mmspec.verify import (BranchVerifier, ChainVerifier, GumbelMatchVerifier, RejectionVerifier, TreeVerifier,
                            Verifier)
 
@@ -391,10 +392,7 @@ class Spec:
         if not isinstance(method, str) or method not in REGISTRY:
             raise ValueError(f"unknown method {method!r}; choose one of {sorted(REGISTRY)}")
         entry = REGISTRY[method]
-        unknown = sorted(set(options) - set(entry.options))
-        if unknown:
-            takes = ", ".join(entry.options) or "none"
-            raise ValueError(f"bad options {unknown} for method {method!r}: it takes {takes}")
+        refuse_unknown(options, entry.options, f"method {method!r}")
         return cls(method, {k: v if v is None else OPTIONS[k].check(v) for k, v in options.items()})
 
     @property

@@ -28,3 +28,10 @@ def one_of(new_value, old_value, old: str, where: str, default):
         raise ValueError(f"{where}: give {RENAMED[old]} or its old name {old}, not both")
     deprecated(old, where, stacklevel=4)
     return old_value
+
+
+def refuse_unknown(options, takes, what: str) -> None:
+    """One line naming the options a registry entry (a method's, a window policy's) does not take."""
+    unknown = sorted(set(options) - set(takes))
+    if unknown:
+        raise ValueError(f"bad options {unknown} for {what}: it takes {', '.join(takes) or 'none'}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from mmspec.options import refuse_unknown
 from mmspec.window.auto import AUTO_WIDEST, AutoWindow
 from mmspec.window.base import MAX_WINDOW, AcceptanceWindow, FixedWindow, WindowPolicy
 from mmspec.window.memory import WindowMemory
@@ -81,10 +82,7 @@ class WindowSpec:
                 named = sorted(set(WINDOWS) - {"fixed"})
                 raise ValueError(f"window must be an int in [1, {MAX_WINDOW}] or one of {named}, got {name!r}")
             entry = WINDOWS[name]
-            unknown = sorted(set(options) - set(entry.options))
-            if unknown:
-                takes = ", ".join(entry.options) or "none"
-                raise ValueError(f"bad options {unknown} for window {name!r}: it takes {takes}")
+            refuse_unknown(options, entry.options, f"window {name!r}")
             return cls(name, {k: entry.options[k](v) for k, v in options.items()})
         return cls(type(window).__name__, {}, _checked(window))
 
