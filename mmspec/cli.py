@@ -18,6 +18,8 @@ from mmspec.window import MAX_WINDOW, WINDOWS, window_help
 
 KINDS = ("image", "video", "text")
 DEFAULT_BENCH_METHODS = "jacobi,coupled,gumbel,exact,lookup"
+IMG_SIZE_HELP = ("image, a Janus folder: the images' side in pixels, as deepseek's generate takes img_size (a multiple "
+                 "of its 16 pixels a token; default: the model's own, 384)")
 
 
 def _pipeline(args, remember: bool = False):
@@ -28,7 +30,7 @@ def _pipeline(args, remember: bool = False):
 
     return load_pipeline(args.kind, args.model, args.draft, getattr(args, "device", "cpu"),
                          window_cache=None if remember else "off", compile=args.compile,
-                         allow_torchscript=args.allow_torchscript, door=_door(args))
+                         allow_torchscript=args.allow_torchscript, door=_door(args), img_size=args.img_size)
 
 
 def _door(args) -> str:
@@ -133,7 +135,7 @@ def _check_family(args) -> None:
         return
     pictures = [name for name in ("image", "mask", "video") if getattr(args, name, None) is not None]
     family = check(args.model, args.kind, _door(args), inputs=pictures, draft=args.draft,
-                   allow_torchscript=args.allow_torchscript)
+                   allow_torchscript=args.allow_torchscript, img_size=args.img_size)
     if family.cfg_check is not None:  # a family without CFG refuses a scale other than 1
         rule(family.cfg_check)(getattr(args, "cfg_scale", None))
     video = getattr(args, "video", None)
@@ -228,6 +230,7 @@ def _common(p: argparse.ArgumentParser, kind_nargs: str | None = None, window=DE
                                    "the model continues them")
     p.add_argument("--allow-torchscript", action="store_true",
                    help="load a Cosmos folder's video tokenizer, which NVIDIA ships as TorchScript (code that runs)")
+    p.add_argument("--img-size", type=int, metavar="PIXELS", help=IMG_SIZE_HELP)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     p.add_argument("--compile", action="store_true",
                    help="torch.compile the decode step (one graph per window width, CUDA graphs on a GPU): for a GPU, "
@@ -350,7 +353,8 @@ def _bench_table(args) -> dict:
     out = _check_writable(_unused(args.out or Path("benchmarks/results/table"), args))
     _use_threads(args)
     compile = args.compile or torch.device(args.device).type == "cuda"  # the papers' latencies are of compiled GPU runs
-    pipe = load_pipeline("image", args.model, device=args.device, window_cache="off", compile=compile, door="table")
+    pipe = load_pipeline("image", args.model, device=args.device, window_cache="off", compile=compile, door="table",
+                         img_size=args.img_size)
     result = table(pipe, inputs, _bench_methods(args), model=args.model, device=args.device, repeats=args.repeats or 1,
                    out=out, window=args.window or pipe.default_window, seed=args.seed, num_outputs=args.num,
                    sampling=_sampling(args))
@@ -594,7 +598,8 @@ def cmd_demo(args) -> dict:
             raise ValueError(f"--model {args.model} is a {kind} model, and --{kind}-model names another: give one")
         setattr(args, f"{kind}_model", args.model)
     _use_threads(args)
-    app = build_app(args.image_model, args.video_model, args.text_model, args.text_draft, args.concurrency)
+    app = build_app(args.image_model, args.video_model, args.text_model, args.text_draft, args.concurrency,
+                    args.img_size)
     launch(app, args.host, args.port)
     return {}
 
@@ -763,6 +768,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--text-draft", help="a draft model folder for --text-model, for the methods that draft "
                       "with one")
     demo.add_argument("--concurrency", type=int, default=1, help="generations at a time per model")
+    demo.add_argument("--img-size", type=int, metavar="PIXELS", help=IMG_SIZE_HELP)
     _threads_option(demo)
     demo.set_defaults(func=cmd_demo, json=False)
     return parser

@@ -35,7 +35,7 @@ class Family:
     pixels: str  # tokens -> pixels: "module:attribute"
     converters: tuple[str, ...] = ()  # `mmspec convert NAME` that make its folder from a release
     inputs: tuple[str, ...] = ()  # what a call may give besides a prompt: image, mask, video
-    options: tuple[str, ...] = ()  # loading options it takes beside the common ones: draft, allow_torchscript
+    options: tuple[str, ...] = ()  # loading options it takes beside the common ones (OWN_OPTIONS)
     refuses: dict = field(default_factory=dict)  # door (DOORS) -> why it makes no sense for this family
     released_as: dict = field(default_factory=dict)  # model_type of a layout to convert first -> how
     cfg_check: "str | None" = None  # "module:function" refusing a call's cfg_scale, for a family without CFG
@@ -108,10 +108,11 @@ FAMILIES = (
            default_sampling="mmspec.adapters.chameleon:DEFAULT_SAMPLING",
            pixels="mmspec.tokenizers.pixels:chameleon_pixels", converters=("chameleon-vq",)),
     Family("janus", "Janus / Janus-Pro", ("janus",), {"image": "mmspec.pipelines.janus:JanusPipeline"},
-           prompt="text in deepseek's turn (mmspec.pipelines.janus.janus_prompt), then BOI",
+           prompt="text in deepseek's turn, then BOI (mmspec.adapters.janus_release.generation_prompt: the chat "
+                  "template `convert janus` writes)",
            null_prompt="mmspec.adapters.janus:deepseek_null_prompt",
            default_sampling="mmspec.pipelines.janus:janus_sampling",
-           pixels="mmspec.tokenizers.pixels:janus_pixels", converters=("janus",),
+           pixels="mmspec.tokenizers.pixels:janus_pixels", converters=("janus",), options=("img_size",),
            released_as={"multi_modality": "Janus in deepseek's layout: convert it once with "
                                           "`mmspec convert janus {path} OUT`, then load OUT"}),
     Family("emu3", "Emu3", ("emu3",), {"image": "mmspec.pipelines.emu3:Emu3Pipeline"},
@@ -193,7 +194,8 @@ def kind_of(path: "str | Path", family: "Family | None" = None) -> str:
 
 # loading options some families take (Family.options), and what they are
 OWN_OPTIONS = {"draft": "a text model's draft model",
-               "allow_torchscript": "loads a Cosmos folder's TorchScript tokenizer"}
+               "allow_torchscript": "loads a Cosmos folder's TorchScript tokenizer",
+               "img_size": "a Janus image's side in pixels, deepseek's img_size"}
 
 
 def check(path: "str | Path | None", kind: str, door: str = "pipeline", expect: "type | None" = None,
@@ -211,7 +213,8 @@ def check(path: "str | Path | None", kind: str, door: str = "pipeline", expect: 
     if expect is not None and not (expect.opens_families or issubclass(pipeline, expect)):
         raise ValueError(f"{path} is {_a(family.title)} model: load it with {pipeline.__name__}.from_pretrained or "
                          f"the {kind} door, not {expect.__name__}")
-    extra = sorted(k for k, v in options.items() if k in OWN_OPTIONS and v and k not in family.options)
+    extra = sorted(k for k, v in options.items()
+                   if k in OWN_OPTIONS and v is not None and v is not False and k not in family.options)
     if extra:
         raise ValueError(f"{path or 'the bundled model'} is {_a(family.title)} model: it takes no "
                          f"{', '.join(f'{k} ({OWN_OPTIONS[k]})' for k in extra)}")

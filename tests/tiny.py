@@ -226,6 +226,23 @@ def tiny_janus(n=4, codes=12, layers=2, seed=0, dtype=torch.float64, vision_head
     return model
 
 
+def deepseek_greedy(model, prompt: list[int], scale: float, n: int) -> torch.Tensor:
+    """deepseek's `generate` (generation_inference.py), restated with argmax for the draw and without a KV cache: the
+    unconditional row is the prompt with tokens[1:-1] padded, image tokens embedded by the generation embedding, logits
+    from the generation head, mixed u + s (c - u) -> [1, n * n]."""
+    rows = torch.tensor([prompt, [prompt[0]] + [PAD] * (len(prompt) - 2) + [prompt[-1]]])
+    embeds = model.get_input_embeddings()(rows)
+    out = []
+    with torch.no_grad():
+        for _ in range(n * n):
+            h = model.model.language_model(inputs_embeds=embeds).last_hidden_state
+            logits = model.model.generation_head(h[:, -1])
+            token = (logits[1] + scale * (logits[0] - logits[1])).argmax()
+            out.append(int(token))
+            embeds = torch.cat([embeds, model.prepare_embeddings_for_image_generation(token.expand(2, 1))], 1)
+    return torch.tensor([out])
+
+
 E_V, E_START = 99, 30  # tiny_emu3's text vocabulary; visual token of code c is E_START + c
 E_PAD, E_BOS, E_EOS, E_IMAGE, E_EOL, E_EOF, E_EOI, E_BOI, E_WRAP = 0, 1, 2, 3, 4, 5, 6, 7, 8
 E_H, E_W = 2, 3

@@ -12,15 +12,17 @@ tokens; n is deepseek's `img_size // patch_size` (`layout`).
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-from mmspec.adapters.hf import HFSession
+from mmspec.adapters.hf import HFSession, decoder_shape
 from mmspec.adapters.llama import LeanLlama
 from mmspec.adapters.prompts import prompt_ids
 from mmspec.layouts import Grid2D, Layout
+from mmspec.memory import Shape
 from mmspec.tokenizers.pixels import janus_pixels, to_pil
 
 
@@ -59,29 +61,11 @@ class JanusImage:
     @property
     def patch_size(self) -> int:
         """Pixels a token's side: the VQ decoder's upsampling (deepseek's `patch_size`, 16 in its releases)."""
-        return 2 ** (len(self.model.config.vq_config.channel_multiplier) - 1)
+        return patch_size(self.model.config)
 
     def layout(self, img_size: "int | None" = None, image_token_num_per_image: "int | None" = None) -> Grid2D:
-        """The n x n token grid of an image, with the options of deepseek's `generate`: `img_size` (pixels a side,
-        n = img_size // patch_size) and `image_token_num_per_image` (n * n), which must agree when both are given;
-        neither: the model's own (num_image_tokens: 576, 384 pixels, in deepseek's releases)."""
-        tokens = image_token_num_per_image
-        if img_size is not None:
-            if img_size < self.patch_size or img_size % self.patch_size:
-                raise ValueError(f"img_size {img_size}: Janus images are n x n tokens of {self.patch_size} pixels, so "
-                                 f"img_size is a positive multiple of {self.patch_size}")
-            n = img_size // self.patch_size
-            if tokens is not None and tokens != n * n:
-                raise ValueError(f"image_token_num_per_image {tokens} is not (img_size // {self.patch_size})^2 = "
-                                 f"{n * n}: deepseek's decoder reshapes the tokens to {n} x {n}")
-            return Grid2D(n, n)
-        if tokens is None:
-            tokens = self.model.model.vision_model.config.num_image_tokens
-        n = int(round(tokens ** 0.5)) if tokens > 0 else 0
-        if n * n != tokens or n == 0:
-            raise ValueError(f"Janus image_token_num_per_image {tokens} is not a positive square number (an n x n "
-                             "grid)")
-        return Grid2D(n, n)
+        """The n x n token grid of an image, with the options of deepseek's `generate` (`janus_grid`)."""
+        return janus_grid(self.model.config, img_size, image_token_num_per_image)
 
     def encode(self, prompts) -> list[torch.Tensor]:
         out = prompt_ids(prompts, "Janus prompt")
@@ -127,6 +111,41 @@ class JanusImage:
     def images(self, tokens: torch.Tensor) -> list:
         """[B, N] image tokens -> PIL images with the bytes deepseek's code writes for them (`janus_pixels`)."""
         return to_pil(janus_pixels(self.decode(tokens)))
+
+
+def patch_size(config) -> int:
+    """Pixels a token's side of a JanusConfig's VQ decoder: it upsamples by 2 at every level but the last."""
+    return 2 ** (len(config.vq_config.channel_multiplier) - 1)
+
+
+def janus_grid(config, img_size: "int | None" = None, image_token_num_per_image: "int | None" = None) -> Grid2D:
+    """The n x n token grid of an image of a JanusConfig's model, with the options of deepseek's `generate`
+    (generation_inference.py): `img_size`, pixels a side, n = img_size // patch_size (its decoder's
+    `decode_code(shape=[B, 8, n, n])`), and `image_token_num_per_image`, the tokens drawn, n * n; they must agree when
+    both are given; neither: the model's own (num_image_tokens: 576, 384 pixels, in deepseek's releases). A size the
+    model cannot make gets one line naming those it can: n from 1 to the side whose n * n tokens its positions
+    (max_position_embeddings) hold."""
+    patch = patch_size(config)
+    largest = math.isqrt(config.text_config.max_position_embeddings)  # (n)
+    sizes = (f"this Janus model makes square images of n x n tokens of {patch} pixels, n from 1 to {largest} (n * n "
+             f"within its {config.text_config.max_position_embeddings} positions): img_size {patch}, {2 * patch}, "
+             f"..., {largest * patch}, image_token_num_per_image 1, 4, ..., {largest * largest}")
+    tokens = image_token_num_per_image
+    if img_size is not None:
+        if isinstance(img_size, bool) or not isinstance(img_size, int) or img_size % patch \
+                or not 1 <= img_size // patch <= largest:
+            raise ValueError(f"img_size {img_size!r}: {sizes}")
+        n = img_size // patch
+        if tokens is not None and tokens != n * n:
+            raise ValueError(f"image_token_num_per_image {tokens} is not (img_size // {patch})^2 = {n * n}: deepseek's "
+                             f"decoder reshapes the tokens to {n} x {n}")
+        return Grid2D(n, n)
+    if tokens is None:
+        tokens = config.vision_config.num_image_tokens
+    n = math.isqrt(tokens) if isinstance(tokens, int) and tokens > 0 else 0
+    if n * n != tokens or not 1 <= n <= largest:
+        raise ValueError(f"image_token_num_per_image {tokens!r}: {sizes}")
+    return Grid2D(n, n)
 
 
 def deepseek_null_prompt(prompt: torch.Tensor, pad_id: int) -> torch.Tensor:

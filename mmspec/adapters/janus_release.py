@@ -12,6 +12,7 @@ folder.
 """
 from __future__ import annotations
 
+import functools
 import json
 import re
 from pathlib import Path
@@ -132,6 +133,21 @@ CHAT_TEMPLATE = (
     "{%- endfor -%}"
     "{%- if add_generation_prompt -%}<|Assistant|>:{%- endif -%}"
 )
+
+
+@functools.lru_cache(maxsize=1)
+def _chat_template():
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    # (the environment transformers' apply_chat_template renders a template in)
+    return ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True).from_string(CHAT_TEMPLATE)
+
+
+def generation_prompt(text: str) -> str:
+    """deepseek's image-generation prompt (generation_inference.py: sft_format + image_start_tag): CHAT_TEMPLATE, the
+    one statement of deepseek's turn, rendered as a converted folder's processor renders it (a user message, the
+    generation prompt), then BOI."""
+    return _chat_template().render(messages=[{"role": "user", "content": text}], add_generation_prompt=True) + BOI
 
 
 def janus_processor(src: Path, raw: dict, num_image_tokens: int):

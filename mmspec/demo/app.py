@@ -41,16 +41,17 @@ is a run accepted in a single forward. `exact` gives the very same tokens as pla
 
 
 def build_app(image_model=None, video_model=None, text_model=None, text_draft=None,
-              concurrency: int = 1) -> gr.Blocks:
+              concurrency: int = 1, img_size: "int | None" = None) -> gr.Blocks:
     """Model folders default to the bundled models; text_draft is the text model's draft model (the bundled text
-    model comes with its own), for the methods that need one. `concurrency`: generations at a time per model."""
+    model comes with its own), for the methods that need one. `concurrency`: generations at a time per model.
+    img_size: a Janus image model's side in pixels (deepseek's)."""
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
     folders = {"image": image_model, "video": video_model, "text": text_model}
+    options = {"image": {"img_size": img_size}, "video": {}, "text": {"draft": text_draft}}  # each kind's own
     for kind, folder in folders.items():  # what a family refuses, in one line before any model loads
-        check(folder, kind, "demo", draft=text_draft if kind == "text" else None)
-    pipes = {kind: load_pipeline(kind, folder, text_draft if kind == "text" else None, door="demo")
-             for kind, folder in folders.items()}
+        check(folder, kind, "demo", **options[kind])
+    pipes = {kind: load_pipeline(kind, folder, door="demo", **options[kind]) for kind, folder in folders.items()}
     # GIF / MP4 of video runs (gradio serves copies); the tabs hold it, it is removed at exit
     files = tempfile.TemporaryDirectory(prefix="mmspec-demo-")
     with gr.Blocks(title="mmspec demo", delete_cache=(3600, 3600)) as app:

@@ -21,11 +21,12 @@ def model_folder(kind: str, model=None) -> Path:
 
 @scoped("device")
 def load_pipeline(kind: str, model=None, draft=None, device="cpu", window_cache=None, compile=False,
-                  allow_torchscript=False, door: str = "pipeline"):
+                  allow_torchscript=False, door: str = "pipeline", img_size: "int | None" = None):
     """The pipeline of a kind (image, video, text) on a model folder of any family (None: the bundled one), through
     `door` (mmspec.families.DOORS: what a refusal names); text also takes a draft model folder. window_cache: where
     auto windows' measurements are kept across processes (None: the user's default, $MMSPEC_WINDOW_CACHE; 'off':
     nowhere, so each process measures what a first call gets; see mmspec.window.WindowCache). allow_torchscript:
-    video, a Cosmos folder's TorchScript tokenizer."""
+    video, a Cosmos folder's TorchScript tokenizer. img_size: image, a Janus folder's image side in pixels
+    (deepseek's)."""
     return load(model, kind, door, device=device, window_cache=window_cache, compile=compile, draft=draft,
-                allow_torchscript=allow_torchscript)
+                allow_torchscript=allow_torchscript, img_size=img_size)

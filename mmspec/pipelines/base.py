@@ -114,7 +114,7 @@ class Pipeline:
         auto windows' measurements are kept across processes (see WindowCache.coerce: None is $MMSPEC_WINDOW_CACHE or
         ~/.cache/mmspec/windows, 'off' nowhere); compile: mmspec.generate's default for the pipeline's calls;
         `options`: a family's own (text: draft, a draft model folder; Cosmos: allow_torchscript, to load its
-        TorchScript tokenizer)."""
+        TorchScript tokenizer; Janus: img_size, the images' side in pixels as deepseek's `generate` takes it)."""
         return load(path, cls.kind, expect=cls, device=device, dtype=dtype, window_cache=window_cache,
                     compile=compile, **options)
 

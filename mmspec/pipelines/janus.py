@@ -1,6 +1,7 @@
 """Text -> image with a Janus / Janus-Pro folder in transformers' layout (deepseek's release after `mmspec convert
-janus`): prompt -> deepseek's generation turn + BOI (`janus_prompt`), tokenized by the folder's tokenizer -> image
-tokens (mmspec.adapters.janus: its CFG null prompt, the generation head) -> pixels (the model's VQ decoder).
+janus`): prompt -> deepseek's generation turn + BOI (`janus_release.generation_prompt`), tokenized by the folder's
+tokenizer -> image tokens (mmspec.adapters.janus: its CFG null prompt, the generation head) -> pixels (the model's VQ
+decoder).
 """
 from __future__ import annotations
 
@@ -8,20 +9,17 @@ from pathlib import Path
 
 import torch
 
-from mmspec.adapters.janus import JanusImage
-from mmspec.adapters.janus_release import BOI, GUIDANCE, TEMPERATURE
+from mmspec.adapters.janus import JanusImage, janus_grid
+from mmspec.adapters.janus_release import GUIDANCE, TEMPERATURE, generation_prompt
 from mmspec.pipelines.prompted import PromptedImagePipeline, folder_tokenizer
 from mmspec.window import WindowCache
 
-# deepseek's "deepseek" conversation template (janus/utils/conversation.py) as generation_inference.py fills it: a
-# user turn, an empty assistant turn, no system prompt
-USER, ASSISTANT = "<|User|>", "<|Assistant|>"
 
+def folder_config(path: Path):
+    """A Janus folder's JanusConfig, read without its weights."""
+    from transformers import JanusConfig
 
-def janus_prompt(text: str) -> str:
-    """deepseek's image-generation prompt: the turn `apply_sft_template_for_multi_turn_prompts` makes of
-    [{User: text}, {Assistant: ""}] with an empty system prompt, then `image_start_tag` (BOI)."""
-    return f"{USER}: {text.strip()}\n\n{ASSISTANT}:{BOI}"
+    return JanusConfig.from_pretrained(path, local_files_only=True)
 
 
 def janus_sampling(generation_config) -> dict:
@@ -33,23 +31,29 @@ def janus_sampling(generation_config) -> dict:
 
 
 class JanusPipeline(PromptedImagePipeline):
-    """prompt(s) -> PIL images of the model's n x n grid (384 x 384 pixels for Janus-Pro)."""
+    """prompt(s) -> PIL images of img_size x img_size pixels: deepseek's `img_size` (None: the model's own grid, 384 x
+    384 pixels for Janus-Pro), its n x n tokens (`janus_grid`)."""
 
     default_window = 32  # (the docs' setting for Janus: coupled at 32)
 
-    def __init__(self, target: JanusImage, tokenizer):
+    def __init__(self, target: JanusImage, tokenizer, img_size: "int | None" = None):
         super().__init__()
         self.target, self.tokenizer = target, tokenizer
-        self.layout = target.layout()
+        self.layout = target.layout(img_size=img_size)
         self.default_sampling = janus_sampling(target.model.generation_config)
 
     @classmethod
     def load_folder(cls, path: "str | Path", device="cpu", dtype=torch.float32,
-                    window_cache: "WindowCache | str | Path | None" = None, compile: "bool | dict" = False):
+                    window_cache: "WindowCache | str | Path | None" = None, compile: "bool | dict" = False,
+                    img_size: "int | None" = None):
+        """img_size: the images' side in pixels, as deepseek's `generate` takes it, checked against the folder's
+        config before the weights load."""
         path = Path(path)
+        if img_size is not None:
+            janus_grid(folder_config(path), img_size)
         tokenizer = folder_tokenizer(path, "a Janus model", "`mmspec convert janus` writes it; else copy the "
                                      "release's tokenizer files into it")
-        pipe = cls(JanusImage.from_pretrained(path, dtype=dtype, device=device), tokenizer)
+        pipe = cls(JanusImage.from_pretrained(path, dtype=dtype, device=device), tokenizer, img_size)
         return pipe._at(path, device, window_cache, compile)
 
     @property
@@ -57,9 +61,9 @@ class JanusPipeline(PromptedImagePipeline):
         return self.target.model.config.text_config.num_hidden_layers
 
     def condition(self, prompts: list[str]) -> list[list[int]]:
-        """Prompts -> ids as deepseek's `tokenizer.encode(janus_prompt(text))` makes them (BOS added by the tokenizer),
-        ending with BOI."""
-        return [self.tokenizer(janus_prompt(p)).input_ids for p in prompts]
+        """Prompts -> ids as deepseek's `tokenizer.encode(prompt)` makes them of its generation prompt
+        (`generation_prompt`; BOS added by the tokenizer), ending with BOI."""
+        return [self.tokenizer(generation_prompt(p)).input_ids for p in prompts]
 
     def pictures(self, grid: torch.Tensor) -> list:
         """[B, n, n] VQ codes (-1: none yet, any picture there) -> PIL images with the bytes deepseek's code writes for

@@ -20,7 +20,7 @@ class LocalExecutor:
     def __init__(self, job: Job):
         self.kind = job.kind
         self.pipe = load_pipeline(job.kind, job.model, job.draft, default_device(), compile=job.compile,
-                                  door="render")
+                                  door="render", img_size=job.img_size)
 
     def check(self, batches: list[list[Output]]) -> None:
         check_batches(self.pipe, batches)
@@ -49,7 +49,8 @@ class RayExecutor:
         self.room = gpus or int(ray.cluster_resources().get("CPU", 1))
         options = {"num_gpus": 1} if gpus else {"num_cpus": 1}
         actor = ray.remote(_Renderer).options(**options)
-        self.new_actor = lambda: actor.remote(job.kind, job.model, job.draft, "cuda" if gpus else "cpu", job.compile)
+        self.new_actor = lambda: actor.remote(job.kind, job.model, job.draft, "cuda" if gpus else "cpu", job.compile,
+                                              job.img_size)
         self.actors = [self.new_actor()]
 
     def check(self, batches: list[list[Output]]) -> None:
@@ -75,8 +76,10 @@ class RayExecutor:
 class _Renderer:
     """A Ray actor holding one pipeline."""
 
-    def __init__(self, kind: str, model: str | None, draft: str | None, device: str, compile: bool):
-        self.kind, self.pipe = kind, load_pipeline(kind, model, draft, device, compile=compile, door="render")
+    def __init__(self, kind: str, model: str | None, draft: str | None, device: str, compile: bool,
+                 img_size: int | None):
+        self.kind, self.pipe = kind, load_pipeline(kind, model, draft, device, compile=compile, door="render",
+                                                   img_size=img_size)
 
     def check(self, batches: list[list[Output]]) -> "str | None":
         """The one line that refuses the batches (mmspec.memory.DoesNotFit's), or None when they fit."""

@@ -21,7 +21,7 @@ from mmspec.rng import MAX_SEED
 from mmspec.sampling import Sampling
 
 PIPELINES = {"image": "ImagePipeline", "video": "VideoPipeline", "text": "TextPipeline"}
-JOB_KEYS = ("kind", "model", "draft", "batch_size", "compile", "defaults", "items", "items_file")
+JOB_KEYS = ("kind", "model", "draft", "img_size", "batch_size", "compile", "defaults", "items", "items_file")
 CALL_KEYS = ("method", "window", "sampling")
 TEXT_KEYS = ("max_new_tokens", "stop_strings")
 SEED_KEYS = ("seeds", "num_outputs", "num")  # (num: num_outputs's old name, until 0.2)
@@ -55,6 +55,7 @@ class Job:
     batch_size: int
     outputs: list[Output]  # in job order, one per (item, seed), duplicates removed
     compile: bool = False  # torch.compile the decode step (the same files: not part of an output's id)
+    img_size: int | None = None  # image, a Janus model: the images' side in pixels (deepseek's img_size)
 
     @property
     def has_draft_model(self) -> bool:
@@ -86,8 +87,9 @@ def load_job(path: "str | Path", batch_size: int | None = None) -> Job:
     if kind not in PIPELINES:
         raise JobError(f"{top}kind: must be one of {list(PIPELINES)}, got {kind!r}")
     model = _folder(data, "model", path.parent, pipeline_class(kind).default_model, top)
+    img_size = None if data.get("img_size") is None else _int(data["img_size"], 1, None, f"{top}img_size")
     try:  # what the model's family refuses of a render job (mmspec.families), before anything loads
-        takes = check(model, kind, "render").inputs
+        takes = check(model, kind, "render", img_size=img_size).inputs
     except ValueError as err:
         raise JobError(f"{top}model: {err}") from None
     draft = None
@@ -101,7 +103,7 @@ def load_job(path: "str | Path", batch_size: int | None = None) -> Job:
     compile = data.get("compile", False)
     if not isinstance(compile, bool):
         raise JobError(f"{top}compile: must be true or false, got {compile!r}")
-    header = Job(kind, model, draft, size, [], compile)  # what validating the items needs to know
+    header = Job(kind, model, draft, size, [], compile, img_size)  # what validating the items needs to know
     return replace(header, outputs=_outputs(header, data, path, where, takes))
 
 
@@ -132,6 +134,8 @@ def _outputs(job: Job, data: dict, path: Path, where: "_Where", takes: tuple[str
         identity = {"kind": job.kind, "model": data.get("model"), "prompt": prompt, "settings": settings}
         if spec.needs == "model":
             identity["draft"] = data.get("draft")
+        if job.img_size is not None:  # (absent: ids as before the option existed)
+            identity["img_size"] = job.img_size
         identity.update({key: file["sha256"] for key, file in inputs.items()})  # absent: ids as before inputs existed
         own_seeds = any(k in item for k in SEED_KEYS)
         for seed in _seeds(item, label) if own_seeds else _seeds(defaults, defaults_label):

@@ -9,8 +9,8 @@ import torch
 
 import mmspec
 from mmspec.adapters.janus import JanusImage
-from tiny import (BOI, BOS, PAD, chi_square_pvalue, left_pad, png, reference_p, rounded, sequence_id, tiny_head,
-                  tiny_janus)
+from tiny import (BOI, BOS, PAD, chi_square_pvalue, deepseek_greedy, left_pad, png, reference_p, rounded, sequence_id,
+                  tiny_head, tiny_janus)
 
 METHODS = ["ar", "jacobi", "coupled", "gumbel", "exact", "lookup", "draft-model", "pac", "eagle"]
 
@@ -62,23 +62,6 @@ def test_null_prompt_pads_every_token_between_the_first_and_the_last():
     target = JanusImage(_model())
     assert target.null_prompt(torch.tensor([BOS, 10, BOI, 11, BOI])).tolist() == [BOS, PAD, PAD, PAD, BOI]
     assert target.null_prompt(torch.tensor([10, BOS, 11, BOI])).tolist() == [10, PAD, PAD, BOI]
-
-
-def deepseek_greedy(model, prompt: list[int], scale: float, n: int) -> torch.Tensor:
-    """deepseek's `generate` (generation_inference.py), restated with argmax for the draw and without a KV cache: the
-    unconditional row is the prompt with tokens[1:-1] padded, image tokens embedded by the generation embedding, logits
-    from the generation head, mixed u + s (c - u) -> [1, n * n]."""
-    rows = torch.tensor([prompt, [prompt[0]] + [PAD] * (len(prompt) - 2) + [prompt[-1]]])
-    embeds = model.get_input_embeddings()(rows)
-    out = []
-    with torch.no_grad():
-        for _ in range(n * n):
-            h = model.model.language_model(inputs_embeds=embeds).last_hidden_state
-            logits = model.model.generation_head(h[:, -1])
-            token = (logits[1] + scale * (logits[0] - logits[1])).argmax()
-            out.append(int(token))
-            embeds = torch.cat([embeds, model.prepare_embeddings_for_image_generation(token.expand(2, 1))], 1)
-    return torch.tensor([out])
 
 
 @pytest.mark.parametrize("prompt", [[BOS, 10, BOI, 11, BOI], [10, BOS, 11, BOI]], ids=["boi-in-text", "bos-second"])
@@ -174,8 +157,11 @@ def test_janus_errors():
     for layout in [mmspec.Grid2D(2, 8), mmspec.Grid2D(4, 4, row_end_token=7), mmspec.Sequence1D(16)]:
         with pytest.raises(ValueError, match=r"n x n grid of image tokens"):
             mmspec.generate(target, PROMPTS, layout, sampling=greedy)
-    for size, said in [({"img_size": 5}, "multiple of 2"), ({"img_size": 8, "image_token_num_per_image": 9}, "4 x 4"),
-                       ({"image_token_num_per_image": 8}, "not a positive square")]:
+    sizes = (r"this Janus model makes square images of n x n tokens of 2 pixels, n from 1 to 22 .*: "
+             r"img_size 2, 4, \.\.\., 44, ")
+    for size, said in [({"img_size": 5}, "^img_size 5: " + sizes), ({"img_size": 46}, sizes),
+                       ({"img_size": 8, "image_token_num_per_image": 9}, "4 x 4"),
+                       ({"image_token_num_per_image": 8}, "^image_token_num_per_image 8: " + sizes)]:
         with pytest.raises(ValueError, match=said):
             target.layout(**size)
     with pytest.raises(ValueError, match="BOI"):
@@ -189,7 +175,7 @@ def test_janus_errors():
     assert out.tokens.shape == (2, 4)
     odd = JanusImage(tiny_janus(n=2))
     odd.model.model.vision_model.config.num_image_tokens = 5
-    with pytest.raises(ValueError, match="not a positive square"):
+    with pytest.raises(ValueError, match="image_token_num_per_image 5: " + sizes):
         odd.layout()
 
 

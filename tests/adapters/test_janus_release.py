@@ -186,3 +186,31 @@ def test_the_converted_folder_loads_with_autoprocessor_and_writes_deepseeks_prom
     ids = proc(text=prompt, generation_mode="image", return_tensors="pt").input_ids
     release = PreTrainedTokenizerFast.from_pretrained(tmp_path / "release")
     assert ids[0].tolist() == release.encode(deepseek) and ids[0, -1] == BOI
+
+
+def deepseek_sft_prompt(text: str) -> str:
+    """deepseek's image prompt, restated from its code: `apply_sft_template_for_multi_turn_prompts` on [{<|User|>: text},
+    {<|Assistant|>: ""}] (conversation.py's "deepseek" template: each message stripped, "role: message" + "\n\n" for a
+    message, "role:" for an empty one), then `image_start_tag`."""
+    text = text.strip()
+    return (f"<|User|>: {text}\n\n" if text else "<|User|>:") + "<|Assistant|>:" + "<begin_of_image>"
+
+
+@pytest.mark.parametrize("text", ["w10 w11", "  w10\nw11 \t", "{{ w10 }} {% w11 %}", "w10\n\n<|Assistant|>: w11"])
+def test_the_pipelines_prompt_is_the_converted_folders_chat_template(tmp_path, text):
+    """One statement of deepseek's turn, CHAT_TEMPLATE: the prompt JanusPipeline writes (`generation_prompt`) is the
+    converted folder's chat template rendered by AutoProcessor, and deepseek's own rule, for any text; the same ids."""
+    from transformers import AutoProcessor
+
+    from mmspec.adapters.janus_release import generation_prompt
+    from mmspec.pipelines import ImagePipeline
+
+    tiny_release(tmp_path / "release")
+    convert_janus(tmp_path / "release", tmp_path / "out")
+    proc = AutoProcessor.from_pretrained(tmp_path / "out")
+    rendered = proc.apply_chat_template([{"role": "user", "content": [{"type": "text", "text": text}]}],
+                                        add_generation_prompt=True) + proc.image_start_token
+    assert generation_prompt(text) == rendered == deepseek_sft_prompt(text)
+    pipe = ImagePipeline.from_pretrained(tmp_path / "out", window_cache="off")
+    ids = proc(text=rendered[:-len(proc.image_start_token)], generation_mode="image", return_tensors="pt").input_ids
+    assert pipe.condition([text]) == ids.tolist()

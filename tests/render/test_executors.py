@@ -31,7 +31,8 @@ def test_an_actor_checks_the_job_s_batches_where_it_runs_and_says_why_they_do_no
     from mmspec.render.run import make_batches
 
     job = load_job(write_job(fit_job))
-    actor = _Renderer(job.kind, job.model, job.draft, "cpu", job.compile)  # (what a Ray actor holds, here in-process)
+    # (what a Ray actor holds, here in-process)
+    actor = _Renderer(job.kind, job.model, job.draft, "cpu", job.compile, job.img_size)
     room_for(2)
     assert actor.check(make_batches(job.outputs, 2)) is None
     assert actor.check(make_batches(job.outputs, 3)).startswith("3 rows at a time need about")
