@@ -143,10 +143,14 @@ def _run(target, condition, layout, *, method, policy, sampling, room, seed, num
 
 def _count(condition) -> "int | None":
     """How many conditions: class ids [C], prompt ids [C, P], a list of prompts (strings or id lists), features
-    [C, T, D] (a caption's, a text encoder's) alone or with their mask [C, T], or none (None: one, a target's
-    unconditioned rows); None for other forms (run as they are)."""
+    [C, T, D] (a caption's, a text encoder's) alone or with their mask [C, T], a dict of such parts (Emu3's prompts
+    and negative prompts) where a part of one is shared by all, or none (None: one, a target's unconditioned rows);
+    None for other forms (run as they are)."""
     if condition is None:
         return 1
+    if isinstance(condition, dict) and condition:
+        counts = {_count(part) for part in condition.values()}
+        return max(counts) if None not in counts and len(counts - {1}) <= 1 else None
     if isinstance(condition, tuple) and len(condition) == 2 and torch.is_tensor(condition[0]):
         condition = condition[0]  # (features, mask)
     if torch.is_tensor(condition) and condition.dim() in ((3,) if condition.is_floating_point() else (1, 2)):
@@ -162,6 +166,8 @@ def _take(condition, index: torch.Tensor):
         return None
     if isinstance(condition, tuple):
         return tuple(None if c is None else _take(c, index) for c in condition)
+    if isinstance(condition, dict):  # (a part of one condition is every row's)
+        return {name: part if _count(part) == 1 else _take(part, index) for name, part in condition.items()}
     return condition[index.to(condition.device)] if torch.is_tensor(condition) else [condition[i] for i in index]
 
 

@@ -233,3 +233,26 @@ def test_a_llamagen_text_to_image_folder_takes_t5_feature_files(tmp_path, capsys
     assert torch.equal(out.tokens, own)
     assert main(["generate", "image", "a cat", "--model", str(folder), "--out", str(tmp_path / "out")]) == 2
     assert "no text features at a cat: give a .safetensors file holding 'context'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["janus", "emu3"])
+def test_a_janus_or_emu3_batch_that_does_not_fit_is_refused_before_any_work(folders, name, tmp_path, monkeypatch,
+                                                                            capsys):
+    """Their targets give their sizes (memory_shape): a call's rows are estimated before any work, through the
+    pipeline and `mmspec generate`, and a batch_size that does not fit is refused in one line naming what fits."""
+    from mmspec import memory
+    from mmspec.api import row_need
+
+    pipe = pipeline(folders / name)
+    need = row_need(pipe.target, pipe.condition(TEXT[:1]), pipe.layout, method="exact", window=4,
+                    sampling=pipe.default_sampling)
+    assert need is not None
+    monkeypatch.setattr(memory, "free_bytes", lambda device: int((memory.fixed_bytes() + 2 * need) / memory.SHARE) + 1)
+    monkeypatch.setattr(type(pipe.target), "session", None)  # any work would fail
+    with pytest.raises(memory.DoesNotFit, match=r"^3 rows at a time need about .* which holds 2 rows: pass batch_size=2"):
+        pipe(TEXT[0], num_outputs=3, batch_size=3, **CALL)
+    argv = ["generate", "image", TEXT[0], "--model", str(folders / name), "--num-outputs", "3", "--batch-size", "3",
+            "--method", "exact", "--window", "4", "--out", str(tmp_path / "out")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "3 rows at a time need about" in err and len(err.splitlines()) == 1 and not (tmp_path / "out").exists()

@@ -5,10 +5,14 @@ import torch
 
 import mmspec
 from mmspec import memory
+from mmspec.api import row_need
 from mmspec.adapters.chameleon import ChameleonImage
 from mmspec.adapters.cosmos import CosmosTarget
 from mmspec.adapters.text import HFCausalLM
-from tiny import C_BOS, C_SEP, tiny_chameleon, tiny_cosmos, tiny_gpt, tiny_llama
+from mmspec.adapters.emu3 import Emu3Image
+from mmspec.adapters.janus import JanusImage
+from tiny import (BOI, BOS, C_BOS, C_SEP, E_BOS, E_WRAP, tiny_chameleon, tiny_cosmos, tiny_emu3, tiny_gpt, tiny_janus,
+                  tiny_llama)
 
 
 @pytest.fixture
@@ -70,6 +74,7 @@ def _cases():
     first = torch.full((1, cosmos.layout.length), -1)
     first[0, 0] = 1  # a base model continues a video: its first token at least is given
     chameleon = ChameleonImage(tiny_chameleon(dtype=torch.float32))
+    janus, emu3 = JanusImage(tiny_janus(dtype=torch.float32)), Emu3Image(tiny_emu3(dtype=torch.float32))
     return {
         "reference": (mmspec.ReferenceTarget(tiny_gpt(dtype=torch.float32)), torch.tensor([0, 2]),
                       mmspec.Grid2D(3, 3), {**sampled, "cfg_scale": 2.0}, None),
@@ -78,12 +83,16 @@ def _cases():
         "chameleon": (chameleon, [[C_BOS, 40, 41, 42, C_SEP], [C_BOS, 45, C_SEP]], chameleon.layout(2, 4),
                       {"temperature": 1.0, "top_k": 4, "cfg_scale": 3.0}, None),
         "cosmos": (CosmosTarget(cosmos), None, cosmos.layout, sampled, first),
+        "janus": (janus, [[BOS, 10, 11, 12, BOI], [BOS, 20, BOI]], janus.layout(img_size=6),
+                  {"temperature": 1.0, "cfg_scale": 5.0}, None),
+        "emu3": (emu3, {"prompt": [[E_BOS, 50, 51, E_WRAP], [E_BOS, E_WRAP]], "negative_prompt": [[E_BOS, 53, 54, 55, 56]]},
+                 emu3.layout(2, 3), {"temperature": 1.0, "top_k": 8, "cfg_scale": 3.0, "cfg_mode": "log_softmax"}, None),
         "video2world": (CosmosTarget(video2world), torch.randn(2, 64, 12, generator=torch.Generator().manual_seed(0)),
                         video2world.layout, sampled, None),
     }
 
 
-@pytest.mark.parametrize("kind", ["reference", "text", "chameleon", "cosmos", "video2world"])
+@pytest.mark.parametrize("kind", ["reference", "text", "chameleon", "janus", "emu3", "cosmos", "video2world"])
 def test_the_kv_cache_estimate_is_what_a_session_allocates(kind):
     target, condition, layout, sampling, _ = _cases()[kind]
     cfg, window = mmspec.Sampling.coerce(sampling).cfg, 5
@@ -96,13 +105,14 @@ def test_the_kv_cache_estimate_is_what_a_session_allocates(kind):
         assert estimate == allocated
 
 
-@pytest.mark.parametrize("kind", ["text", "chameleon", "cosmos", "video2world"])
+@pytest.mark.parametrize("kind", ["text", "chameleon", "janus", "emu3", "cosmos", "video2world"])
 def test_every_target_s_large_requests_run_in_batches_that_fit_and_a_batch_that_does_not_is_refused(kind,
                                                                                                    monkeypatch):
     target, condition, layout, sampling, given = _cases()[kind]
     run = dict(method="exact", window=3, sampling=sampling, seed=5, num_outputs=3, given=given)
     whole = mmspec.generate(target, condition, layout, **run)
-    per_row = memory.row_bytes(target, condition, layout, mmspec.Sampling.coerce(sampling).cfg, 3)
+    # (as generate estimates it: the room for a run of structural tokens included, 4 where Emu3's image ends)
+    per_row = row_need(target, condition, layout, method="exact", window=3, sampling=sampling, given=given)
     monkeypatch.setattr(memory, "free_bytes", lambda device: 2 * (memory.fixed_bytes() + 2 * per_row))
     sizes = []
     parts = mmspec.generate(target, condition, layout, on_commit=lambda state, k: sizes.append(len(state.seq)), **run)

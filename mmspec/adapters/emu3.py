@@ -20,9 +20,10 @@ from pathlib import Path
 
 import torch
 
-from mmspec.adapters.hf import AllowedTokensSession
+from mmspec.adapters.hf import AllowedTokensSession, decoder_shape
 from mmspec.adapters.prompts import prompt_ids
 from mmspec.layouts import Grid2D, Layout
+from mmspec.memory import Shape
 from mmspec.tokenizers.pixels import EMU3_PROCESSOR, emu3_pixels, emu3_processor, to_pil
 
 EOL_NAME, EOF_NAME, EOI_NAME = "<|extra_200|>", "<|extra_201|>", "<|image end|>"
@@ -109,6 +110,13 @@ class Emu3Image:
                 raise ValueError(f"got {len(negative)} negative prompts for {len(prompts)} prompts; "
                                  "give one per prompt or a single one")
         return prompts, negative
+
+    def memory_shape(self, condition, layout: Layout) -> Shape:
+        """The text model's sizes and the longest of the prompts and negative prompts (all are left-padded to it)."""
+        prompts, negative = self.encode(condition)
+        embedding = self.model.get_input_embeddings().weight
+        return decoder_shape(self.model.config.text_config, self.vocab_size,
+                             max(len(p) for p in prompts + (negative or [])), embedding.element_size())
 
     def session(self, condition, layout: Layout, *, cfg: bool, num_samples: int = 1, max_window: int = 1):
         if not isinstance(layout, Grid2D):

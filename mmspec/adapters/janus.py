@@ -81,6 +81,13 @@ class JanusImage:
                              "generation_config.pad_token_id, which the model's generation config does not set")
         return deepseek_null_prompt(prompt, self.pad_token_id)
 
+    def memory_shape(self, condition, layout: Layout) -> Shape:
+        """The language model's sizes and the longest prompt's tokens (CFG's null prompts have each its prompt's
+        length; all are left-padded to the longest); logits are the generation head's."""
+        embedding = self.model.get_input_embeddings().weight
+        return decoder_shape(self.model.config.text_config, self.vocab_size,
+                             max(len(p) for p in self.encode(condition)), embedding.element_size())
+
     def session(self, condition, layout: Layout, *, cfg: bool, num_samples: int = 1, max_window: int = 1):
         if not (isinstance(layout, Grid2D) and layout.row_end_token is None and not layout.end_tokens
                 and layout.h == layout.w):
