@@ -249,7 +249,7 @@ def test_a_janus_or_emu3_batch_that_does_not_fit_is_refused_before_any_work(fold
     assert need is not None
     monkeypatch.setattr(memory, "free_bytes", lambda device: int((memory.fixed_bytes() + 2 * need) / memory.SHARE) + 1)
     monkeypatch.setattr(type(pipe.target), "session", None)  # any work would fail
-    with pytest.raises(memory.DoesNotFit, match=r"^3 rows at a time need about .* which holds 2 rows: pass batch_size=2"):
+    with pytest.raises(memory.DoesNotFit, match=r"^3 rows at a time need about .* holds 2 rows: pass batch_size=2"):
         pipe(TEXT[0], num_outputs=3, batch_size=3, **CALL)
     argv = ["generate", "image", TEXT[0], "--model", str(folders / name), "--num-outputs", "3", "--batch-size", "3",
             "--method", "exact", "--window", "4", "--out", str(tmp_path / "out")]

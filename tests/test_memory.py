@@ -85,8 +85,10 @@ def _cases():
         "cosmos": (CosmosTarget(cosmos), None, cosmos.layout, sampled, first),
         "janus": (janus, [[BOS, 10, 11, 12, BOI], [BOS, 20, BOI]], janus.layout(img_size=6),
                   {"temperature": 1.0, "cfg_scale": 5.0}, None),
-        "emu3": (emu3, {"prompt": [[E_BOS, 50, 51, E_WRAP], [E_BOS, E_WRAP]], "negative_prompt": [[E_BOS, 53, 54, 55, 56]]},
-                 emu3.layout(2, 3), {"temperature": 1.0, "top_k": 8, "cfg_scale": 3.0, "cfg_mode": "log_softmax"}, None),
+        "emu3": (emu3, {"prompt": [[E_BOS, 50, 51, E_WRAP], [E_BOS, E_WRAP]],
+                        "negative_prompt": [[E_BOS, 53, 54, 55, 56]]},
+                 emu3.layout(2, 3), {"temperature": 1.0, "top_k": 8, "cfg_scale": 3.0, "cfg_mode": "log_softmax"},
+                 None),
         "video2world": (CosmosTarget(video2world), torch.randn(2, 64, 12, generator=torch.Generator().manual_seed(0)),
                         video2world.layout, sampled, None),
     }

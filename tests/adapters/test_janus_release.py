@@ -189,8 +189,8 @@ def test_the_converted_folder_loads_with_autoprocessor_and_writes_deepseeks_prom
 
 
 def deepseek_sft_prompt(text: str) -> str:
-    """deepseek's image prompt, restated from its code: `apply_sft_template_for_multi_turn_prompts` on [{<|User|>: text},
-    {<|Assistant|>: ""}] (conversation.py's "deepseek" template: each message stripped, "role: message" + "\n\n" for a
+    """deepseek's image prompt, restated from its code: `apply_sft_template_for_multi_turn_prompts` on
+    [{<|User|>: text}, {<|Assistant|>: ""}] (conversation.py's "deepseek" template: each message stripped, "role: message" + "\n\n" for a
     message, "role:" for an empty one), then `image_start_tag`."""
     text = text.strip()
     return (f"<|User|>: {text}\n\n" if text else "<|User|>:") + "<|Assistant|>:" + "<begin_of_image>"

@@ -40,8 +40,8 @@ def test_img_size_is_deepseeks_and_greedy_equals_its_generate(pipe):
 
 def test_generate_bench_and_render_doors_take_the_size(pipe, folder, tmp_path, capsys):
     expected = pipe("a dog", sampling={"temperature": 0}, method="exact", window=4).save(tmp_path / "pipe")[0]
-    argv = ["generate", "image", "a dog", "--model", str(folder), "--img-size", str(SIZE), "--out", str(tmp_path / "cli"),
-            *GREEDY, "--json"]
+    argv = ["generate", "image", "a dog", "--model", str(folder), "--img-size", str(SIZE),
+            "--out", str(tmp_path / "cli"), *GREEDY, "--json"]
     assert main(argv) == 0
     assert (tmp_path / "cli" / "image_000.png").read_bytes() == expected.read_bytes()
     job = {"kind": "image", "model": str(folder), "img_size": SIZE,
