@@ -39,10 +39,11 @@ class Method:
 
     def drafter(self, layout: Layout) -> Drafter:
         """A fresh drafter for a generation, checked against the verifier before any work: every kind of draft record
-        it makes (a chain, branches, a token tree) must be one the verifier reads (where both declare theirs)."""
+        it makes (a chain, branches, a token tree) must be one the verifier reads (each declares its own: `makes` of
+        the Drafter protocol, `reads` of the Verifier protocol)."""
         drafter = self.make_drafter(layout)
-        makes, reads = getattr(drafter, "makes", None), getattr(self.verifier, "reads", None)
-        if makes is not None and reads is not None and not makes <= reads:
+        makes, reads = drafter.makes, self.verifier.reads
+        if not makes <= reads:
             raise ValueError(f"method {self.name!r}: its drafter makes {sorted(makes - reads)} drafts, which its "
                              f"verifier {type(self.verifier).__name__} does not read (it reads {sorted(reads)})")
         return drafter

@@ -11,13 +11,16 @@ from mmspec.steps import Verdict
 from mmspec.verify import RejectionVerifier
 
 
-def _accept_every_draft(state, draft, logp, L):
+class AcceptsEveryDraft(RejectionVerifier):
     """A broken verifier: keeps every draft, whatever p says."""
-    verdict = RejectionVerifier()(state, draft, logp, L)
-    return Verdict(torch.cat([draft.tokens, verdict.y[:, -1:]], 1), torch.ones_like(verdict.accepted), verdict.index)
+
+    def __call__(self, state, draft, logp, L):
+        verdict = super().__call__(state, draft, logp, L)
+        return Verdict(torch.cat([draft.tokens, verdict.y[:, -1:]], 1), torch.ones_like(verdict.accepted),
+                       verdict.index)
 
 
-BROKEN = Method("broken", coupled().make_drafter, _accept_every_draft)
+BROKEN = Method("broken", coupled().make_drafter, AcceptsEveryDraft())
 
 
 @pytest.fixture(scope="module")

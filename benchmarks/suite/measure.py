@@ -38,6 +38,10 @@ class MeasuringVerifier:
         self.sums: dict[str, torch.Tensor] = {}  # name -> [max window] float64, per slot
         self.free: list[torch.Tensor] = []  # per generation seen: [B, N] where the model chooses (not given)
 
+    @property
+    def reads(self) -> frozenset[str]:
+        return self.verifier.reads  # (it verifies what the verifier it wraps does)
+
     def __call__(self, state: DecodeState, draft: "Draft | TreeDraft", logp: torch.Tensor, L: int) -> Verdict:
         verdict = self.verifier(state, draft, logp, L)
         with torch.no_grad():
