@@ -151,7 +151,8 @@ def eagle(head=None, exact: bool = False, jacobi: "int | None" = None, init: "st
     text are common, unless with jacobi or proactive (not with those). stop: the head's chain ends after a slot
     whose most likely token has a probability below `stop` under the head, in every row (0: the whole window
     always); None: `STOP` on 1D layouts, 0 on grids, where it was not measured to pay. A row's draft then depends
-    on its batch (its sampled tokens too, never their law nor `exact`'s)."""
+    on its batch (its sampled tokens too, never their law nor `exact`'s). Options that do not combine are refused
+    where the spec is parsed (`Spec.parse`, by the registry entry's `combines`)."""
     from mmspec.drafters.eagle import EagleDrafter
     from mmspec.drafters.lookup import LookupOrDrafter
     from mmspec.drafters.splice import SplicedDrafter
@@ -163,15 +164,7 @@ def eagle(head=None, exact: bool = False, jacobi: "int | None" = None, init: "st
                          "(bundled models ship theirs in head/)")
     if not isinstance(head, (EagleHead, _GivenLater)):  # (a check's stand-in: the caller gives its head later)
         head = load_head(head)
-    if jacobi is not None and proactive is not None:
-        raise ValueError("eagle takes proactive branches or a Jacobi window after the head's slots, not both")
     shape = _tree_shape(tree)
-    if shape is not None and (jacobi is not None or proactive is not None):
-        raise ValueError("eagle's token tree takes the whole window: no proactive branches or Jacobi window with it")
-    if lookup and (jacobi is not None or proactive is not None):
-        raise ValueError("eagle's lookup drafts whole windows: no proactive branches or Jacobi window with it")
-    if stop and shape is not None:
-        raise ValueError("eagle's token tree picks its nodes by the head's confidence itself: no stop with it")
     draw, verifier = ("gumbel", GumbelMatchVerifier()) if exact else ("sample", RejectionVerifier())
     redraw = GumbelRedraw() if exact else CoupledRedraw()
     branches = _branches(proactive, NoiseModelBranches if exact else ModelBranches)
@@ -253,6 +246,21 @@ def _tree(value):
     return value
 
 
+def _eagle_combines(options: dict) -> None:
+    """eagle's options that do not combine (each checked alone by its Option)."""
+    jacobi, proactive, lookup, stop = (options.get(k) for k in ("jacobi", "proactive", "lookup", "stop"))
+    tree = _tree_shape(options.get("tree"))
+    beside = jacobi is not None or proactive is not None  # levers that share the window with the head
+    if jacobi is not None and proactive is not None:
+        raise ValueError("eagle takes proactive branches or a Jacobi window after the head's slots, not both")
+    if tree is not None and beside:
+        raise ValueError("eagle's token tree takes the whole window: no proactive branches or Jacobi window with it")
+    if lookup and beside:
+        raise ValueError("eagle's lookup drafts whole windows: no proactive branches or Jacobi window with it")
+    if stop and tree is not None:
+        raise ValueError("eagle's token tree picks its nodes by the head's confidence itself: no stop with it")
+
+
 def _head(value):
     if isinstance(value, (str, PathLike)):
         check_folder(value, "EAGLE-3 head")  # checked to be a head here, loaded where resources are bound
@@ -325,14 +333,16 @@ OPTIONS: dict[str, Option] = {
 @dataclass(frozen=True)
 class Entry:
     """A registered method: `build(**options) -> Method`, the options it takes (from OPTIONS), `needs`, the option
-    that holds a resource (a draft model, a head) a caller may supply when the spec names none, and its row of the
-    methods table (`method_table`): how it drafts, how it verifies, what its output is."""
+    that holds a resource (a draft model, a head) a caller may supply when the spec names none, its row of the
+    methods table (`method_table`): how it drafts, how it verifies, what its output is, and `combines`, which refuses
+    options that do not go together (options -> None or ValueError), run once where a spec is parsed."""
     build: Callable[..., Method]
     drafting: str
     verification: str
     output: str = SAME_LAW
     options: tuple[str, ...] = ()
     needs: "str | None" = None
+    combines: "Callable[[dict], None] | None" = None
 
 
 _JACOBI = ("init", "proactive")
@@ -355,7 +365,8 @@ REGISTRY: dict[str, Entry] = {
                    "head agrees with their first token (`lookup`); with `tree`, the head's token tree, branching at "
                    "every depth (EAGLE-2)", "rejection sampling, or argmax on the noise (`exact`); a tree descends by "
                    "`ar`'s draws on the noise", f"{SAME_LAW} (`exact`, `tree`: {SAME_TOKENS})",
-                   ("head", "exact", "jacobi", "init", "proactive", "tree", "lookup", "stop"), needs="head"),
+                   ("head", "exact", "jacobi", "init", "proactive", "tree", "lookup", "stop"), needs="head",
+                   combines=_eagle_combines),
     "unigram": Entry(lambda: Method("unigram", lambda layout: UnigramDrafter(), RejectionVerifier()),
                      "each slot drawn from the row's own token counts (the registry's example method)", REJECTION),
 }
@@ -383,7 +394,7 @@ class Spec:
     @classmethod
     def parse(cls, method: "str | dict[str, Any] | Spec") -> "Spec":
         """'coupled' or {'name': 'coupled', 'init': 'above'} -> a Spec; an unknown name, an option the method does
-        not take or a bad value raises ValueError."""
+        not take, a bad value or options that do not combine (the entry's `combines`) raise ValueError."""
         if isinstance(method, Spec):
             return method
         options: dict[str, Any] = {}
@@ -394,7 +405,10 @@ class Spec:
             raise ValueError(f"unknown method {method!r}; choose one of {sorted(REGISTRY)}")
         entry = REGISTRY[method]
         refuse_unknown(options, entry.options, f"method {method!r}")
-        return cls(method, {k: v if v is None else OPTIONS[k].check(v) for k, v in options.items()})
+        checked = {k: v if v is None else OPTIONS[k].check(v) for k, v in options.items()}
+        if entry.combines is not None:
+            entry.combines(checked)
+        return cls(method, checked)
 
     @property
     def needs(self) -> "str | None":

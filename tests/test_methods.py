@@ -21,6 +21,9 @@ def test_a_spec_is_parsed_once_into_a_value_that_round_trips():
     ({"name": "jacobi", "init": "diagonal"}, "unknown fill policy 'diagonal'"),
     ({"name": "pac", "proactive": [1, 3]}, "proactive drafting needs width >= 2"),
     ({"name": "eagle", "stop": 1.5}, "stop must be a probability"),
+    # options that do not combine: the entry's `combines`, before any head is named or loaded
+    ({"name": "eagle", "jacobi": 1, "proactive": [3, 2]}, "a Jacobi window after the head's slots, not both"),
+    ({"name": "eagle", "tree": 8, "stop": 0.1}, "no stop with it"),
 ])
 def test_a_bad_spec_is_refused_where_it_is_parsed(spec, message):
     with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")):
