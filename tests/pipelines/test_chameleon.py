@@ -20,12 +20,7 @@ from mmspec.pipelines.chameleon import ChameleonPipeline
 from mmspec.tokenizers.vq import VQTokenizer
 from tiny import C_BOI, C_BOS, C_IMAGE0, C_RES1, tiny_chameleon_folder
 
-
-@pytest.fixture(scope="module")
-def folder(tmp_path_factory):
-    path = tmp_path_factory.mktemp("chameleon") / "model"
-    tiny_chameleon_folder(path)
-    return path
+BUILD = tiny_chameleon_folder  # the tiny folder of conftest.py's `folder`
 
 
 def test_image_pipeline_recognises_the_family_and_decodes(folder):

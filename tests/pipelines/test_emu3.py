@@ -6,16 +6,11 @@ from mmspec.pipelines import ImagePipeline
 from mmspec.pipelines.emu3 import NEGATIVE_PROMPT
 from tiny import tiny_emu3_folder
 
+BUILD = tiny_emu3_folder  # the tiny folder of conftest.py's `folder`
+
 # what Emu3-Gen-hf's tokenizer names (its tokenizer_config.json's extra special tokens), for Emu3Processor
 SPECIAL = {"image_token": "<image>", "boi_token": "<|image start|>", "eoi_token": "<|image end|>",
            "image_wrapper_token": "<|image token|>", "eof_token": "<|extra_201|>"}
-
-
-@pytest.fixture(scope="module")
-def folder(tmp_path_factory):
-    path = tmp_path_factory.mktemp("emu3") / "model"
-    tiny_emu3_folder(path)
-    return path
 
 
 def emu3_processor(folder):

@@ -14,15 +14,10 @@ from mmspec.render import render_job
 from mmspec.render.job import JobError
 from tiny import deepseek_greedy, tiny_janus_folder, tiny_llamagen_folder
 
+BUILD = tiny_janus_folder  # the tiny folder of conftest.py's `folder`
+
 SIZE = 6  # pixels: 3 x 3 tokens of the tiny model's 2 pixels (its own grid: 2 x 2)
 GREEDY = ["--temperature", "0", "--method", "exact", "--window", "4"]
-
-
-@pytest.fixture(scope="module")
-def folder(tmp_path_factory):
-    path = tmp_path_factory.mktemp("janus") / "model"
-    tiny_janus_folder(path)
-    return path
 
 
 @pytest.fixture(scope="module")
