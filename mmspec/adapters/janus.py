@@ -63,9 +63,11 @@ class JanusImage:
         """Pixels a token's side: the VQ decoder's upsampling (deepseek's `patch_size`, 16 in its releases)."""
         return patch_size(self.model.config)
 
-    def layout(self, img_size: "int | None" = None, image_token_num_per_image: "int | None" = None) -> Grid2D:
-        """The n x n token grid of an image, with the options of deepseek's `generate` (`janus_grid`)."""
-        return janus_grid(self.model.config, img_size, image_token_num_per_image)
+    def layout(self, img_size: "int | None" = None, image_token_num_per_image: "int | None" = None,
+               prompt: int = 1) -> Grid2D:
+        """The n x n token grid of an image, with the options of deepseek's `generate`, after a prompt of at least
+        `prompt` tokens (`janus_grid`)."""
+        return janus_grid(self.model.config, img_size, image_token_num_per_image, prompt)
 
     def encode(self, prompts) -> list[torch.Tensor]:
         out = prompt_ids(prompts, "Janus prompt")
@@ -81,19 +83,27 @@ class JanusImage:
                              "generation_config.pad_token_id, which the model's generation config does not set")
         return deepseek_null_prompt(prompt, self.pad_token_id)
 
+    def fitted(self, condition, layout: Layout) -> list[torch.Tensor]:
+        """`encode`, and a prompt whose tokens and the image's do not fit in the model's positions refused in one line
+        naming the sizes that do after it (`janus_fits`)."""
+        prompts = self.encode(condition)
+        janus_fits(self.model.config, max(len(p) for p in prompts), layout)
+        return prompts
+
     def memory_shape(self, condition, layout: Layout) -> Shape:
         """The language model's sizes and the longest prompt's tokens (CFG's null prompts have each its prompt's
-        length; all are left-padded to the longest); logits are the generation head's."""
+        length; all are left-padded to the longest); logits are the generation head's. A request whose prompt and
+        image do not fit in the model's positions is refused here, before any work (`fitted`)."""
         embedding = self.model.get_input_embeddings().weight
         return decoder_shape(self.model.config.text_config, self.vocab_size,
-                             max(len(p) for p in self.encode(condition)), embedding.element_size())
+                             max(len(p) for p in self.fitted(condition, layout)), embedding.element_size())
 
     def session(self, condition, layout: Layout, *, cfg: bool, num_samples: int = 1, max_window: int = 1):
         if not (isinstance(layout, Grid2D) and layout.row_end_token is None and not layout.end_tokens
                 and layout.h == layout.w):
             raise ValueError(f"Janus generates an n x n grid of image tokens with no structural tokens: use "
                              f"JanusImage.layout(img_size=...), not {layout!r}")
-        prompts = self.encode(condition)
+        prompts = self.fitted(condition, layout)
         nulls = [self.null_prompt(p) for p in prompts] if cfg else None
         return _JanusSession(self.model, prompts, nulls, num_samples, embedding=self.model.get_input_embeddings(),
                              text_config=self.model.config.text_config, layout=layout, max_window=max_window,
@@ -125,18 +135,21 @@ def patch_size(config) -> int:
     return 2 ** (len(config.vq_config.channel_multiplier) - 1)
 
 
-def janus_grid(config, img_size: "int | None" = None, image_token_num_per_image: "int | None" = None) -> Grid2D:
+def janus_grid(config, img_size: "int | None" = None, image_token_num_per_image: "int | None" = None,
+               prompt: int = 1) -> Grid2D:
     """The n x n token grid of an image of a JanusConfig's model, with the options of deepseek's `generate`
     (generation_inference.py): `img_size`, pixels a side, n = img_size // patch_size (its decoder's
     `decode_code(shape=[B, 8, n, n])`), and `image_token_num_per_image`, the tokens drawn, n * n; they must agree when
     both are given; neither: the model's own (num_image_tokens: 576, 384 pixels, in deepseek's releases). A size the
     model cannot make gets one line naming those it can: n from 1 to the side whose n * n tokens its positions
-    (max_position_embeddings) hold."""
+    (max_position_embeddings) hold after a prompt of `prompt` tokens, the fewest its prompts have (1: the BOI token
+    alone; a pipeline's generation prompt around an empty text)."""
     patch = patch_size(config)
-    largest = math.isqrt(config.text_config.max_position_embeddings)  # (n)
-    sizes = (f"this Janus model makes square images of n x n tokens of {patch} pixels, n from 1 to {largest} (n * n "
-             f"within its {config.text_config.max_position_embeddings} positions): img_size {patch}, {2 * patch}, "
-             f"..., {largest * patch}, image_token_num_per_image 1, 4, ..., {largest * largest}")
+    largest = _largest_side(config, prompt)
+    sizes = (f"this Janus model makes square images of n x n tokens of {patch} pixels, n from 1 to {largest} (a "
+             f"prompt of {prompt}+ tokens, then n * n, within its {config.text_config.max_position_embeddings} "
+             f"positions): img_size {patch}, {2 * patch}, ..., {largest * patch}, image_token_num_per_image 1, 4, "
+             f"..., {largest * largest}")
     tokens = image_token_num_per_image
     if img_size is not None:
         if isinstance(img_size, bool) or not isinstance(img_size, int) or img_size % patch \
@@ -153,6 +166,23 @@ def janus_grid(config, img_size: "int | None" = None, image_token_num_per_image:
     if n * n != tokens or not 1 <= n <= largest:
         raise ValueError(f"image_token_num_per_image {tokens!r}: {sizes}")
     return Grid2D(n, n)
+
+
+def janus_fits(config, prompt: int, layout: Layout) -> None:
+    """Refuse in one line an image whose tokens do not fit in the model's positions after a prompt of `prompt`
+    tokens, naming the largest img_size that does."""
+    positions = config.text_config.max_position_embeddings
+    if prompt + layout.length > positions:
+        n = _largest_side(config, prompt)
+        smaller = f", or img_size at most {n * patch_size(config)} (image_token_num_per_image {n * n}) after it" * (n > 0)
+        raise ValueError(f"a prompt of {prompt} tokens and an image of {layout.length} tokens take "
+                         f"{prompt + layout.length} positions, more than this Janus model's {positions}: a shorter "
+                         f"prompt{smaller}")
+
+
+def _largest_side(config, prompt: int) -> int:
+    """The largest n whose n * n image tokens fit in the model's positions after a prompt of `prompt` tokens."""
+    return math.isqrt(max(0, config.text_config.max_position_embeddings - prompt))
 
 
 def deepseek_null_prompt(prompt: torch.Tensor, pad_id: int) -> torch.Tensor:

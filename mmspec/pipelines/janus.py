@@ -30,6 +30,17 @@ def janus_sampling(generation_config) -> dict:
             "cfg_scale": GUIDANCE if scale is None else float(scale), "cfg_mode": "logits"}
 
 
+def janus_ids(tokenizer, prompts: list[str]) -> list[list[int]]:
+    """Prompts -> ids as deepseek's `tokenizer.encode(prompt)` makes them of its generation prompt
+    (`generation_prompt`; BOS added by the tokenizer), ending with BOI."""
+    return [tokenizer(generation_prompt(p)).input_ids for p in prompts]
+
+
+def shortest_prompt(tokenizer) -> int:
+    """Tokens of the shortest generation prompt, an empty text's: the room every image leaves its prompt."""
+    return len(janus_ids(tokenizer, [""])[0])
+
+
 class JanusPipeline(PromptedImagePipeline):
     """prompt(s) -> PIL images of img_size x img_size pixels: deepseek's `img_size` (None: the model's own grid, 384 x
     384 pixels for Janus-Pro), its n x n tokens (`janus_grid`)."""
@@ -39,7 +50,7 @@ class JanusPipeline(PromptedImagePipeline):
     def __init__(self, target: JanusImage, tokenizer, img_size: "int | None" = None):
         super().__init__()
         self.target, self.tokenizer = target, tokenizer
-        self.layout = target.layout(img_size=img_size)
+        self.layout = target.layout(img_size=img_size, prompt=shortest_prompt(tokenizer))
         self.default_sampling = janus_sampling(target.model.generation_config)
 
     @classmethod
@@ -49,10 +60,10 @@ class JanusPipeline(PromptedImagePipeline):
         """img_size: the images' side in pixels, as deepseek's `generate` takes it, checked against the folder's
         config before the weights load."""
         path = Path(path)
-        if img_size is not None:
-            janus_grid(folder_config(path), img_size)
         tokenizer = folder_tokenizer(path, "a Janus model", "`mmspec convert janus` writes it; else copy the "
                                      "release's tokenizer files into it")
+        if img_size is not None:
+            janus_grid(folder_config(path), img_size, prompt=shortest_prompt(tokenizer))
         pipe = cls(JanusImage.from_pretrained(path, dtype=dtype, device=device), tokenizer, img_size)
         return pipe._at(path, device, window_cache, compile)
 
@@ -61,9 +72,8 @@ class JanusPipeline(PromptedImagePipeline):
         return self.target.model.config.text_config.num_hidden_layers
 
     def condition(self, prompts: list[str]) -> list[list[int]]:
-        """Prompts -> ids as deepseek's `tokenizer.encode(prompt)` makes them of its generation prompt
-        (`generation_prompt`; BOS added by the tokenizer), ending with BOI."""
-        return [self.tokenizer(generation_prompt(p)).input_ids for p in prompts]
+        """Prompts -> ids ending with BOI (`janus_ids`)."""
+        return janus_ids(self.tokenizer, prompts)
 
     def pictures(self, grid: torch.Tensor) -> list:
         """[B, n, n] VQ codes (-1: none yet, any picture there) -> PIL images with the bytes deepseek's code writes for

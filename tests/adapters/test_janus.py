@@ -164,6 +164,12 @@ def test_janus_errors():
                        ({"image_token_num_per_image": 8}, "^image_token_num_per_image 8: " + sizes)]:
         with pytest.raises(ValueError, match=said):
             target.layout(**size)
+    # the prompt's tokens count: 22 x 22 after 1 token, 21 x 21 after 30, and a longer prompt at run time is refused
+    assert target.layout(img_size=44).length == 484
+    with pytest.raises(ValueError, match=r"n from 1 to 21 \(a prompt of 30\+ tokens, then n \* n, within its 512 "):
+        target.layout(img_size=44, prompt=30)
+    with pytest.raises(ValueError, match=r"a prompt of 30 tokens and an image of 484 tokens .* img_size at most 42 "):
+        mmspec.generate(target, [[BOS, *[10] * 28, BOI]], target.layout(img_size=44), sampling=greedy)
     with pytest.raises(ValueError, match="BOI"):
         mmspec.generate(target, [[BOS, 10, 11]], target.layout(), sampling=greedy)
     model = tiny_janus(n=2)

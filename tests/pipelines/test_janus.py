@@ -89,8 +89,20 @@ def test_a_size_the_model_cannot_make_is_one_line_naming_those_it_can(folder, tm
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
     assert (f"img_size {size}: this Janus model makes square images of n x n tokens of 2 pixels, n from 1 "
-                        "to 22 (n * n within its 512 positions): img_size 2, 4, ..., 44, image_token_num_per_image 1, "
-                        "4, ..., 484") in err
+                        "to 22 (a prompt of 6+ tokens, then n * n, within its 512 positions): img_size 2, 4, ..., 44, "
+                        "image_token_num_per_image 1, 4, ..., 484") in err
+
+
+def test_a_prompt_too_long_for_the_size_is_refused_before_any_work_naming_the_size_that_fits(folder):
+    """22 x 22 tokens after the generation prompt of an empty text (6 tokens) fit in the tiny model's 512 positions;
+    after a prompt of 32 tokens only 21 x 21 do."""
+    pipe = ImagePipeline.from_pretrained(folder, window_cache="off", img_size=44)
+    long = "a dog " * 13
+    assert len(pipe.condition([long])[0]) == 32
+    with pytest.raises(ValueError, match=r"^a prompt of 32 tokens and an image of 484 tokens take 516 positions, more "
+                                         r"than this Janus model's 512: a shorter prompt, or img_size at most 42 "
+                                         r"\(image_token_num_per_image 441\) after it$"):
+        pipe.check_call([long], 1, None)
 
 
 def test_a_family_that_takes_no_size_refuses_it_in_one_line(tmp_path, capsys):
