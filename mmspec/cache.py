@@ -21,7 +21,7 @@ SLOT_MULTIPLE = 64
 def session_slots(needed: int) -> int:
     """The slots a generation's cache is given for `needed`: a multiple of SLOT_MULTIPLE, so that prompts of different
     lengths share a compiled step's graphs (its shapes include the cache's: a text prompt one token longer compiled
-    every window width afresh)."""
+    every L afresh)."""
     return -(-needed // SLOT_MULTIPLE) * SLOT_MULTIPLE
 
 
@@ -54,9 +54,9 @@ class StaticKVCache:
     def max_len(self) -> int:
         return self.k[0].shape[2]
 
-    def slots(self, width: int) -> torch.Tensor:
-        """[B, width] slots that the next `width` tokens of each row will occupy."""
-        return self.lengths[:, None] + torch.arange(width, device=self.lengths.device)
+    def slots(self, T: int) -> torch.Tensor:
+        """[B, T] slots that the next T tokens of each row will occupy."""
+        return self.lengths[:, None] + torch.arange(T, device=self.lengths.device)
 
     def view(self, slots: torch.Tensor, visible: torch.Tensor | None = None) -> "CacheView":
         """What every layer of one forward over `slots` [B, T] shares: consecutive slots per row, from at most
@@ -89,7 +89,7 @@ class CacheView:
     def __init__(self, cache: StaticKVCache, slots: torch.Tensor, visible: torch.Tensor | None = None):
         self.cache = cache
         B, T = slots.shape
-        self.width = T
+        self.nodes = T  # the forward's nodes (W of a step; a prefill's prompt)
         self._bias: dict[torch.dtype, torch.Tensor] = {}  # the mask as an additive bias, by dtype (see `bias`)
         self.start = None  # with every row writing the same slots start.., a slice copy replaces the scatter
         first = slots[:, 0]  # [B]

@@ -233,7 +233,7 @@ def _common(p: argparse.ArgumentParser, kind_nargs: str | None = None, window=DE
     p.add_argument("--img-size", type=int, metavar="PIXELS", help=IMG_SIZE_HELP)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     p.add_argument("--compile", action="store_true",
-                   help="torch.compile the decode step (one graph per window width, CUDA graphs on a GPU): for a GPU, "
+                   help="torch.compile the decode step (one graph per L, CUDA graphs on a GPU): for a GPU, "
                         "and on a CPU for long runs at one row (benchmarks/README.md); the same tokens either way")
 
 
@@ -291,7 +291,7 @@ def cmd_bench(args) -> dict:
         _check_writable(args.out.parent)
     pipe = _pipeline(args)
     prompts = args.prompt or PROMPTS[args.kind]
-    if args.window is None:  # methods are compared at the pipeline's default width unless told otherwise
+    if args.window is None:  # methods are compared at the pipeline's default window unless told otherwise
         args.window = pipe.default_window
     call = dict(num_outputs=args.num, seed=args.seed, window=args.window, sampling=_sampling(args))
     if args.kind == "text":

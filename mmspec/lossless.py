@@ -15,7 +15,7 @@ from mmspec.bench import as_entry, identical_rows, row_tokens
 from mmspec.rng import Streams
 from mmspec.sampling import Sampling
 
-# Scores (log p + Gumbel noise) closer than this are a rounding tie: fp32 forwards of different widths round the
+# Scores (log p + Gumbel noise) closer than this are a rounding tie: fp32 forwards of different L round the
 # logits differently by ~1e-5 nats on the bundled models, while a changed law moves scores by far more.
 TIE = 1e-3
 

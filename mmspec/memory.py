@@ -33,7 +33,7 @@ class Shape:
     heads: int
     kv_heads: int
     head_dim: int
-    dim: int  # the hidden state's width
+    dim: int  # the hidden size
     vocab: int  # logits per position
     prefix: int  # cache slots before the layout: the condition's (a class, a caption, the longest prompt)
     element: int  # bytes of a KV cache element (the embeddings' dtype)

@@ -130,7 +130,7 @@ def _top_p(z: torch.Tensor, top_p: float, head: int = 256) -> torch.Tensor:
 def _top_p_by_bands(z: torch.Tensor, lse: torch.Tensor, top_p: float, bands: int = 128,
                     depth: float = 16.0) -> torch.Tensor:
     """The top-p rule for logits z [M, V] (log-sum-exp lse [M, 1]) without sorting V: tokens fall into bands of
-    equal width in log p below each row's top (the last band holds everything deeper than `depth` nats); the
+    equal depth in log p below each row's top (the last band holds everything deeper than `depth` nats); the
     bands above the one where the mass from the top reaches top_p stay whole, those below go, and only the tokens
     of that band are ranked (a top-k over it). Each token's mass ranked above is the bands' mass above it plus its
     band's tokens ranked above it: the rule of a full sort, at a third of its CPU time on code-text's distributions

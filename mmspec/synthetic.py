@@ -7,7 +7,7 @@ drafts of a random model are accepted at rates that say nothing about the traine
 the sampling's top-k, or peaked by chance). Figures of acceptance come from trained weights (the papers', the bundled
 models').
 
-`scaled(name)` is the same family with every width shrunk to a few dozen (tests run the real builders on those).
+`scaled(name)` is the same family with every hidden size shrunk to a few dozen (tests run the real builders on those).
 
 Which class runs each family: LlamaGen's GPTs and Cosmos-1 are mmspec's own reference models (their checkpoints load
 into them key for key, mmspec.reference); Lumina-mGPT is transformers' Chameleon; Janus-Pro's generation path, Emu3
@@ -85,7 +85,7 @@ REAL: dict[str, Real] = {
                        "meta-llama/Meta-Llama-3-8B config.json", {"temperature": 0.6, "top_p": 0.9}),
 }
 
-# every width a few dozen, two layers: the same builders and the same code paths, in milliseconds on a CPU
+# every hidden size a few dozen, two layers: the same builders and the same code paths, in milliseconds on a CPU
 _TINY = {"llamagen": dict(vocab_size=64, dim=64, n_layer=2, n_head=4),
          "cosmos": dict(vocab_size=64, dim=64, n_layers=2, n_heads=4, n_kv_heads=2, head_dim=None,
                         ffn_hidden_size=96, context_dim=16),
@@ -93,8 +93,8 @@ _TINY = {"llamagen": dict(vocab_size=64, dim=64, n_layer=2, n_head=4),
 
 
 def scaled(name: str) -> Real:
-    """`REAL[name]` with every width a few dozen and two layers (grouped-query attention kept grouped), a grid of a
-    few tokens a side and a prompt of a few: for tests of the builders on a CPU."""
+    """`REAL[name]` with every hidden size a few dozen and two layers (grouped-query attention kept grouped), a grid
+    of a few tokens a side and a prompt of a few: for tests of the builders on a CPU."""
     real = REAL[name]
     config = {**real.config, **_TINY[real.family]}
     if real.family == "hf" and real.config["num_key_value_heads"] < real.config["num_attention_heads"]:

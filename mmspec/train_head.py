@@ -51,7 +51,7 @@ class TrainConfig:
 
 class _Target:
     """What training needs from a bundled-style model folder: the target, its layout, default sampling, depth and
-    width, embeddings, and conditions for random prompts."""
+    hidden size, embeddings, and conditions for random prompts."""
 
     def __init__(self, folder: Path, device):
         from mmspec.pipelines import load_pipeline
@@ -66,14 +66,14 @@ class _Target:
             from mmspec.layouts import Sequence1D
 
             text = self.target.model.config.get_text_config()
-            self.depth, self.width = text.num_hidden_layers, text.hidden_size
+            self.depth, self.hidden_size = text.num_hidden_layers, text.hidden_size
             self.heads, self.base = text.num_attention_heads, getattr(text, "rope_theta", None) or (
                 getattr(text, "rope_parameters", None) or {}).get("rope_theta", 10000.0)
             self.layout = None  # per call: Sequence1D(text_tokens)
             self._Sequence1D = Sequence1D
         else:
             gpt = self.target.model.config
-            self.depth, self.width, self.heads, self.base = gpt.n_layer, gpt.dim, gpt.n_head, gpt.rope_base
+            self.depth, self.hidden_size, self.heads, self.base = gpt.n_layer, gpt.dim, gpt.n_head, gpt.rope_base
             self.layout = self.pipe.layout
         self.vocab_size = self.target.vocab_size
 
@@ -98,7 +98,7 @@ class _Target:
 def default_config(target: _Target) -> HeadConfig:
     """One decoder layer as wide as the target, reading a low, the middle and the top layer (the inputs of layer 1
     and of layer depth // 2, and the final normed output)."""
-    H = target.width
+    H = target.hidden_size
     return HeadConfig(hidden_size=H, num_attention_heads=target.heads, intermediate_size=32 * math.ceil(8 * H / 3 / 32),
                       vocab_size=target.vocab_size, target_hidden_size=H,
                       target_layers=(1, target.depth // 2, target.depth), rope_theta=float(target.base),

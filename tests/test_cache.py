@@ -111,5 +111,5 @@ def test_rows_out_of_step_and_single_queries_equal_a_fresh_prefill():
         pending = torch.stack([c[-1] for c in committed])
         n, step = n + k, step + 1
     # (rows in step, one query) for every combination the loop meets: slice copy without a mask included
-    paths = {(v.start is not None, v.mask is None, v.width) for v in views[1:]}  # after the prefill
+    paths = {(v.start is not None, v.mask is None, v.nodes) for v in views[1:]}  # after the prefill
     assert paths == {(True, True, 1), (True, False, 4), (False, False, 1), (False, False, 4)}

@@ -45,7 +45,7 @@ def _run(policy, steps, seconds_of, k_of, state=None):
 
 
 def test_auto_stops_widening_when_it_does_not_pay_and_keeps_plain_ar():
-    chosen = _run(AutoWindow(max_window=16, widths=POW4), 320, seconds_of=lambda L: 0.01 * L ** 0.5, k_of=lambda L: 1)
+    chosen = _run(AutoWindow(max_window=16, candidates=POW4), 320, seconds_of=lambda L: 0.01 * L ** 0.5, k_of=lambda L: 1)
     # 4 runs a stretch (2 warm-up steps, 4 measured); 16 never does: its cost, extrapolated from 1 and 4, would
     # need 6 tokens per step to beat AR, more than 2.5 times what 4 gave
     assert chosen[:10] == [1] * 4 + [4] * 6 and 16 not in chosen
@@ -54,7 +54,7 @@ def test_auto_stops_widening_when_it_does_not_pay_and_keeps_plain_ar():
 
 
 def test_auto_goes_wide_when_a_forward_costs_the_same_at_any_width_and_drafts_are_accepted():
-    chosen = _run(AutoWindow(max_window=16, widths=POW4), 40, seconds_of=lambda L: 0.01, k_of=lambda L: L)
+    chosen = _run(AutoWindow(max_window=16, candidates=POW4), 40, seconds_of=lambda L: 0.01, k_of=lambda L: L)
     assert chosen[:18] == [1] * 4 + [4] * 6 + [16] * 8 and chosen[18:40] == [16] * 22  # 16: 4 warm-up steps
 
 
@@ -62,21 +62,21 @@ def test_auto_does_not_recheck_a_wider_neighbour_that_cannot_pay():
     # a step costs 1 + L/8 and commits min(L, 10): 16 is best (10 / 3 tokens per second); 64 never runs, in
     # exploration nor as the best width's neighbour: its cost, extrapolated from 4 and 16, would need 30 tokens per
     # step, 3 times what 16 gives (at 8 rows, a stretch of 64 with its warm-up cost more than it could ever win)
-    chosen = _run(AutoWindow(max_window=64, widths=POW4), 300, seconds_of=lambda L: 1 + L / 8, k_of=lambda L: min(L, 10))
+    chosen = _run(AutoWindow(max_window=64, candidates=POW4), 300, seconds_of=lambda L: 1 + L / 8, k_of=lambda L: min(L, 10))
     assert 64 not in chosen and chosen.count(16) > 250
 
 
 def test_auto_balances_cost_and_acceptance():
     # each row commits min(3, L); a step costs 1 + L/16: tokens per second 1 / 1.06 at L = 1, 3 / 1.25 at
     # L = 4, 3 / 2 at L = 16
-    chosen = _run(AutoWindow(max_window=16, widths=POW4), 40, seconds_of=lambda L: 1 + L / 16, k_of=lambda L: min(3, L))
+    chosen = _run(AutoWindow(max_window=16, candidates=POW4), 40, seconds_of=lambda L: 1 + L / 16, k_of=lambda L: min(3, L))
     assert 16 in chosen[:18] and chosen[-20:] == [4] * 20
 
 
 def test_auto_counts_the_row_furthest_behind_a_batch_ends_with_it():
     # one row accepts every draft, the other none: wide windows let the first race ahead, but the batch still
     # takes one step per token of the second, so AR (the cheapest step) wins
-    policy, state = AutoWindow(max_window=16, widths=POW4), FakeState()
+    policy, state = AutoWindow(max_window=16, candidates=POW4), FakeState()
     chosen = []
     for _ in range(80):
         L = policy(state)
@@ -119,7 +119,7 @@ def test_auto_judges_each_width_by_its_own_steps():
     # a wide window's first slots carry more Jacobi iterations than a narrow window ever gives its own: here 16
     # commits 6 per step and 4 only 2. Crediting 4 with min(6, 4) for each step at 16 would make 4 look better than
     # 16 and run it; by their own steps, 4 gives 2 / 0.01 = 200 tokens/s and 16 gives 6 / 0.025 = 240
-    policy = AutoWindow(max_window=16, widths=POW4)
+    policy = AutoWindow(max_window=16, candidates=POW4)
     chosen = _run(policy, 200, seconds_of=lambda L: {1: 0.008, 4: 0.01, 16: 0.025}[L],
                   k_of=lambda L: {1: 1, 4: 2, 16: 6}[L])
     assert policy.estimate.per_step(4)[0] == pytest.approx(2.0) and chosen[-100:].count(16) > 80
@@ -129,7 +129,7 @@ def test_auto_keeps_the_running_window_unless_another_wins_clearly():
     # every width costs the same; 16 accepts all it drafts until step 100, then its rows commit 4 per step like
     # 4's (a tie: the running 16 stays, where picking the narrower on a tie would switch on a stretch's luck),
     # and from step 350 only 2 (4 now wins clearly: it takes over)
-    policy, state = AutoWindow(max_window=16, widths=POW4), FakeState()
+    policy, state = AutoWindow(max_window=16, candidates=POW4), FakeState()
     chosen = []
     for step in range(600):
         L = policy(state)
@@ -140,7 +140,7 @@ def test_auto_keeps_the_running_window_unless_another_wins_clearly():
 
 
 def test_auto_follows_acceptance_that_changes_along_a_generation():
-    policy, state = AutoWindow(max_window=16, widths=POW4), FakeState()
+    policy, state = AutoWindow(max_window=16, candidates=POW4), FakeState()
     chosen = []
     for step in range(300):
         L = policy(state)
@@ -157,7 +157,7 @@ def test_auto_with_a_prior_probes_step_costs_and_runs_the_best_window(seconds_of
     # the prior: 3 tokens per step at 16, 1.5 at 4. Steps that cost the same at every width make 16 best after four
     # steps of each width (a width's first is not timed); steps that cost L times more make plain AR best
     # (3 / 16 < 1.5 / 4 < 1 / 1), and 16 is not even probed: at the cost of 4 it would give 3 / 4 < 1 / 1
-    policy = AutoWindow(max_window=16, widths=POW4, memory=WindowMemory(prior={1: {1: 1.0, 4: 1.5, 16: 3.0}}))
+    policy = AutoWindow(max_window=16, candidates=POW4, memory=WindowMemory(prior={1: {1: 1.0, 4: 1.5, 16: 3.0}}))
     chosen = _run(policy, 40, seconds_of=seconds_of, k_of=lambda L: {1: 1, 4: 2, 16: 3}[L])
     probes = sum(([L] * 4 for L in probed), [])
     assert chosen[:len(probes)] == probes and chosen[len(probes):] == [best] * (40 - len(probes))
@@ -166,7 +166,7 @@ def test_auto_with_a_prior_probes_step_costs_and_runs_the_best_window(seconds_of
 def test_auto_corrects_a_wrong_prior_by_measurement():
     # the prior promises 8 tokens per step at 16, but no draft is ever accepted: 16 runs after its probe, then
     # measurement takes the policy down to plain AR, the cheapest step
-    policy = AutoWindow(max_window=16, widths=POW4, memory=WindowMemory(prior={1: {1: 1.0, 4: 2.0, 16: 8.0}}))
+    policy = AutoWindow(max_window=16, candidates=POW4, memory=WindowMemory(prior={1: {1: 1.0, 4: 2.0, 16: 8.0}}))
     chosen = _run(policy, 400, seconds_of=lambda L: 0.01 * (1 + L / 16), k_of=lambda L: 1)
     assert chosen[12] == 16 and chosen[-100:].count(1) > 80
 
@@ -176,7 +176,7 @@ def test_at_one_row_a_stretch_lasts_until_a_jacobi_window_has_caught_up(one_row)
     # a Jacobi window opened after plain AR commits one token a step for its first 6 steps, then 3 (held, 16 is 1.5x
     # AR: 3 per 6.6 ms against 1 per 3.3). A stretch of 4 counted steps after a warm-up of 4 sees 1, 1, 3, 3, a tie
     # with AR, and 16 never runs; one of 8 sees the catch-up, and 16 runs (`one_row`: 1 is the variant that fails)
-    policy = AutoWindow(max_window=16, widths=POW4, memory=WindowMemory(prior={1: {1: 1.0, 4: 1.3, 16: 2.0}}),
+    policy = AutoWindow(max_window=16, candidates=POW4, memory=WindowMemory(prior={1: {1: 1.0, 4: 1.3, 16: 2.0}}),
                         config=AutoConfig(one_row=one_row))
     seconds, state, chosen, run = {1: 0.0033, 4: 0.0046, 16: 0.0066}, FakeState(rows=1), [], 0
     for _ in range(600):
@@ -192,7 +192,7 @@ def test_with_a_prior_a_stretch_in_an_easy_region_does_not_beat_a_width_measured
     # tokens per step), the recheck of 4 after them in an easy one (2 per step). Judged by their own steps 4 looks
     # 1.7x better and takes over; but in the easy region 16 commits 3 per step and is the better width (517 vs 435
     # tokens/s). With the prior's shape, both stretches measure one scale of acceptance, and 16 stays.
-    policy = AutoWindow(max_window=16, widths=POW4, memory=WindowMemory(prior={1: {1: 1.0, 4: 1.3, 16: 1.9}}))
+    policy = AutoWindow(max_window=16, candidates=POW4, memory=WindowMemory(prior={1: {1: 1.0, 4: 1.3, 16: 1.9}}))
     seconds = {1: 0.0040, 4: 0.0046, 16: 0.0058}
     state = FakeState(rows=1)
     chosen = []
@@ -214,7 +214,7 @@ def test_with_a_prior_by_band_auto_runs_plain_ar_where_the_output_is_hard_and_go
     seconds = {1: 0.0033, 4: 0.0046, 16: 0.0057}
     bands = {1: [1.0] * 8, 4: [1.2] + [1.6] * 7, 16: [1.5] + [2.5] * 7}
     prior = {1: bands if by_band else {L: sum(b) / 8 for L, b in bands.items()}}
-    policy, state = AutoWindow(max_window=16, widths=POW4, memory=WindowMemory(prior=prior)), FakeState(rows=1)
+    policy, state = AutoWindow(max_window=16, candidates=POW4, memory=WindowMemory(prior=prior)), FakeState(rows=1)
     state.length = 256
     chosen, first_band = [], 0
     while int(state.n[0]) < 200:
@@ -231,12 +231,12 @@ def test_with_a_prior_by_band_auto_runs_plain_ar_where_the_output_is_hard_and_go
         assert 16 in chosen[8:first_band]
 
 
-def test_auto_widths_are_checked_and_include_plain_ar():
+def test_auto_candidates_are_checked_and_include_plain_ar():
     assert AutoWindow(max_window=20).candidates == [1, 4, 8, 16, 20]  # the widest always a candidate
-    assert AutoWindow(max_window=16, widths=[1, 2, 16]).candidates == [1, 2, 16]
+    assert AutoWindow(max_window=16, candidates=[1, 2, 16]).candidates == [1, 2, 16]
     for bad in ([4, 16], [1, 0, 8], [1, 2.5]):
-        with pytest.raises(ValueError, match="widths must be positive ints including 1"):
-            AutoWindow(max_window=16, widths=bad)
+        with pytest.raises(ValueError, match="candidates must be positive ints including 1"):
+            AutoWindow(max_window=16, candidates=bad)
 
 
 def test_auto_finds_a_best_width_between_powers_of_four():
@@ -267,7 +267,7 @@ def test_at_a_batch_auto_never_probes_past_a_narrower_width_that_could_not_win()
 def test_at_a_batch_a_width_takes_over_only_if_it_wins_by_15_percent(seconds_of_8, switches):
     # 8 rows: 8 commits 3 per step, AR 1 per 8.5 ms. At 22.5 ms a step 8 is 13% faster than AR, within what a few
     # bursty steps of a batch's row furthest behind can fake (a one-row margin of 5% would switch); at 20.5 ms, 24%
-    policy = AutoWindow(max_window=8, widths=[1, 8], memory=WindowMemory())
+    policy = AutoWindow(max_window=8, candidates=[1, 8], memory=WindowMemory())
     seconds = {1: 0.0085, 8: seconds_of_8}
     chosen = _run(policy, 200, seconds_of=seconds.get, k_of={1: 1, 8: 3}.get, state=FakeState(rows=8))
     assert (chosen[-100:].count(8) > 80) == switches and chosen[-100:].count(8) > 0  # (rechecks)
@@ -289,7 +289,7 @@ def test_at_a_batch_auto_narrows_to_plain_ar_once_ar_wins_by_any_margin(rows):
     # at 32 rows 11.2 ms: AR is 11% ahead, less than the 15% a wider width needs to take over, but AR's one token a
     # step is certain, so 16 gives way (it stayed before). At 8 rows a step of 16 goes on at 7.5 ms and 16 stays.
     k_of, wide = _whole({1: 1.0, 16: 1.9}), 0.0112 if rows == 32 else 0.0075
-    policy, state, chosen = AutoWindow(max_window=16, widths=[1, 16], memory=WindowMemory()), FakeState(rows), []
+    policy, state, chosen = AutoWindow(max_window=16, candidates=[1, 16], memory=WindowMemory()), FakeState(rows), []
     for step in range(400):
         L = policy(state)
         chosen.append(L)
@@ -304,7 +304,7 @@ def test_at_a_batch_plain_ar_timed_dear_at_the_start_is_timed_again():
     # cold start): by it and the prior 16 wins. Once measurement brings 16 down to 1.12 tokens, AR's stale cost
     # still puts it 25% behind, beyond `hope`, and before it was never timed again: 16 ran to the end
     k_of, cold = _whole({1: 1.0, 16: 1.12}), iter([1.6] * 4)
-    policy = AutoWindow(max_window=16, widths=[1, 16], memory=WindowMemory(prior={32: {1: 1.0, 16: 1.32}}))
+    policy = AutoWindow(max_window=16, candidates=[1, 16], memory=WindowMemory(prior={32: {1: 1.0, 16: 1.32}}))
     chosen = _run(policy, 300, seconds_of=lambda L: 0.00527 * next(cold, 1.0) if L == 1 else 0.00704, k_of=k_of,
                   state=FakeState(rows=32))
     assert chosen[:4] == [1] * 4 and chosen[8:40].count(16) == 32 and chosen[-100:].count(1) > 80
@@ -315,7 +315,7 @@ def test_at_one_row_auto_tries_every_width_even_when_the_scale_says_it_cannot_wi
     # first 60 steps are hard (nothing accepted): the probes of 4 pull the scale down until 16 cannot win, and it
     # is never timed. Plain AR measures no acceptance, so only a stretch of 16 itself can find the easy region
     # after them, where 16 commits 4 per step (2.1x AR) and 4 still 1: at one row it gets one
-    policy = AutoWindow(max_window=16, widths=POW4, memory=WindowMemory(prior={1: {1: 1.0, 4: 1.3, 16: 1.8}}))
+    policy = AutoWindow(max_window=16, candidates=POW4, memory=WindowMemory(prior={1: {1: 1.0, 4: 1.3, 16: 1.8}}))
     seconds = {1: 0.0033, 4: 0.0046, 16: 0.0057}
     state, chosen = FakeState(rows=1), []
     for step in range(300):
@@ -371,7 +371,7 @@ def test_with_a_prior_auto_probes_no_width_that_cannot_win_at_the_least_it_can_c
     # step: even at the cost of 4 it would give 104 tokens/s against AR's 115, so it never runs; and 4, 26% behind
     # AR, is not rechecked either
     seconds = {1: 0.0087, 4: 0.0136, 16: 0.028}
-    policy = AutoWindow(max_window=16, widths=POW4, memory=WindowMemory(prior={16: {1: 1.0, 4: 1.165, 16: 1.41}}))
+    policy = AutoWindow(max_window=16, candidates=POW4, memory=WindowMemory(prior={16: {1: 1.0, 4: 1.165, 16: 1.41}}))
     chosen = _run(policy, 200, seconds_of=seconds.get, k_of=lambda L: 1, state=FakeState(rows=16))
     assert chosen[:8] == [1] * 4 + [4] * 4 and chosen[8:] == [1] * 192
 
@@ -380,13 +380,13 @@ def test_the_costs_probed_are_kept_with_the_memory_for_the_next_call(tmp_path):
     prior = {1: {1: 1.0, 4: 2.0, 16: 8.0}}
     costs = dict(seconds_of=lambda L: 0.001 * L ** 0.5, k_of=lambda L: min(L, 8))
     memory = WindowMemory(tmp_path / "exact.json", prior)
-    assert _run(AutoWindow(max_window=16, widths=POW4, memory=memory), 14, **costs) == [1] * 4 + [4] * 4 + [16] * 6
-    assert _run(AutoWindow(max_window=16, widths=POW4, memory=memory), 10, **costs) == [16] * 10  # the next call, same shape
-    assert _run(AutoWindow(max_window=16, widths=POW4, memory=memory), 4, **costs, state=FakeState(rows=5)) == [1] * 4  # probes
+    assert _run(AutoWindow(max_window=16, candidates=POW4, memory=memory), 14, **costs) == [1] * 4 + [4] * 4 + [16] * 6
+    assert _run(AutoWindow(max_window=16, candidates=POW4, memory=memory), 10, **costs) == [16] * 10  # the next call, same shape
+    assert _run(AutoWindow(max_window=16, candidates=POW4, memory=memory), 4, **costs, state=FakeState(rows=5)) == [1] * 4  # probes
     memory.save()
     again = WindowMemory(tmp_path / "exact.json", prior)  # as a new process makes it
     assert again.shapes == memory.shapes
-    assert _run(AutoWindow(max_window=16, widths=POW4, memory=again), 14, **costs, state=FakeState(rows=5))[8:] == [16] * 6
+    assert _run(AutoWindow(max_window=16, candidates=POW4, memory=again), 14, **costs, state=FakeState(rows=5))[8:] == [16] * 6
 
 
 def test_a_prior_is_read_at_the_nearest_batch_size_and_interpolated_in_log_window(tmp_path):
@@ -430,8 +430,8 @@ def test_a_greedy_call_starts_from_the_greedy_prior_and_keeps_its_measurements_a
     assert WindowMemory(prior=sampled["exact"]).prior_for(cold) == {1: {1: 1.0, 4: 1.1}}
     costs = dict(seconds_of=lambda L: 0.001 * (1 + L / 4), k_of=lambda L: 1)  # 4 costs 2x AR
     # by the greedy prior 4 pays (3.5 tokens for 2x AR's time): once timed, it runs; by the sampled one it never does
-    assert _run(AutoWindow(max_window=4, widths=[1, 4], memory=memory), 12, **costs, state=cold)[-4:] == [4] * 4
-    assert 4 not in _run(AutoWindow(max_window=4, widths=[1, 4], memory=memory), 12, **costs, state=hot)[8:]
+    assert _run(AutoWindow(max_window=4, candidates=[1, 4], memory=memory), 12, **costs, state=cold)[-4:] == [4] * 4
+    assert 4 not in _run(AutoWindow(max_window=4, candidates=[1, 4], memory=memory), 12, **costs, state=hot)[8:]
     assert len(memory.shapes) == 2  # (1 row, no CFG, greedy) and (1 row, no CFG, sampled)
 
 
@@ -467,11 +467,11 @@ def test_auto_matches_the_exact_law(method, remembered):
 def test_auto_with_a_memory_starts_the_next_generation_at_the_best_known_window():
     memory = WindowMemory()
     costs = dict(seconds_of=lambda L: 0.01 * (1 + L / 16), k_of=lambda L: min(L, 3))  # 4 pays best
-    first = _run(AutoWindow(max_window=16, widths=POW4, memory=memory), 40, **costs)
+    first = _run(AutoWindow(max_window=16, candidates=POW4, memory=memory), 40, **costs)
     assert first[:4] == [1] * 4  # nothing known yet: explore from plain AR
-    second = _run(AutoWindow(max_window=16, widths=POW4, memory=memory), 24, **costs)
+    second = _run(AutoWindow(max_window=16, candidates=POW4, memory=memory), 24, **costs)
     assert second == [4] * 24  # starts where the first one ended
-    other = AutoWindow(max_window=16, widths=POW4, memory=memory)
+    other = AutoWindow(max_window=16, candidates=POW4, memory=memory)
     state = FakeState(rows=5)  # another batch size: its costs are not known
     assert other(state) == 1 and other.explored == 1
 
@@ -481,7 +481,7 @@ def test_auto_with_a_memory_rechecks_a_window_that_kept_losing_less_and_less_oft
     costs = dict(seconds_of=lambda L: 0.01 * L ** 0.5, k_of=lambda L: 1)  # wider never pays: plain AR wins
     rechecks = []
     for _ in range(4):  # four generations of 120 steps, as a render job's batches
-        chosen = _run(AutoWindow(max_window=16, widths=POW4, memory=memory), 120, **costs)
+        chosen = _run(AutoWindow(max_window=16, candidates=POW4, memory=memory), 120, **costs)
         rechecks.append(sum(1 for i in range(1, 120) if chosen[i] == 4 and chosen[i - 1] == 1))
     assert rechecks[0] >= 2 and rechecks[-1] == 0  # the waits carried over: the later batches stay at AR
 
@@ -490,11 +490,11 @@ def test_a_memory_on_disk_carries_the_measurements_to_the_next_process(tmp_path)
     path = tmp_path / "windows" / "exact.json"
     costs = dict(seconds_of=lambda L: 0.01 * (1 + L / 16), k_of=lambda L: min(L, 3))  # 4 pays best
     memory = WindowMemory(path)
-    _run(AutoWindow(max_window=16, widths=POW4, memory=memory), 40, **costs)
+    _run(AutoWindow(max_window=16, candidates=POW4, memory=memory), 40, **costs)
     memory.save()
     again = WindowMemory(path)  # as a new process would make it
     assert again.shapes == memory.shapes
-    assert _run(AutoWindow(max_window=16, widths=POW4, memory=again), 24, **costs) == [4] * 24
+    assert _run(AutoWindow(max_window=16, candidates=POW4, memory=again), 24, **costs) == [4] * 24
 
 
 def test_a_memory_file_that_cannot_be_read_is_set_aside_with_a_warning(tmp_path):
@@ -503,13 +503,13 @@ def test_a_memory_file_that_cannot_be_read_is_set_aside_with_a_warning(tmp_path)
     with pytest.warns(UserWarning, match="measuring afresh"):
         memory = WindowMemory(path)
     assert memory.shapes == {}
-    assert _run(AutoWindow(max_window=16, widths=POW4, memory=memory), 4, seconds_of=lambda L: 0.01, k_of=lambda L: 1) == [1] * 4
+    assert _run(AutoWindow(max_window=16, candidates=POW4, memory=memory), 4, seconds_of=lambda L: 0.01, k_of=lambda L: 1) == [1] * 4
 
 
 def test_a_memory_that_cannot_be_written_warns_and_the_generation_goes_on(tmp_path):
     (tmp_path / "file").write_text("")
     memory = WindowMemory(tmp_path / "file" / "exact.json")  # its folder is a file
-    _run(AutoWindow(max_window=16, widths=POW4, memory=memory), 8, seconds_of=lambda L: 0.01, k_of=lambda L: 1)
+    _run(AutoWindow(max_window=16, candidates=POW4, memory=memory), 8, seconds_of=lambda L: 0.01, k_of=lambda L: 1)
     with pytest.warns(UserWarning, match="could not keep the window measurements"):
         memory.save()
 

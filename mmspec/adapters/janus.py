@@ -174,7 +174,8 @@ def janus_fits(config, prompt: int, layout: Layout) -> None:
     positions = config.text_config.max_position_embeddings
     if prompt + layout.length > positions:
         n = _largest_side(config, prompt)
-        smaller = f", or img_size at most {n * patch_size(config)} (image_token_num_per_image {n * n}) after it" * (n > 0)
+        smaller = f", or img_size at most {n * patch_size(config)} (image_token_num_per_image {n * n}) after it"
+        smaller = smaller if n > 0 else ""
         raise ValueError(f"a prompt of {prompt} tokens and an image of {layout.length} tokens take "
                          f"{prompt + layout.length} positions, more than this Janus model's {positions}: a shorter "
                          f"prompt{smaller}")

@@ -3,7 +3,7 @@ and its arithmetic, op for op, without the Python transformers runs around every
 output classes, mask builders).
 
 At one text row a decode step's products are small, and on a CPU that Python is a fifth of the forward (code-text,
-6 layers of width 256: 4.7 ms a one-token forward through transformers, 3.9 ms here, the same logits bit for bit).
+6 layers of hidden size 256: 4.7 ms a one-token forward through transformers, 3.9 ms here, the same logits bit for bit).
 Only what is known to compute the same runs here: a plain Llama (no attention or MLP biases, SiLU, RoPE with a fixed
 table); anything else (other architectures, dynamic RoPE, quantized layers) keeps transformers' own forward.
 """

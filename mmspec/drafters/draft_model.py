@@ -2,7 +2,7 @@
 
 The draft model keeps its own session and cache. Each propose first feeds the committed tokens its
 cache does not hold yet (usually the last one or two: a correction or bonus token, or several
-after steps whose window was 1 and so drafted nothing), with one width for every row; rows that
+after steps whose window was 1 and so drafted nothing), one span for every row; rows that
 need fewer re-feed tokens they already hold, which rewrites identical cache entries.
 """
 from __future__ import annotations
@@ -40,12 +40,12 @@ class DraftModelDrafter:
         self.fed = None
         if L == 1:
             return Draft.copied(state.seq.new_zeros(B, 0))
-        width = int((state.n - self.synced).max())  # indices synced .. n-1 (the last one `pending`)
-        # a row that needs fewer than `width` tokens may reach back past index -1 (early rows, when another
+        span = int((state.n - self.synced).max())  # indices synced .. n-1 (the last one `pending`)
+        # a row that needs fewer than `span` tokens may reach back past index -1 (early rows, when another
         # row re-feeds a proactive branch): it starts at -1 instead, and its pending token sits at column n - start - 1
-        start = (state.n - width).clamp(min=-1)
-        tokens = state.seq.gather(1, window_index(start, width).clamp(min=0))  # index -1: the session's own
-        column = (state.n - 1 - start).clamp(max=width - 1)[:, None, None]  # [B, 1, 1]
+        start = (state.n - span).clamp(min=-1)
+        tokens = state.seq.gather(1, window_index(start, span).clamp(min=0))  # [B, span] (index -1: the session's own)
+        column = (state.n - 1 - start).clamp(max=span - 1)[:, None, None]  # [B, 1, 1]
         u = state.streams.uniform(L - 1).to(state.seq.device)
         drafts, qs = [], []
         for j in range(L - 1):

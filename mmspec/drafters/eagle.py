@@ -321,7 +321,7 @@ class EagleDrafter:
     def update(self, state, draft, verdict, logp, k):
         features = self.session.target.features  # [R, W, F] of the forward just verified
         if features is None or features.shape[-1] != self.head.config.feature_size:
-            raise ValueError(f"the head reads features of width {self.head.config.feature_size} (target layers "
+            raise ValueError(f"the head reads features of size {self.head.config.feature_size} (target layers "
                              f"{list(self.head.config.target_layers)}), the target gave "
                              f"{None if features is None else features.shape[-1]}: a head for another model?")
         B, L = verdict.y.shape

@@ -263,8 +263,8 @@ class VideoPipeline(_GridPipeline):
         planned = self.plan(method, window)
         super().check_call(prompts, rows, batch_size, method=planned, image=image, **call)
         if image is None and self.image_model is not None:  # and the first frames' call, as `_render_first_frames`
-            first, width = _first_frame_method(planned.speculates)
-            self.image_model.check_call(self._subjects(prompts), rows, batch_size, method=first, window=width)
+            first, window = _first_frame_method(planned.speculates)
+            self.image_model.check_call(self._subjects(prompts), rows, batch_size, method=first, window=window)
 
     def _requests(self, prompts, image=None, **call) -> list[tuple]:
         given = None

@@ -25,12 +25,12 @@ WEIGHTS = "model.safetensors"
 @dataclass
 class PatchConfig:
     patch: int = 4  # pixels per token side
-    hidden: int = 256  # the encoder's per-patch MLP width
+    hidden: int = 256  # the hidden size of the encoder's per-patch MLP
     embed_dim: int = 8  # code vector size
     codebook_size: int = 1024
-    dec_channels: int = 128  # the decoder's width on the token grid
+    dec_channels: int = 128  # the decoder's channels on the token grid
     dec_blocks: int = 2  # residual blocks on the token grid (each widens what a pixel sees by 2 tokens a side)
-    pix_channels: int = 32  # the decoder's width at full resolution
+    pix_channels: int = 32  # the decoder's channels at full resolution
     sample_size: int = 64  # the picture edge it was trained on (a hint for pipelines, not a limit)
 
 

@@ -3,7 +3,7 @@
 - base: the policy protocol, fixed windows and AcceptanceWindow;
 - auto: AutoWindow's decisions;
 - spec: the policies by name (WINDOWS) and `WindowSpec`, the one place a window argument becomes a policy;
-- estimate: what AutoWindow knows of each width (tokens and seconds per step);
+- estimate: what AutoWindow knows of each L it may choose (tokens and seconds per step);
 - memory: what it keeps across calls and processes (a model's acceptance prior, the measurement files).
 """
 from mmspec.window.base import MAX_WINDOW, AcceptanceWindow, FixedWindow, WindowPolicy

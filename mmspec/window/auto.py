@@ -20,18 +20,18 @@ AUTO_WIDEST = 32  # "auto"'s widest window where the caller knows no better one 
 class AutoConfig:
     """AutoWindow's tunables. `for_batch` picks the variant for a batch size and prior before the first step."""
     stretch: int = 4  # measured steps per stretch of a candidate
-    warmup: int = 2  # at least this many steps after a change of width have their tokens not counted (`_warmup`)
+    warmup: int = 2  # at least this many steps after a change of L have their tokens not counted (`_warmup`)
     # steps at the best window between stretches of a neighbour: a stretch costs wide steps at a batch, and at one
-    # row plain AR's stretches in the hard top rows of an image would keep rechecking widths that lose there
+    # row plain AR's stretches in the hard top rows of an image would keep rechecking candidates that lose there
     recheck: int = 48
     max_wait: int = 4 * 48  # the longest a losing neighbour waits for its next stretch
     margin: float = 1.05  # a wider window is preferred only when its throughput is this much higher (at one row)
     batch_margin: float = 1.15  # the same at a batch: its progress is the least of every row's bursty tokens
     growth: float = 2.5  # the most a 4x wider window is assumed to raise the tokens per step
-    fresh: int = 48  # a width is picked only if it ran this many steps ago at most (or runs now)
-    slack: float = 0.85  # the share of a step's extrapolated extra cost a wider width is sure to pay (`_could_win`)
-    bend: float = 0.25  # at one row, the least a step's cost per extra position falls from one width to the next
-    probe: int = 3  # with a prior, steps that measure a width's cost (after its first, which is not timed)
+    fresh: int = 48  # an L is picked only if it ran this many steps ago at most (or runs now)
+    slack: float = 0.85  # the share of a step's extrapolated extra cost a wider L is sure to pay (`_could_win`)
+    bend: float = 0.25  # at one row, the least a step's cost per extra position falls from one L to the next
+    probe: int = 3  # with a prior, steps that measure an L's cost (after its first, which is not timed)
     hope: float = 1.25  # with a prior, a neighbour that ran is rechecked only while its estimate is this close
     one_row: int = 2  # with a prior at one row, stretches are this many times longer
 
@@ -39,7 +39,7 @@ class AutoConfig:
         """The variant for `rows` rows. With a prior at one row a stretch is `one_row` times longer: a Jacobi window
         opened after plain AR commits little in its first steps, then catches up in a burst once its drafts are
         refined, and its steps commit too. At a batch a switch must win by `batch_margin`: a switch opens fresh
-        slots in every row, and where two widths tie by the prior it must not follow a few steps' luck."""
+        slots in every row, and where two candidates tie by the prior it must not follow a few steps' luck."""
         if prior and rows == 1:
             return replace(self, stretch=self.one_row * self.stretch)
         if rows > 1:
@@ -49,47 +49,47 @@ class AutoConfig:
 
 class AutoWindow:
     """Pick L to maximise committed tokens per second, measured on the running generation (`estimate`: what is known
-    of each width, tokens and seconds per step). The rules:
+    of each L, tokens and seconds per step). The rules:
 
     - Exploring (no prior): from L = 1 (plain AR), each wider candidate (1, 4, 8, 16, ... up to max_window) runs a
       stretch while it could plausibly win (`_plausible`: its extrapolated step cost times the best throughput asks
-      for at most `growth` times the last width's tokens per step).
-    - Probing (with a prior in the memory, `load_prior`): only step costs are unknown; widths are timed narrowest
+      for at most `growth` times the last L's tokens per step).
+    - Probing (with a prior in the memory, `load_prior`): only step costs are unknown; candidates are timed narrowest
       first, `probe` steps each, while they could win at the least their step can cost (`_could_win`).
-    - Settled: the best width runs `recheck` steps, then a neighbour a stretch (acceptance changes along a
+    - Settled: the best L runs `recheck` steps, then a neighbour a stretch (acceptance changes along a
       generation); a neighbour that loses waits twice as long, up to `max_wait` (not at one row with a prior, where
-      a recheck's steps commit too). A width never run is due at once; at a batch plain AR is always due after its
+      a recheck's steps commit too). An L never run is due at once; at a batch plain AR is always due after its
       wait, since every choice is made against its cost.
-    - Keeping: a wider window must beat a narrower one by `margin`, and any width but plain AR (whose step commits
+    - Keeping: a wider window must beat a narrower one by `margin`, and any L but plain AR (whose step commits
       exactly one token) must beat the one running by `margin` to replace it (`_pick`).
-    - Warm-up: the steps right after a change of width do not count (`_warmup`).
+    - Warm-up: the steps right after a change of L do not count (`_warmup`).
     - With a WindowMemory the measurements carry over between generations of the same batch shape; where the prior
-      is given by band of the output, a new band drops the queue when its best width differs.
+      is given by band of the output, a new band drops the queue when its best L differs.
     """
 
     def __init__(self, max_window: int = AUTO_WIDEST, memory: "WindowMemory | None" = None,
-                 widths: "list[int] | None" = None, config: AutoConfig = AutoConfig()):
+                 candidates: "list[int] | None" = None, config: AutoConfig = AutoConfig()):
         if not 1 <= max_window <= MAX_WINDOW:
             raise ValueError(f"max_window must be in [1, {MAX_WINDOW}], got {max_window}")
         self.max_window, self.memory, self.config = max_window, memory, config
-        # by default plain AR, 4, then every doubling: the best width is often between powers of 4
-        widths = widths or [1] + [4 << i for i in range(7)]
-        if 1 not in widths or not all(isinstance(W, int) and W >= 1 for W in widths):
-            raise ValueError(f"widths must be positive ints including 1 (plain AR), got {widths!r}")
-        self.candidates = sorted({W for W in widths if W <= max_window} | {max_window})
+        # by default plain AR, 4, then every doubling: the best L is often between powers of 4
+        candidates = candidates or [1] + [4 << i for i in range(7)]
+        if 1 not in candidates or not all(isinstance(x, int) and x >= 1 for x in candidates):
+            raise ValueError(f"candidates must be positive ints including 1 (plain AR), got {candidates!r}")
+        self.candidates = sorted({x for x in candidates if x <= max_window} | {max_window})
         self.estimate = Estimate(self.candidates)
-        self.measured = {L: -1 for L in self.candidates}  # the step at which each width last ran
-        self.wait = {L: config.recheck for L in self.candidates}  # steps before a losing width runs again
+        self.measured = {L: -1 for L in self.candidates}  # the step at which each L last ran
+        self.wait = {L: config.recheck for L in self.candidates}  # steps before a losing L runs again
         self.explored, self.queue, self.window, self.step, self.unmeasured = 0, [], 1, 0, 0
-        self.best = None  # the width chosen last (None while exploring)
-        self.fresh_stretch = True  # the step now running is the first of a stretch of its width
+        self.best = None  # the L chosen last (None while exploring)
+        self.fresh_stretch = True  # the step now running is the first of a stretch of its L
         self.attached = memory is None
         self.rows = 0  # the batch size (known once attached to a memory)
 
     @property
     def in_step(self) -> bool:
-        """Keep a batch's rows in step (mmspec.verify_step.in_step_counts) while plain AR is the best width or the
-        widths are being probed: a probe's or recheck's few wide steps would otherwise leave the rows out of step for the
+        """Keep a batch's rows in step (mmspec.verify_step.in_step_counts) while plain AR is the best L or the
+        candidates are probed: a probe's or recheck's few wide steps would otherwise leave the rows out of step for the
         rest of the generation, and every AR step after them pays attention masks and per-row cache writes (8%
         of an AR step at 16 rows on emoji-image on a CPU)."""
         return self.best in (None, 1)
@@ -99,28 +99,28 @@ class AutoWindow:
             self._recall(state)
 
     def _could_win(self, L: int) -> bool:
-        """With a prior: whether width L, not timed, could beat the widths timed narrower at the least its step can
-        cost: that of the widest of them plus the slope between the last two, bent as much again as it bent from the
-        two before (with only two: at one row as much as it ever bends, `bend`; at a batch not at all, and flat from
-        plain AR, see below), times `slack`. A step's cost is concave in its positions on a CPU at one row (the slope
-        falls to about a quarter from 1 to 16 positions) and nearly linear, or worse, between wide widths at many
-        rows, where a bent line would probe wide widths whose steps cost several AR steps each.
+        """With a prior: whether the candidate L, not timed, could beat the candidates timed narrower at the least its
+        step can cost: that of the widest of them plus the slope between the last two, bent as much again as it bent
+        from the two before (with only two: at one row as much as it ever bends, `bend`; at a batch not at all, and
+        flat from plain AR, see below), times `slack`. A step's cost is concave in its positions on a CPU at one row
+        (the slope falls to about a quarter from 1 to 16 positions) and nearly linear, or worse, between wide
+        candidates at many rows, where a bent line would probe wide candidates whose steps cost several AR steps each.
 
-        At a batch, a line from plain AR and one wider width says nothing of the cost per position: a step of 1
+        At a batch, a line from plain AR and one wider L says nothing of the cost per position: a step of 1
         drafts and verifies nothing, a step of any wider window pays its drafter and verifier once, whatever its
-        width, and of the climb from AR to the wider width that fixed cost is most on a GPU (where a step of 16
+        L, and of the climb from AR to the wider L that fixed cost is most on a GPU (where a step of 16
         costs about what a step of 4 does) and little on a CPU (where it costs about 3 times as much). Only the cost
-        of the width timed is sure then, and a stretch of the next width times the slope."""
+        of the L timed is sure then, and a stretch of the next L times the slope."""
         est = self.estimate
-        ran = [W for W in self.candidates if W < L and est.seconds[W]]
+        ran = [x for x in self.candidates if x < L and est.seconds[x]]
         if not ran:
             return True
         if self.rows > 1 and len(ran) < self.candidates.index(L):
-            # at a batch, never past a narrower width not timed (it could not win, or has not run): the line through
+            # at a batch, never past a narrower L not timed (it could not win, or has not run): the line through
             # costs timed early in a generation is too flat later on, as attention reads a longer prefix, and the
-            # prior's tokens at a wider width are no surer than its cost
+            # prior's tokens at a wider L are no surer than its cost
             return False
-        cost = {W: est.per_step(W)[1] for W in ran}
+        cost = {x: est.per_step(x)[1] for x in ran}
         least = cost[ran[-1]]
         if len(ran) > 1:
             b, c = ran[-2:]
@@ -140,7 +140,7 @@ class AutoWindow:
         if est.expected:  # the band of the output this step starts in (its row furthest behind)
             band = est.band()
             est.locate(state)
-            # a new band changes the prior's tokens at every width: the queue is dropped when the best width changes
+            # a new band changes the prior's tokens at every L: the queue is dropped when the best L changes
             # with it, and only then (a band of emoji-video lasts 6-10 steps: a queue dropped at each would never
             # reach its recheck)
             if est.band() != band and self.explored >= len(self.candidates) and self._pick() != self.best:
@@ -155,7 +155,7 @@ class AutoWindow:
         return L
 
     def _probe(self) -> "list[int] | None":
-        """With a prior: the steps that time the narrowest width not timed yet that could still win (plain AR
+        """With a prior: the steps that time the narrowest L not timed yet that could still win (plain AR
         first); None when none is left."""
         c, est = self.candidates, self.estimate
         if not est.expected:
@@ -179,10 +179,10 @@ class AutoWindow:
         return [c[i]] * (self.config.stretch + self._warmup(c[i], self.window))
 
     def _settle(self) -> list[int]:
-        """The best width by what is known now, then a stretch of the width most overdue for a recheck (`_due`). A
-        width not timed that could win where the output now is runs at once, with a prior: at a batch a recheck waits
-        longer than a band of the output, and a width left untimed in the hard first bands would miss the easy ones;
-        at one row also a timed width that wins by the prior there by `margin` (its steps commit too)."""
+        """The best L by what is known now, then a stretch of the L most overdue for a recheck (`_due`). An
+        L not timed that could win where the output now is runs at once, with a prior: at a batch a recheck waits
+        longer than a band of the output, and an L left untimed in the hard first bands would miss the easy ones;
+        at one row also a timed L that wins by the prior there by `margin` (its steps commit too)."""
         est, config = self.estimate, self.config
         best = self.best = self._pick()
         due = self._due(best)
@@ -194,15 +194,15 @@ class AutoWindow:
         if est.expected and (self._could_win(again) if not est.seconds[again] else
                              self.rows == 1 and est.rate(again) > config.margin * est.rate(best)):
             return stretch
-        # a losing width waits twice as long; not at one row with a prior, where a recheck's steps commit too and
+        # a losing L waits twice as long; not at one row with a prior, where a recheck's steps commit too and
         # plain AR, measuring no acceptance, would otherwise miss the easier regions of the output
         if not (est.expected and self.rows == 1):
             self.wait[again] = min(2 * self.wait[again], config.max_wait)
         return [best] * config.recheck + stretch
 
     def _due(self, best: int) -> list[int]:
-        """The widths due for a recheck beside `best`: its neighbours (with a prior, any width), each once its wait
-        is over (a width never run at once), and only while it could still pay by the costs measured now: a wider one
+        """The candidates due for a recheck beside `best`: its neighbours (with a prior, any L), each once its wait
+        is over (an L never run at once), and only while it could still pay by the costs measured now: a wider one
         `_plausible`; with a prior one timed within `hope` of the best, one not timed that `_could_win` (at one row
         any: a few hard steps could pull the scale down until none could, and plain AR never lifts it again), and
         at a batch plain AR always, since every choice is made against its cost."""
@@ -216,10 +216,10 @@ class AutoWindow:
                          else self.rows == 1 or self._could_win(L)))]
 
     def _pick(self) -> int:
-        """The best width by what is known now, among the widths timed within `fresh` steps and the one running (a
-        step's cost grows along a generation, so a cost timed long ago flatters its width). A wider width must win
+        """The best L by what is known now, among the candidates timed within `fresh` steps and the one running (a
+        step's cost grows along a generation, so a cost timed long ago flatters its L). A wider L must win
         by `margin` (its tokens are noisier, its mistakes dearer); with a prior a tie goes to the wider (only a
-        speculative width measures acceptance). To replace the width running, a speculative width must win by
+        speculative L measures acceptance). To replace the L running, a speculative L must win by
         `margin` (a neighbour's stretch is a few bursty steps), plain AR only has to win (its step commits exactly one
         token, so its rate is as sure as its cost)."""
         est, margin = self.estimate, self.config.margin
@@ -237,7 +237,7 @@ class AutoWindow:
         return best
 
     def _warmup(self, L: int, before: int) -> int:
-        """Steps after a change of width from `before` to L whose tokens do not count. Widening: until the slots
+        """Steps after a change of window from `before` to L whose tokens do not count. Widening: until the slots
         it opened, fresh fills, have moved to the front of the window with Jacobi iterations behind them.
         Narrowing: until the slots the wider window refined have been committed or replaced."""
         if L == before:
@@ -245,8 +245,8 @@ class AutoWindow:
         return max(self.config.warmup, L // 4) if L > before else self.config.warmup
 
     def _plausible(self, L: int, a: int, b: int) -> bool:
-        """Whether width L, wider than the widths a < b measured last, could beat the best so far. Its step cost is
-        as measured where it ran, else extrapolated linearly from a and b."""
+        """Whether the candidate L, wider than the candidates a < b measured last, could beat the best so far. Its
+        step cost is as measured where it ran, else extrapolated linearly from a and b."""
         est = self.estimate
         (_, cost_a), (tokens_b, cost_b), (_, cost) = est.per_step(a), est.per_step(b), est.per_step(L)
         if cost == 0:
@@ -256,8 +256,8 @@ class AutoWindow:
         return max(map(est.rate, self.candidates)) * cost <= self.config.growth * tokens_b
 
     def _recall(self, state: "DecodeState") -> None:
-        """Share the memory's measurements and recheck waits for this batch shape; widths measured before count
-        as explored, and a width that kept losing stays rarely rechecked (a render job's later batches); and the
+        """Share the memory's measurements and recheck waits for this batch shape; candidates measured before count
+        as explored, and an L that kept losing stays rarely rechecked (a render job's later batches); and the
         memory's prior for it, with the tunables' variant for the batch size and prior."""
         est = self.estimate
         self.rows = state.batch_size
@@ -275,15 +275,15 @@ class AutoWindow:
         self.attached = True
 
     def observe(self, state, k, seconds) -> None:
-        W = self.window
+        L = self.window
         self.step += 1
-        self.measured[W] = self.step
-        # a probe or recheck is timed against the width around it
-        self.estimate.time(W, seconds, self.fresh_stretch, self.best or 1)
+        self.measured[L] = self.step
+        # a probe or recheck is timed against the L around it
+        self.estimate.time(L, seconds, self.fresh_stretch, self.best or 1)
         if self.step == 1:
             return  # nor are the first step's tokens counted
         if self.unmeasured > 0:
             self.unmeasured -= 1
             return
-        self.estimate.count(W, state, k)
+        self.estimate.count(L, state, k)
 

@@ -56,7 +56,7 @@ class AcceptanceWindow:
     [min_window, max_window].
 
     Unlike AutoWindow it measures no time, so the windows, and with them the tokens of any method, depend only on
-    the seeds: a run repeats exactly. It suits devices where a forward's cost barely grows with its width (a GPU
+    the seeds: a run repeats exactly. It suits devices where a forward's cost barely grows with its L (a GPU
     at small batch), where the widest useful window is the one to run: video's long accepted runs take it to 128,
     an image's short ones keep it near 16.
     """

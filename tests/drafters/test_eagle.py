@@ -529,7 +529,7 @@ def test_published_heads_that_cannot_run_are_refused_clearly(tmp_path):
     head = load_head(write_published_head(tmp_path / "head"), target_layers=DEPTH, dtype=torch.float64)
     with pytest.raises(ValueError, match="the head drafts a vocabulary of 8 tokens, the target has 12"):
         run(head, vocab=12)
-    with pytest.raises(ValueError, match=r"the head reads features of width 96 \(target layers \[2, 2, 1\]\), "
+    with pytest.raises(ValueError, match=r"the head reads features of size 96 \(target layers \[2, 2, 1\]\), "
                                          "the target gave 144"):
         run(head, hidden=48)  # a head for another model of the same vocabulary
     head.config.target_layers = (1, 2, 6)  # as a config naming layers the target lacks would
