@@ -1,7 +1,7 @@
 """compile=True against eager on this machine: seconds per decode step of a bundled model, same run.
 
 For each method/window and batch size, one generation compiles (its time is reported apart: it is paid once
-per window width and process), then eager and compiled generations alternate and the best of the repeats is
+per L and process), then eager and compiled generations alternate and the best of the repeats is
 kept. Prints a markdown table and, with --out, writes it with the JSON figures.
 
   python benchmarks/compile_step.py models/emoji-image --rows 1,8 --methods ar:1,exact:16 [--threads 1]
@@ -45,7 +45,7 @@ def measure(model_dir: Path, rows: int, method: str, window: int, repeats: int, 
         return time.perf_counter() - t, out
 
     skips = _cudagraph_skips()
-    first, compiled_out = run(compile_options)  # compiles every width it meets (the widened first window too)
+    first, compiled_out = run(compile_options)  # compiles every L it meets (the widened first window too)
     eager_out = run(False)[1]
     best = {"eager": float("inf"), "compiled": float("inf")}
     for _ in range(repeats):

@@ -1,6 +1,6 @@
 """`auto` (the default `exact` with window="auto") on real generations timed by a virtual clock, against plain AR.
 
-Every step costs a fixed time per window width (as timed on the 2-core CPU at one row, 1 thread), growing along
+Every step costs a fixed time per L (as timed on the 2-core CPU at one row, 1 thread), growing along
 the output (attention over a longer prefix): the policy sees these costs instead of the host's, so its variants
 compare without the timing noise that moves a single CPU timing by 10-30%, and a run repeats exactly. The
 generations are real: what each step commits is the model's. One row (each prompt alone) or 8 (the four prompts x 2
@@ -23,10 +23,10 @@ from mmspec.bench import PROMPTS
 from mmspec.pipelines import load_pipeline
 from mmspec.window import AutoConfig, AutoWindow, FixedWindow, WindowMemories, batch_progress
 
-# (kind, rows) -> ms per step at the start of the output by width, and how much a step's cost has grown by its end
+# (kind, rows) -> ms per step at the start of the output by L, and how much a step's cost has grown by its end
 # (2026-12-01, bundled models, 1 thread: at one row from traces of `auto`, emoji-image's AR 3.3 ms at the top and 4.3
 # at the bottom; emoji-video at 8 rows, CFG's 16 sequences, the four prompts x 2 in one batch, every row to the end:
-# the median step in the first quarter of the clip at each fixed width, the least of 3 runs, `exact` at 1 for AR,
+# the median step in the first quarter of the clip at each fixed L, the least of 3 runs, `exact` at 1 for AR,
 # growing by 0.6-0.9 of it by the last quarter; emoji-image at 8 rows from the step costs `auto` timed near the top
 # of the output, growing as at one row)
 COSTS = {("image", 1): ({1: 3.3, 4: 4.4, 8: 5.2, 16: 6.6}, 0.3),
@@ -36,8 +36,8 @@ COSTS = {("image", 1): ({1: 3.3, 4: 4.4, 8: 5.2, 16: 6.6}, 0.3),
 
 
 def cost(kind: str, L: int, position: float, rows: int = 1) -> float:
-    """Seconds a step of width L over `rows` rows costs where the output is `position` (0..1) done: between the
-    one-row and 8-row costs, linear in the rows (emoji-video at width 8, whole runs: 8.9, 12.4, 21.3 and 33.3 ms a
+    """Seconds a step at L over `rows` rows costs where the output is `position` (0..1) done: between the
+    one-row and 8-row costs, linear in the rows (emoji-video at L = 8, whole runs: 8.9, 12.4, 21.3 and 33.3 ms a
     step at 1, 2, 4 and 8 rows)."""
     def at(costs):
         by_width, growth = costs
@@ -47,7 +47,7 @@ def cost(kind: str, L: int, position: float, rows: int = 1) -> float:
 
 
 class Clock:
-    """Adds up the virtual cost of each step: its width, where the row furthest behind started it, the rows run."""
+    """Adds up the virtual cost of each step: its L, where the row furthest behind started it, the rows run."""
 
     def __init__(self, kind: str, stay: bool):
         self.kind, self.stay, self.elapsed, self.rows = kind, stay, 0.0, 1
@@ -114,7 +114,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--seeds", type=int, default=4)
     ap.add_argument("--first-seed", type=int, default=0, help="seeds first-seed .. first-seed + seeds - 1")
     ap.add_argument("--variants", default="base", help="comma-separated (see the module's docstring)")
-    ap.add_argument("--costs", help="ms per step by width at the start of the output, e.g. 1:3.3,4:4.4,8:5.0,16:5.6 "
+    ap.add_argument("--costs", help="ms per step by L at the start of the output, e.g. 1:3.3,4:4.4,8:5.0,16:5.6 "
                     "(this host's, in place of the table's for this kind and rows)")
     ap.add_argument("--prompts", help="|-separated prompts (default: the suite's four for the kind)")
     ap.add_argument("--done-rows", choices=["leave", "stay"], default="leave", help="at 8 rows: whether the rows "

@@ -1,5 +1,5 @@
 """What the papers' acceptance would give in mmspec: the steps (NFE) ratio a paper reports on the real weights, times
-what a forward of width 1 costs against one of the paper's width on a measured cost curve (benchmarks/cost_curve.py):
+what a forward of L = 1 costs against one of the paper's L on a measured cost curve (benchmarks/cost_curve.py):
 
     latency ratio = NFE ratio x c(B, 1) / c(B, L)
 

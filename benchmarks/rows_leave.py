@@ -1,7 +1,7 @@
 """Rows that are done leaving the target's forwards (mmspec.adapters.rows), against the same rows riding along to the
 end as they did before, and against plain AR, in the same run.
 
-A batch of the four prompts x `--per-prompt` runs `exact` at each window (fixed widths, or `auto` from a cold window
+A batch of the four prompts x `--per-prompt` runs `exact` at each window (fixed, or `auto` from a cold window
 memory) twice per round: once as shipped, once with `Rows.follow` disabled (every row runs every forward to
 the end). `ar` runs in every round too; the best CPU time of the rounds is kept. On video every run gets the same
 first frames, rendered once by the image model.

@@ -1,14 +1,14 @@
 """`auto` on synthetic generations: step costs from a cost model, tokens per step from emoji-image's shipped prior.
 
 No model runs (seconds of CPU for the whole table): each step commits, in every row, a bursty count whose mean is the
-prior's tokens per step for its width, batch size and band of the output, times `--scale` on the extra tokens (the
-prior's figures are rearmost-row progress, what the policy counts); it costs what the cost model says for its width
+prior's tokens per step for its L, batch size and band of the output, times `--scale` on the extra tokens (the
+prior's figures are rearmost-row progress, what the policy counts); it costs what the cost model says for its L
 and batch size, growing along the output as in policy_sim.py. What it shows is how the policy's rules meet a shape
 of step costs, not a speed-up: policy_sim.py replays real generations.
 
-Cost models, seconds a step by width W at R rows:
-  gpu-linear  c0 (1 + 0.013 (W - 1)): a step of 16 1.2x AR, the same per position from AR on
-  gpu         AR c0, a wider step c0 (1 + J + s (W - 1)): the drafter's and verifier's fixed cost J, then little per
+Cost models, seconds a step at L at R rows:
+  gpu-linear  c0 (1 + 0.013 (L - 1)): a step of 16 1.2x AR, the same per position from AR on
+  gpu         AR c0, a wider step c0 (1 + J + s (L - 1)): the drafter's and verifier's fixed cost J, then little per
               position (J, s: 0.36, 0.001 at 1 row, the H200 window sweep's flat 5.3-5.6 ms a step from 4 to 32 against
               AR's 3.9; 0.17, 0.002 at 8 rows, a step of 16 1.2x AR; 0.2, 0.0093 at 32 rows, a step
               of 16 1.34x AR as the H200 timed it at cf730a6, benchmarks/results/gpu/suite-image: `ar` 1.350 s for
@@ -32,12 +32,12 @@ from mmspec.pipelines.base import models_dir
 from mmspec.sampling import Sampling
 from mmspec.window import AutoWindow, WindowMemory, load_prior, prior_at
 
-LENGTH, WIDTHS, BURST = 256, [1, 4, 8, 16], 0.3  # a step commits a run with chance BURST, else 1 token
+LENGTH, CANDIDATES, BURST = 256, [1, 4, 8, 16], 0.3  # a step commits a run with chance BURST, else 1 token
 COLD = 4  # the steps `--cold` makes dearer: plain AR's probe, the first steps `auto` times
 GPU = {1: (0.36, 0.001), 8: (0.17, 0.002), 32: (0.2, 0.0093)}  # rows -> (J, s)
-MODELS = {"gpu-linear": lambda W, R, pos: 0.0065 * (1 + 0.013 * (W - 1)) * (1 + 0.3 * pos),
-          "gpu": lambda W, R, pos: 0.0065 * (1 + (GPU[R][0] + GPU[R][1] * (W - 1) if W > 1 else 0)) * (1 + 0.3 * pos),
-          "cpu": lambda W, R, pos: cpu_cost("image", W, pos, R)}
+MODELS = {"gpu-linear": lambda L, R, pos: 0.0065 * (1 + 0.013 * (L - 1)) * (1 + 0.3 * pos),
+          "gpu": lambda L, R, pos: 0.0065 * (1 + (GPU[R][0] + GPU[R][1] * (L - 1) if L > 1 else 0)) * (1 + 0.3 * pos),
+          "cpu": lambda L, R, pos: cpu_cost("image", L, pos, R)}
 
 
 class State:
@@ -53,20 +53,20 @@ class State:
 def generation(prior, cost, rows: int, window, seed: int, scale: float, cold: float = 1.0) -> tuple[float, float]:
     """One generation at `window` (an int, or "auto" from nothing measured) -> (mean window, seconds); its first
     `COLD` steps cost `cold` times more."""
-    rng, tokens = random.Random(seed), prior_at(prior, rows, WIDTHS)
-    policy = AutoWindow(max_window=WIDTHS[-1], memory=WindowMemory(prior=prior)) if window == "auto" else None
-    state, widths, seconds = State(rows), [], 0.0
+    rng, tokens = random.Random(seed), prior_at(prior, rows, CANDIDATES)
+    policy = AutoWindow(max_window=CANDIDATES[-1], memory=WindowMemory(prior=prior)) if window == "auto" else None
+    state, chosen, seconds = State(rows), [], 0.0
     while (n := int(state.n[0])) < LENGTH:
         L = policy(state) if policy else window
         run = scale * (tokens[L][n * 8 // LENGTH] - 1) / BURST  # a run's extra tokens, on average
         k = 1 + (int(run) + (rng.random() < run % 1) if rng.random() < BURST else 0)
         k = max(1, min(k, L, LENGTH - n))
-        s = cost(L, rows, n / LENGTH) * (cold if len(widths) < COLD else 1.0)
+        s = cost(L, rows, n / LENGTH) * (cold if len(chosen) < COLD else 1.0)
         state.n += k
-        seconds, widths = seconds + s, widths + [L]
+        seconds, chosen = seconds + s, chosen + [L]
         if policy:
             policy.observe(state, torch.full((rows,), k), s)
-    return sum(widths) / len(widths), seconds
+    return sum(chosen) / len(chosen), seconds
 
 
 def main(argv=None) -> None:

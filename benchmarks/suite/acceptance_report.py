@@ -26,13 +26,13 @@ def at_default(result: dict, one_row: bool = False, hot: bool = False) -> list[d
     return list(picked.values())
 
 
-def slot_groups(width: int) -> list[tuple[str, range]]:
-    """Window slots 0 .. width-1 in groups: one by one up to 3, then doubling ('4-7', '8-15', ...)."""
+def slot_groups(D: int) -> list[tuple[str, range]]:
+    """Draft slots 0 .. D-1 in groups: one by one up to 3, then doubling ('4-7', '8-15', ...)."""
     groups, start = [], 0
     for end in (1, 2, 3, 4, 8, 16, 32, 64, 128, 256):
-        if start >= width:
+        if start >= D:
             break
-        stop = min(end, width)
+        stop = min(end, D)
         groups.append((str(start) if stop - start == 1 else f"{start}-{stop - 1}", range(start, stop)))
         start = stop
     return groups

@@ -38,19 +38,19 @@ def hf_generate(pipeline, ids: list[torch.Tensor], baseline: str, sampling: dict
     mmspec keeps), from `model.generate` on one left-padded batch."""
     model = pipeline.target.model
     config = generation_config(pipeline, baseline, sampling, max_new_tokens)
-    width = max(len(p) for p in ids)
+    longest = max(len(p) for p in ids)
     device = next(model.parameters()).device
-    input_ids = torch.full((len(ids), width), config.pad_token_id, dtype=torch.long)  # [B, P] left-padded
+    input_ids = torch.full((len(ids), longest), config.pad_token_id, dtype=torch.long)  # [B, P] left-padded
     mask = torch.zeros_like(input_ids)
     for row, p in enumerate(ids):
-        input_ids[row, width - len(p):], mask[row, width - len(p):] = p, 1
+        input_ids[row, longest - len(p):], mask[row, longest - len(p):] = p, 1
     extra = {"assistant_model": pipeline.draft_model.model} if baseline == "assisted" else {}
     torch.manual_seed(seed)
     with torch.no_grad():
         out = model.generate(input_ids.to(device), attention_mask=mask.to(device), generation_config=config, **extra)
     eos = torch.as_tensor(model.generation_config.eos_token_id if model.generation_config.eos_token_id is not None
                           else [], dtype=torch.long).flatten()
-    return [_until_eos(row, eos) for row in out[:, width:].cpu()]
+    return [_until_eos(row, eos) for row in out[:, longest:].cpu()]
 
 
 def _until_eos(tokens: torch.Tensor, eos: torch.Tensor) -> torch.Tensor:

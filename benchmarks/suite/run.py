@@ -17,7 +17,7 @@ from benchmarks.suite.report import sampling_name
 
 
 def run_grid(pipeline, case: GridCase, seed: int, **_) -> dict:
-    # entries without a window of their own run at the pipeline's default width (a call without one gets "auto")
+    # entries without a window of their own run at the pipeline's default window (a call without one gets "auto")
     rows = run_benchmark(pipeline, prompts_for(case.kind, case.rows), list(case.entries), repeats=case.repeats,
                          num_outputs=1, seed=row_seeds(seed, case.rows), window=pipeline.default_window)
     for row in rows:
