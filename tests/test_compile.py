@@ -229,7 +229,7 @@ def test_the_compiled_law_test_has_power_against_a_stream_that_repeats_its_draws
 
 class ShortChains:
     """A drafter whose chains are shorter than the window asked for, by a length fixed before anything is drawn
-    (`lengths` by step, at most the window's drafts): what a compiled step pads to a few widths. Its drafts come from
+    (`lengths` by step, at most the window's drafts): what a compiled step pads to a few L. Its drafts come from
     a fixed law q, stored with them, so the rejection verifier keeps p's law."""
 
     makes = frozenset({CHAIN})
@@ -360,7 +360,7 @@ def test_a_padded_chain_keeps_the_law(monkeypatch, wrong):
 
 def test_prompts_of_other_lengths_reuse_the_compiled_steps():
     """A compiled step's shapes are the cache's, not the prompt's: a text prompt a token longer compiles nothing
-    afresh (it did every width, ten minutes of inductor for eagle on code-text)."""
+    afresh (it did every L, ten minutes of inductor for eagle on code-text)."""
     from mmspec.adapters.text import HFCausalLM
     from tiny import tiny_llama
 

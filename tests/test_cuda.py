@@ -149,7 +149,7 @@ class SleepyWindow:
 
 
 def test_a_step_is_timed_with_its_device_work():
-    # auto picks widths by their step costs: timing the launches alone would make every width cost the same
+    # auto picks candidates by their step costs: timing the launches alone would make every L cost the same
     policy = SleepyWindow()
     mmspec.generate(_target(2), torch.tensor([0]), mmspec.Grid2D(3, 4), method="exact", window=policy, seed=0)
     # the spin counts clock cycles, and an idle GPU's clock starts low: its seconds are timed after the run, with the

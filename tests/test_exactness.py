@@ -104,7 +104,7 @@ def test_exact_equals_ar_with_a_window_that_changes_every_step(layout, method, s
     expected = _run(target, layout, "ar").tokens
     got = _run(target, layout, method, window=CycleWindow(sizes))
     assert torch.equal(got.tokens, expected)
-    used = got.stats.forwards_at.sum(0)  # forwards that had a slot j: every width in the cycle was used
+    used = got.stats.forwards_at.sum(0)  # forwards that had a slot j: every L in the cycle was used
     assert used[max(sizes) - 2] > 0 and used[0] < got.stats.nfe.sum()
 
 

@@ -9,7 +9,7 @@ import mmspec.window
 from mmspec.window import AcceptanceWindow, AutoConfig, AutoWindow, WindowMemory, load_prior, prior_at
 from tiny import TabularTarget, chi_square_pvalue, sequence_id, tabular_law, tiny_gpt
 
-POW4 = [1, 4, 16, 64]  # the widths most policy tests are written with (the default adds 8, 32, ...)
+POW4 = [1, 4, 16, 64]  # the candidates most policy tests are written with (the default adds 8, 32, ...)
 
 
 class FakeState:
@@ -60,7 +60,7 @@ def test_auto_goes_wide_when_a_forward_costs_the_same_at_any_width_and_drafts_ar
 
 def test_auto_does_not_recheck_a_wider_neighbour_that_cannot_pay():
     # a step costs 1 + L/8 and commits min(L, 10): 16 is best (10 / 3 tokens per second); 64 never runs, in
-    # exploration nor as the best width's neighbour: its cost, extrapolated from 4 and 16, would need 30 tokens per
+    # exploration nor as the best L's neighbour: its cost, extrapolated from 4 and 16, would need 30 tokens per
     # step, 3 times what 16 gives (at 8 rows, a stretch of 64 with its warm-up cost more than it could ever win)
     chosen = _run(AutoWindow(max_window=64, candidates=POW4), 300, seconds_of=lambda L: 1 + L / 8, k_of=lambda L: min(L, 10))
     assert 64 not in chosen and chosen.count(16) > 250
@@ -103,7 +103,7 @@ class Progress(mmspec.window.FixedWindow):
 @pytest.mark.parametrize("window", [4, 8])
 def test_batch_progress_adds_up_to_the_output_as_rows_finish_apart(window):
     """The rearmost row's progress sums to N over a batch's steps (so N / steps is its mean, what a batch runs at a
-    fixed width), while rows finish apart and leave; the tokens of the row furthest behind, counted before, sum
+    fixed L), while rows finish apart and leave; the tokens of the row furthest behind, counted before, sum
     to more (6-12% here: 8 samples of one class overtake one another): they credit bursts that only leave another
     row behind."""
     layout = mmspec.Grid2D(8, 8)
@@ -126,7 +126,7 @@ def test_auto_judges_each_width_by_its_own_steps():
 
 
 def test_auto_keeps_the_running_window_unless_another_wins_clearly():
-    # every width costs the same; 16 accepts all it drafts until step 100, then its rows commit 4 per step like
+    # every L costs the same; 16 accepts all it drafts until step 100, then its rows commit 4 per step like
     # 4's (a tie: the running 16 stays, where picking the narrower on a tie would switch on a stretch's luck),
     # and from step 350 only 2 (4 now wins clearly: it takes over)
     policy, state = AutoWindow(max_window=16, candidates=POW4), FakeState()
@@ -154,8 +154,8 @@ def test_auto_follows_acceptance_that_changes_along_a_generation():
                          [(lambda L: 0.002, [1, 4, 16], 16), (lambda L: 0.0005 * L, [1, 4], 1)],
                          ids=["flat-cost", "cost-grows-with-L"])
 def test_auto_with_a_prior_probes_step_costs_and_runs_the_best_window(seconds_of, probed, best):
-    # the prior: 3 tokens per step at 16, 1.5 at 4. Steps that cost the same at every width make 16 best after four
-    # steps of each width (a width's first is not timed); steps that cost L times more make plain AR best
+    # the prior: 3 tokens per step at 16, 1.5 at 4. Steps that cost the same at every L make 16 best after four
+    # steps of each L (an L's first is not timed); steps that cost L times more make plain AR best
     # (3 / 16 < 1.5 / 4 < 1 / 1), and 16 is not even probed: at the cost of 4 it would give 3 / 4 < 1 / 1
     policy = AutoWindow(max_window=16, candidates=POW4, memory=WindowMemory(prior={1: {1: 1.0, 4: 1.5, 16: 3.0}}))
     chosen = _run(policy, 40, seconds_of=seconds_of, k_of=lambda L: {1: 1, 4: 2, 16: 3}[L])
@@ -190,7 +190,7 @@ def test_at_one_row_a_stretch_lasts_until_a_jacobi_window_has_caught_up(one_row)
 def test_with_a_prior_a_stretch_in_an_easy_region_does_not_beat_a_width_measured_in_a_hard_one():
     # emoji-image at 1 row: after its probes 16 runs, and its first 48 steps fall in a hard region of the image (1.5
     # tokens per step), the recheck of 4 after them in an easy one (2 per step). Judged by their own steps 4 looks
-    # 1.7x better and takes over; but in the easy region 16 commits 3 per step and is the better width (517 vs 435
+    # 1.7x better and takes over; but in the easy region 16 commits 3 per step and is the better L (517 vs 435
     # tokens/s). With the prior's shape, both stretches measure one scale of acceptance, and 16 stays.
     policy = AutoWindow(max_window=16, candidates=POW4, memory=WindowMemory(prior={1: {1: 1.0, 4: 1.3, 16: 1.9}}))
     seconds = {1: 0.0040, 4: 0.0046, 16: 0.0058}
@@ -201,7 +201,7 @@ def test_with_a_prior_a_stretch_in_an_easy_region_does_not_beat_a_width_measured
         chosen.append(L)
         k = {1: 1, 4: 2, 16: 3}[L] if step >= 55 else {1: 1, 4: 1, 16: 1 + step % 2}[L]
         _step(policy, state, torch.full((1,), k), seconds[L])
-    # (the rest: stretches of other widths, of 8 counted steps at one row; 4 taking over would leave 16 about 20)
+    # (the rest: stretches of other candidates, of 8 counted steps at one row; 4 taking over would leave 16 about 20)
     assert chosen[12:55] == [16] * 43 and chosen[61:].count(16) > 65
 
 
@@ -241,21 +241,21 @@ def test_auto_candidates_are_checked_and_include_plain_ar():
 
 def test_auto_finds_a_best_width_between_powers_of_four():
     # emoji-video at 8 rows: 8 positions a step win over 4 and 16 (costs as timed there; tokens of the row furthest
-    # behind, rounded); the default widths double from 4 on, so 8 is probed and runs, and 32 and 64, which cannot win
-    # at the least their steps can cost, never run
+    # behind, rounded); the default candidates double from 4 on, so 8 is probed and runs, and 32 and 64, which cannot
+    # win at the least their steps can cost, never run
     seconds = {1: 0.008, 4: 0.012, 8: 0.016, 16: 0.028, 32: 0.060, 64: 0.11}
     tokens = {1: 1, 4: 2, 8: 3, 16: 4, 32: 6, 64: 8}
     policy = AutoWindow(max_window=64, memory=WindowMemory(prior={8: tokens}))
     chosen = _run(policy, 200, seconds_of=seconds.get, k_of=tokens.get, state=FakeState(rows=8))
     assert chosen[:12] == [1] * 4 + [4] * 4 + [8] * 4 and 32 not in chosen and 64 not in chosen
-    assert chosen[16:].count(8) > 0.75 * len(chosen[16:])  # (the rest: rechecks of the widths close to it)
+    assert chosen[16:].count(8) > 0.75 * len(chosen[16:])  # (the rest: rechecks of the candidates close to it)
 
 
 def test_at_a_batch_auto_never_probes_past_a_narrower_width_that_could_not_win():
     # emoji-video at 8 rows late in a clip: the prior's band says 64 commits 20 where 32 commits 4.5, and the line
     # through the costs of 8 and 16 puts 64 at 89 ms: by that line 64 could win (0.22 tokens/ms against 8's 0.19)
     # although 32, on the same line, cannot. A step of 64 costs 140 ms there: a batch's step cost is no surer than
-    # the prior's tokens, so a width is judged only once every narrower one was timed
+    # the prior's tokens, so an L is judged only once every narrower one was timed
     seconds = {1: 0.008, 4: 0.012, 8: 0.016, 16: 0.028, 32: 0.060, 64: 0.14}
     tokens = {1: 1, 4: 2, 8: 3, 16: 4, 32: 4.5, 64: 20}
     policy = AutoWindow(max_window=64, memory=WindowMemory(prior={8: tokens}))
@@ -286,7 +286,7 @@ def _whole(tokens):
 @pytest.mark.parametrize("rows", [32, 8])
 def test_at_a_batch_auto_narrows_to_plain_ar_once_ar_wins_by_any_margin(rows):
     # AR 5.3 ms a step; 16 commits 1.9 tokens a step and for its first 100 steps costs 8 ms (26% ahead of AR), then
-    # at 32 rows 11.2 ms: AR is 11% ahead, less than the 15% a wider width needs to take over, but AR's one token a
+    # at 32 rows 11.2 ms: AR is 11% ahead, less than the 15% a wider L needs to take over, but AR's one token a
     # step is certain, so 16 gives way (it stayed before). At 8 rows a step of 16 goes on at 7.5 ms and 16 stays.
     k_of, wide = _whole({1: 1.0, 16: 1.9}), 0.0112 if rows == 32 else 0.0075
     policy, state, chosen = AutoWindow(max_window=16, candidates=[1, 16], memory=WindowMemory()), FakeState(rows), []
@@ -348,10 +348,10 @@ def test_at_a_batch_auto_judges_wider_widths_by_what_a_wide_step_costs_not_by_th
 
 
 def test_at_a_batch_a_width_not_timed_that_could_win_where_the_output_now_is_runs_at_once():
-    # 8 rows, GPU-like costs (a wide step 1.23-1.26x AR), a prior by band: in the first half of the output no width
+    # 8 rows, GPU-like costs (a wide step 1.23-1.26x AR), a prior by band: in the first half of the output no L
     # could win (1.1 tokens per step at 8 and 16), in the second 16 wins by 1.24x. The probes time only 1 and 4; in
     # the second half 8 runs at the first plan made there, then 16, which holds most of it. (Were 8 left for after
-    # the best width's next 48 steps, as at a batch a recheck is, 16 would run less than half of it.)
+    # the best L's next 48 steps, as at a batch a recheck is, 16 would run less than half of it.)
     seconds = {1: 0.0065, 4: 0.0080, 8: 0.0081, 16: 0.0082}
     bands = {1: [1.0, 1.0], 4: [1.05, 1.21], 8: [1.1, 1.42], 16: [1.1, 1.57]}
     policy = AutoWindow(max_window=16, memory=WindowMemory(prior={8: bands}))
@@ -400,8 +400,8 @@ def test_a_prior_is_read_at_the_nearest_batch_size_and_interpolated_in_log_windo
 
 @pytest.mark.parametrize("kind", ["image", "video", "text"])
 def test_every_bundled_model_ships_a_prior_for_the_methods_that_use_auto(kind):
-    """At every width `auto` may run with the pipeline's widest (its default_window): a pipeline whose widest
-    changed without its prior measured again would judge the new widths by the prior's held figures."""
+    """At every L `auto` may run with the pipeline's widest (its default_window): a pipeline whose widest
+    changed without its prior measured again would judge the new candidates by the prior's held figures."""
     from mmspec.pipelines import ImagePipeline, TextPipeline, VideoPipeline
     from mmspec.pipelines.base import models_dir
 
@@ -416,7 +416,7 @@ def test_every_bundled_model_ships_a_prior_for_the_methods_that_use_auto(kind):
 
 
 def test_a_greedy_call_starts_from_the_greedy_prior_and_keeps_its_measurements_apart(tmp_path):
-    """Greedy text commits longer runs than sampled text: a greedy call judges widths by the prior measured at
+    """Greedy text commits longer runs than sampled text: a greedy call judges candidates by the prior measured at
     temperature 0 (the default one where the model has none), and its steps do not count for sampled calls."""
     (tmp_path / mmspec.window.PRIOR_FILE).write_text(json.dumps({
         "tokens_per_step": {"exact": {"1": {"1": 1.0, "4": 1.1}}, "lookup": {"1": {"1": 1.0, "4": 1.2}}},
@@ -441,7 +441,7 @@ def test_exact_equals_ar_with_auto(layout, prior):
     target = mmspec.ReferenceTarget(tiny_gpt(vocab_size=16, rope_axes=layout.axes))
     kw = dict(sampling={"temperature": 0.9, "top_k": 12, "cfg_scale": 2.5}, seed=0, num_samples=2)
     ar = mmspec.generate(target, torch.tensor([0, 3]), layout, method="ar", **kw)
-    # with a prior, the first steps probe the widths' costs: windows of 1, then 4, then what wins
+    # with a prior, the first steps probe the candidates' costs: windows of 1, then 4, then what wins
     window = "auto" if prior is None else AutoWindow(max_window=8, memory=WindowMemory(prior=prior))
     auto = mmspec.generate(target, torch.tensor([0, 3]), layout, method="exact", window=window, **kw)
     assert torch.equal(auto.tokens, ar.tokens)

@@ -10,7 +10,7 @@ def test_grid_cases_report_each_entry_against_ar(tiny_suite):
     image = grids[1]["results"]
     assert [r["method"] for r in image] == ["ar", "exact", "auto"] and image[2]["name"] == "exact"
     assert image[1]["identical_rows"] == image[1]["rows"] == 2 and image[2]["window"] == "auto"
-    # a fixed entry runs at the pipeline's default width at every step, not at "auto" (the pipelines' default)
+    # a fixed entry runs at the pipeline's default window at every step, not at "auto" (the pipelines' default)
     assert image[1]["window"] == image[1]["mean_window"] == 16
     assert all(r["seconds"] > 0 and r["wall_ratio"] > 0 and "output" not in r for c in grids for r in c["results"])
     assert [r["window"] for r in grids[2]["results"]] == [1, 4, 4, 8, 8]
