@@ -33,6 +33,7 @@ class Verifier(Protocol):
 
 
 class ChainVerifier(Protocol):
+    reads: frozenset[str]  # as a Verifier's: a chain verifier is one too
     reads_q: bool  # whether its test reads the drafts' laws q (a drafter need not keep them otherwise)
 
     def __call__(self, state: DecodeState, draft: Draft, logp: torch.Tensor, L: int) -> Verdict:
