@@ -83,8 +83,8 @@ class AutoWindow:
         self.explored, self.queue, self.window, self.step, self.unmeasured = 0, [], 1, 0, 0
         self.best = None  # the width chosen last (None while exploring)
         self.fresh_stretch = True  # the step now running is the first of a stretch of its width
-        self.attached = memory is None
-        self.rows = 0  # the batch size (known once attached to a memory)
+        self.attached = False
+        self.rows = 0  # the batch size (known once attached to the first state)
 
     @property
     def in_step(self) -> bool:
@@ -256,14 +256,17 @@ class AutoWindow:
         return max(map(est.rate, self.candidates)) * cost <= self.config.growth * tokens_b
 
     def _recall(self, state: "DecodeState") -> None:
-        """Share the memory's measurements and recheck waits for this batch shape; widths measured before count
-        as explored, and a width that kept losing stays rarely rechecked (a render job's later batches); and the
-        memory's prior for it, with the tunables' variant for the batch size and prior."""
+        """The tunables' variant for the batch size and prior (with or without a memory: a raw target's call at 8
+        rows keeps a batch's margins too); with a memory, share its measurements and recheck waits for this batch
+        shape: widths measured before count as explored, and a width that kept losing stays rarely rechecked (a
+        render job's later batches); and the memory's prior for it."""
         est = self.estimate
-        self.rows = state.batch_size
-        prior = self.memory.prior_for(state)
+        self.rows, self.attached = state.batch_size, True
+        prior = self.memory.prior_for(state) if self.memory is not None else {}
         self.config = self.config.for_batch(self.rows, bool(prior))
-        est.tokens, est.counted, est.prior_extra, est.seconds, self.wait = self.memory.measurements(
+        if self.memory is None:
+            return
+        est.tokens, est.counted, est.prior_extra, est.seconds, est.anchors, self.wait = self.memory.measurements(
             state, self.candidates, self.config.recheck)
         if prior:
             est.expected = prior_at(prior, state.batch_size, self.candidates)
@@ -272,7 +275,6 @@ class AutoWindow:
                 self.measured[L] = 0
         if not est.expected and est.seconds[self.candidates[0]]:  # (with a prior, probing skips what ran)
             self.explored = len(self.candidates)
-        self.attached = True
 
     def observe(self, state, k, seconds) -> None:
         W = self.window
