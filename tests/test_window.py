@@ -275,6 +275,16 @@ def test_at_a_batch_a_width_takes_over_only_if_it_wins_by_15_percent(seconds_of_
     assert (chosen[-100:].count(8) > 80) == switches and chosen[-100:].count(8) > 0  # (rechecks)
 
 
+def test_at_a_batch_auto_explores_no_width_that_could_not_win_by_its_margin():
+    # LlamaGen GPT-B at 8 rows, random weights, 1 thread (benchmarks/README.md): a step of 1 / 4 took 115 / 239 ms and
+    # 4 moved the batch 1.5 tokens a step. The line through them puts 8 at 404 ms, 3.5 AR steps: 8 would need 3.5
+    # tokens a step to tie AR, 4.0 to win by the 15% it needs to take over, more than 2.5x what 4 gave
+    seconds, k_of = {1: 0.115, 4: 0.239, 8: 0.386}, _whole({1: 1.0, 4: 1.5, 8: 2.7})
+    chosen = _run(AutoWindow(max_window=8, widths=[1, 4, 8]), 100, seconds_of=seconds.get, k_of=k_of,
+                  state=FakeState(rows=8))
+    assert 4 in chosen and 8 not in chosen
+
+
 def _whole(tokens):
     """k_of for a mean of `tokens` [L] per step: whole tokens, 1 or 2, that add up to it."""
     total = dict.fromkeys(tokens, 0.0)

@@ -245,15 +245,15 @@ class AutoWindow:
         return max(self.config.warmup, L // 4) if L > before else self.config.warmup
 
     def _plausible(self, L: int, a: int, b: int) -> bool:
-        """Whether width L, wider than the widths a < b measured last, could beat the best so far. Its step cost is
-        as measured where it ran, else extrapolated linearly from a and b."""
+        """Whether width L, wider than the widths a < b measured last, could beat the best so far by `margin` (what it
+        needs to take over). Its step cost is as measured where it ran, else extrapolated linearly from a and b."""
         est = self.estimate
         (_, cost_a), (tokens_b, cost_b), (_, cost) = est.per_step(a), est.per_step(b), est.per_step(L)
         if cost == 0:
             if cost_a == 0 or cost_b == 0:
                 return False
             cost = cost_b + (L - b) * max(cost_b - cost_a, 0.0) / (b - a)
-        return max(map(est.rate, self.candidates)) * cost <= self.config.growth * tokens_b
+        return max(map(est.rate, self.candidates)) * cost * self.config.margin <= self.config.growth * tokens_b
 
     def _recall(self, state: "DecodeState") -> None:
         """The tunables' variant for the batch size and prior (with or without a memory: a raw target's call at 8
