@@ -9,6 +9,7 @@ process's, all threads: on a shared machine what the run costs when it has its c
 
   python benchmarks/llamagen_loop.py --llamagen DIR [--model llamagen-gpt-b] [--rows 1,8] [--repeats 3]
       [--threads 2] [--out DIR]          # or MMSPEC_LLAMAGEN=DIR
+  python benchmarks/llamagen_loop.py --mmspec-only ...   # no checkout: mmspec `ar` against the default method
 """
 from __future__ import annotations
 
@@ -51,20 +52,22 @@ def their_model(Transformer, ModelArgs, model) -> torch.nn.Module:
     return theirs.to(next(model.model.parameters()).dtype).eval()
 
 
-def measure(folder: Path, name: str, rows: list[int], repeats: int, spec=None, device="cpu",
+def measure(folder: "Path | None", name: str, rows: list[int], repeats: int, spec=None, device="cpu",
             dtype: torch.dtype = torch.float32) -> list[dict]:
-    """spec: a Real in place of REAL[name] (mmspec.synthetic.scaled: a rehearsal)."""
-    Transformer, ModelArgs, their_generate = llamagen_modules(folder)
+    """spec: a Real in place of REAL[name] (mmspec.synthetic.scaled: a rehearsal); folder None: mmspec's arms only."""
     model = build(spec or name, dtype=dtype, device=device)
-    theirs = their_model(Transformer, ModelArgs, model).to(device)
+    if folder is not None:
+        Transformer, ModelArgs, their_generate = llamagen_modules(folder)
+        theirs = their_model(Transformer, ModelArgs, model).to(device)
     s = model.sampling
     out = []
     for B in rows:
         cond = (torch.arange(B) * 7 % model.model.config.num_classes).to(device)  # [B] class ids
-        runs = {
+        runs = {} if folder is None else {
             "llamagen": lambda: their_generate(theirs, cond, model.layout.length, cfg_scale=s["cfg_scale"],
                                                cfg_interval=-1, temperature=s["temperature"], top_k=s["top_k"],
-                                               top_p=1.0, sample_logits=True),
+                                               top_p=1.0, sample_logits=True)}
+        runs |= {
             "ar": lambda: mmspec.generate(model.target, cond, model.layout, method="ar", sampling=s, seed=0),
             DEFAULT_METHOD: lambda: mmspec.generate(model.target, cond, model.layout, method=DEFAULT_METHOD,
                                                     window=DEFAULT_WINDOW, sampling=s, seed=0),
@@ -86,7 +89,8 @@ def measure(folder: Path, name: str, rows: list[int], repeats: int, spec=None, d
         for k, ts in times.items():
             row[f"{k}_s_per_image"] = round(statistics.median(t[0] for t in ts) / B, 3)
             row[f"{k}_cpu_s_per_image"] = round(statistics.median(t[1] for t in ts) / B, 3)
-        for k in ("ar", DEFAULT_METHOD):
+        row["default_vs_ar_cpu"] = round(row["ar_cpu_s_per_image"] / row[f"{DEFAULT_METHOD}_cpu_s_per_image"], 3)
+        for k in ("ar", DEFAULT_METHOD) if folder is not None else ():
             row[f"{k}_speedup"] = round(row["llamagen_s_per_image"] / row[f"{k}_s_per_image"], 2)
             row[f"{k}_cpu_speedup"] = round(row["llamagen_cpu_s_per_image"] / row[f"{k}_cpu_s_per_image"], 2)
         out.append(row)
@@ -96,6 +100,12 @@ def measure(folder: Path, name: str, rows: list[int], repeats: int, spec=None, d
 
 def table(rows: list[dict]) -> str:
     d = DEFAULT_METHOD
+    if "llamagen_s_per_image" not in rows[0]:
+        lines = [f"| model | rows | ar s/image | {d} s/image | ar CPU s | {d} CPU s | {d} / ar (CPU time) | {d} "
+                 f"forwards | {d} == ar |", "|" + "---|" * 9]
+        return "\n".join(lines + [f"| {r['model']} | {r['rows']} | {r['ar_s_per_image']} | {r[d + '_s_per_image']} | "
+                                  f"{r['ar_cpu_s_per_image']} | {r[d + '_cpu_s_per_image']} | {r['default_vs_ar_cpu']}x "
+                                  f"| {r['nfe_default']} | {r['same_tokens']} |" for r in rows])
     lines = [f"| model | rows | LlamaGen s/image | ar s/image | {d} s/image | ar x | {d} x | ar x (CPU time) | "
              f"{d} x (CPU time) | {d} == ar |", "|" + "---|" * 10]
     for r in rows:
@@ -117,9 +127,12 @@ def main(argv=None) -> None:
     ap.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"],
                     help="both loops' weights (LlamaGen's sample_c2i.py runs bf16 by default)")
     ap.add_argument("--scaled", action="store_true", help="the model's tiny version (a rehearsal)")
+    ap.add_argument("--mmspec-only", action="store_true", help="no LlamaGen checkout: mmspec `ar` against the default")
     ap.add_argument("--out", type=Path, default=None)
     a = ap.parse_args(argv)
-    if a.llamagen is None:
+    if a.mmspec_only:
+        a.llamagen = None
+    elif a.llamagen is None:
         raise SystemExit(f"LlamaGen's own loop is the baseline: pass --llamagen DIR (a FoundationVision/LlamaGen "
                          f"checkout) or set {ENV}")
     if a.threads:

@@ -91,7 +91,7 @@ def main(argv=None) -> dict:
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        pays = mmspec.loading.row_major_pays()
+        pays = mmspec.loading.row_major_pays(mmspec.loading.decodable_weights(pipes["as loaded"].target.model))
         (out / f"{args.kind}.json").write_text(json.dumps({"kind": args.kind, "rounds": args.rounds,
                                                            "row_major_pays": pays, "results": results}, indent=1))
         lines = [f"# {args.kind}: Linear weights as loaded, input-major only and row-major as stored", "",

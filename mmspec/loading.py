@@ -153,16 +153,17 @@ def decode_layout(model: torch.nn.Module) -> torch.nn.Module:
     (`load_state_dict`, `copy_`) is seen and its copy made again; one changed through `.data` is not: call
     `decode_layout` again after such a change."""
     tied = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Embedding)}
+    pays = bool(ROW_COPY_BYTES) and row_major_pays(decodable_weights(model))  # (before the weights are fused)
     # fused weights are already input-major: views of their group's matrix
     fused = {id(w) for m in model.modules() for group in FUSED_GROUPS for w in _fuse(m, group, tied)}
     budget = [ROW_COPY_BYTES]
 
     def row_copy(weights: tuple[torch.Tensor, ...]) -> "_RowCopy | None":
         size = 4 * sum(w.numel() for w in weights)
-        if size > budget[0] or not row_major_pays():
+        if size > budget[0] or not pays:
             return None
         budget[0] -= size
-        return _RowCopy(weights)
+        return _RowCopy(weights, torch.get_num_threads())
 
     for m in model.modules():
         if _decodable(m) and id(m.weight) not in tied | fused:
@@ -181,45 +182,67 @@ FEW_ROWS = (2, 8)
 ROW_COPY_BYTES = 1 << 30
 
 
-_row_major_pays: dict[int, bool] = {}  # threads -> whether row-major copies pay (see row_major_pays)
+# (threads, the probe's weight shape, bytes flushed) -> whether row-major copies pay (see row_major_pays)
+_row_major_pays: dict[tuple[int, tuple[int, int], int], bool] = {}
+FLUSH_BYTES = 128 << 20  # the most of a model's weights read between two timed products (row_major_pays)
 
 
-def row_major_pays() -> bool:
+def row_major_pays(weights: list[torch.Tensor]) -> bool:
     """Whether, on this machine at torch's present thread count, products of a few rows run clearly faster (10%) from a
-    row-major weight than from an input-major one when the weight comes from memory, as in a decode step. Timed once
-    per process and thread count on a [768, 256] weight at 2, 4 and 8 rows, each product after a 16 MB pass that
-    pushes it out of the caches (median of 5; 0.03-0.1 s): CPUs differ here, and so do thread counts. One of this
+    row-major weight than from an input-major one for the model whose Linear `weights` these are, as a decode step
+    makes them: a weight of the shape that holds most of their bytes, timed at 2, 4 and 8 rows, each product after a
+    pass over the model's own weights (up to FLUSH_BYTES: a small model stays in the caches between steps as its
+    products do, a large one does not; a fixed 16 MB pass left a [768, 256] weight in a 32 MB L3). Median of 5; timed
+    once per process, thread count, shape and bytes read. CPUs differ here, and so do thread counts: one of this
     project's hosts took 308 us input-major and 207 us row-major at 2 rows and 1 thread (263 and 199 us at 2
     threads); an earlier one 419 and 969 us ([4096, 256]; benchmarks/README.md, "Weights laid out for decoding")."""
-    threads = torch.get_num_threads()
-    if threads not in _row_major_pays:
-        weight = torch.randn(768, 256)  # [out, in] row-major, and the same input-major
-        layouts = (weight, weight.t().contiguous().t())
-        flush = torch.zeros(16 << 20, dtype=torch.uint8)
-        seconds = [0.0, 0.0]
-        with torch.no_grad():
-            for w in layouts:  # (a process's first products pay one-off costs)
-                F.linear(torch.randn(2, 256), w)
-            for rows in (2, 4, 8):
-                x = torch.randn(rows, 256)
-                times: list[list[float]] = [[], []]
-                for _ in range(5):
-                    for t, w in zip(times, layouts):
-                        flush.add_(1)
-                        start = time.perf_counter()
-                        F.linear(x, w)
-                        t.append(time.perf_counter() - start)
-                seconds = [s + statistics.median(t) for s, t in zip(seconds, times)]
-        _row_major_pays[threads] = seconds[0] < 0.9 * seconds[1]
-    return _row_major_pays[threads]
+    if not weights:
+        return False
+    bytes_by_shape: dict[tuple[int, int], int] = {}
+    for w in weights:
+        bytes_by_shape[tuple(w.shape)] = bytes_by_shape.get(tuple(w.shape), 0) + w.numel() * w.element_size()
+    flush, read = [], 0
+    for w in weights:
+        if read >= FLUSH_BYTES:
+            break
+        flush.append(w)
+        read += w.numel() * w.element_size()
+    key = (torch.get_num_threads(), max(bytes_by_shape, key=bytes_by_shape.get), read)
+    if key not in _row_major_pays:
+        _row_major_pays[key] = _time_layouts(key[1], flush)
+    return _row_major_pays[key]
+
+
+def _time_layouts(shape: tuple[int, int], flush: list[torch.Tensor]) -> bool:
+    """row_major_pays's timing: a random weight of `shape` row-major and input-major, each product after a pass over
+    the `flush` weights."""
+    weight = torch.randn(shape)  # [out, in] row-major, and the same input-major
+    layouts = (weight, weight.t().contiguous().t())
+    seconds = [0.0, 0.0]
+    with torch.no_grad():
+        for w in layouts:  # (a process's first products pay one-off costs)
+            F.linear(torch.randn(2, shape[1]), w)
+        for rows in (2, 4, 8):
+            x = torch.randn(rows, shape[1])
+            times: list[list[float]] = [[], []]
+            for _ in range(5):
+                for t, w in zip(times, layouts):
+                    for f in flush:
+                        f.sum()
+                    start = time.perf_counter()
+                    F.linear(x, w)
+                    t.append(time.perf_counter() - start)
+            seconds = [s + statistics.median(t) for s, t in zip(seconds, times)]
+    return seconds[0] < 0.9 * seconds[1]
 
 
 class _RowCopy:
     """A row-major copy of weights [out_i, in] laid out input-major, side by side [sum out_i, in], made again when one
-    of them has been set anew, moved or changed in place since (its object, storage or version counter differs)."""
+    of them has been set anew, moved or changed in place since (its object, storage or version counter differs);
+    read at the thread count where `row_major_pays` said it pays."""
 
-    def __init__(self, weights: tuple[torch.Tensor, ...]):
-        self.sources, self.stamps = weights, [(w.data_ptr(), w._version) for w in weights]
+    def __init__(self, weights: tuple[torch.Tensor, ...], threads: int):
+        self.sources, self.stamps, self.threads = weights, [(w.data_ptr(), w._version) for w in weights], threads
         self.weight = torch.cat([w.detach() for w in weights]).contiguous()  # [sum out_i, in]
 
     def of(self, weights: tuple[torch.Tensor, ...]) -> torch.Tensor | None:
@@ -228,7 +251,7 @@ class _RowCopy:
                for w, s, stamp in zip(weights, self.sources, self.stamps)):
             if not all(w.device.type == "cpu" and w.dtype == torch.float32 for w in weights):
                 return None
-            self.__init__(weights)
+            self.__init__(weights, self.threads)
         return self.weight
 
 
@@ -238,10 +261,9 @@ def _eager_inference() -> bool:
     return not torch.is_grad_enabled() and not torch.compiler.is_compiling()
 
 
-def _few_rows(x: torch.Tensor) -> bool:
-    """Whether x [.., in] holds FEW_ROWS rows, at a thread count where row-major pays."""
-    return FEW_ROWS[0] <= x.numel() // max(x.shape[-1], 1) <= FEW_ROWS[1] \
-        and _row_major_pays.get(torch.get_num_threads(), False)
+def _few_rows(x: torch.Tensor, rows: _RowCopy) -> bool:
+    """Whether x [.., in] holds FEW_ROWS rows, at the thread count where the copy `rows` pays."""
+    return FEW_ROWS[0] <= x.numel() // max(x.shape[-1], 1) <= FEW_ROWS[1] and rows.threads == torch.get_num_threads()
 
 
 def product(module: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
@@ -249,7 +271,7 @@ def product(module: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
     `decode_layout` made one, other row counts (one row: an AR step) from its input-major weight."""
     rows, weight = module.__dict__.get("_rows"), module.weight
     # eager first: a compiled step must not reach the thread count or the copy's stamps (dynamo cannot trace them)
-    copy = rows.of((weight,)) if rows is not None and _eager_inference() and _few_rows(x) else None
+    copy = rows.of((weight,)) if rows is not None and _eager_inference() and _few_rows(x, rows) else None
     return F.linear(x, weight if copy is None else copy)
 
 
@@ -260,6 +282,11 @@ def product(module: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
 QKV, GATE_UP, W1_W3 = ("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"), ("w1", "w3")
 WQ_WK_WV = ("wq", "wk", "wv")
 FUSED_GROUPS = (QKV, GATE_UP, W1_W3, WQ_WK_WV)
+
+
+def decodable_weights(model: torch.nn.Module) -> list[torch.Tensor]:
+    """The Linear weights `decode_layout` lays out (a CPU fp32 model's), what `row_major_pays` is asked about."""
+    return [m.weight for m in model.modules() if _decodable(m)]
 
 
 def _decodable(m: torch.nn.Module) -> bool:
@@ -304,7 +331,7 @@ def fused_product(module: torch.nn.Module, group: tuple[str, ...], x: torch.Tens
     weights = tuple(getattr(module, name).weight for name in group)
     if fused is not None and all(w.data_ptr() == at for w, at in zip(weights, fused[1])):
         W, _, rows = fused  # [in, sum out], and the row-major copy of the weights
-        copy = rows.of(weights) if rows is not None and _few_rows(x) else None
+        copy = rows.of(weights) if rows is not None and _few_rows(x, rows) else None
         return x @ W if copy is None else F.linear(x, copy)
     return torch.cat([F.linear(x, w) for w in weights], -1)
 

@@ -139,7 +139,7 @@ def _rows_read_the_copy(multiply, copy: torch.Tensor, inputs: int) -> list[int]:
 @pytest.fixture
 def row_major_pays(monkeypatch):
     """A machine where products of a few rows are faster row-major (the test's own may be either)."""
-    monkeypatch.setattr(mmspec.loading, "_row_major_pays", {torch.get_num_threads(): True})
+    monkeypatch.setattr(mmspec.loading, "row_major_pays", lambda weights: True)
 
 
 def test_products_of_a_few_rows_read_the_row_major_copy_and_equal_the_weights_product(row_major_pays):
@@ -209,21 +209,30 @@ def test_no_row_major_copies_where_they_do_not_pay_or_past_the_budget(monkeypatc
     with torch.no_grad():
         torch.testing.assert_close(fused_product(mlp, GATE_UP, x), _group_product(mlp, GATE_UP, x))
     monkeypatch.setattr(mmspec.loading, "ROW_COPY_BYTES", 1 << 30)
-    monkeypatch.setattr(mmspec.loading, "_row_major_pays", {torch.get_num_threads(): False})
+    monkeypatch.setattr(mmspec.loading, "row_major_pays", lambda weights: False)
     mlp = decode_layout(tiny_llama(dtype=torch.float32).model.layers[0].mlp)
     assert mlp.down_proj.__dict__["_rows"] is None and mlp.__dict__["_fused"][GATE_UP][2] is None
     with torch.no_grad():
         torch.testing.assert_close(fused_product(mlp, GATE_UP, x), _group_product(mlp, GATE_UP, x))
 
 
-def test_whether_row_major_pays_is_timed_once_per_thread_count(monkeypatch):
+def test_row_major_pays_is_timed_on_the_models_own_shape_after_reading_its_weights(monkeypatch):
+    """The probe multiplies a weight of the shape that holds most of the model's bytes, after a pass over up to
+    FLUSH_BYTES of the model's own weights; timed once per thread count, shape and bytes read."""
     monkeypatch.setattr(mmspec.loading, "_row_major_pays", {})
-    timed = []
-    monkeypatch.setattr(mmspec.loading.time, "perf_counter", lambda: timed.append(1) or float(len(timed)))
-    first = mmspec.loading.row_major_pays()
-    assert isinstance(first, bool) and len(timed) == 2 * 2 * 3 * 5  # two layouts, 3 row counts, 5 times
-    assert mmspec.loading.row_major_pays() is first and len(timed) == 60
-    assert mmspec.loading._row_major_pays == {torch.get_num_threads(): first}
+    monkeypatch.setattr(mmspec.loading, "FLUSH_BYTES", 4 * 64 * 48 * 2)  # two of the three [64, 48] weights
+    weights = [torch.randn(64, 48), torch.randn(16, 48), torch.randn(64, 48), torch.randn(64, 48)]
+    shapes, reads = [], []
+    linear = mmspec.loading.F.linear
+    monkeypatch.setattr(mmspec.loading.F, "linear", lambda x, w: shapes.append(tuple(w.shape)) or linear(x, w))
+    for i, w in enumerate(weights):
+        monkeypatch.setattr(w, "sum", lambda i=i: reads.append(i))
+    first = mmspec.loading.row_major_pays(weights)
+    assert isinstance(first, bool) and set(shapes) == {(64, 48)} and len(shapes) == 2 + 2 * 3 * 5  # warm-up, timed
+    assert reads == [0, 1, 2] * 30  # the weights read before each timed product: up to FLUSH_BYTES, in order
+    assert mmspec.loading.row_major_pays(weights) is first and len(shapes) == 32
+    assert mmspec.loading._row_major_pays == {(torch.get_num_threads(), (64, 48), 4 * 48 * (64 + 16 + 64)): first}
+    assert mmspec.loading.row_major_pays([]) is False
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")

@@ -94,6 +94,12 @@ def test_llamagen_loop_refuses_in_one_line_without_a_checkout(tmp_path, monkeypa
         assert "\n" not in str(err.value) and "LlamaGen" in str(err.value)
 
 
+def test_llamagen_loop_without_a_checkout_times_mmspecs_ar_against_the_default(capsys):
+    llamagen_loop.main(["--mmspec-only", "--scaled", "--rows", "2", "--repeats", "1"])
+    row = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert row["same_tokens"] and "llamagen_s_per_image" not in row and row["default_vs_ar_cpu"] > 0
+
+
 @pytest.mark.skipif(not os.environ.get(llamagen_loop.ENV), reason=f"{llamagen_loop.ENV}=DIR names a LlamaGen checkout")
 def test_llamagen_loop_on_a_tiny_gpt():
     rows = llamagen_loop.measure(Path(os.environ[llamagen_loop.ENV]), "llamagen-gpt-b", [2], 1,

@@ -263,14 +263,26 @@ def test_at_a_batch_auto_never_probes_past_a_narrower_width_that_could_not_win()
     assert chosen[:12] == [1] * 4 + [4] * 4 + [8] * 4 and 32 not in chosen and 64 not in chosen
 
 
+@pytest.mark.parametrize("memory", [WindowMemory, lambda: None], ids=["memory", "no-memory"])
 @pytest.mark.parametrize("seconds_of_8, switches", [(0.0225, False), (0.0205, True)])
-def test_at_a_batch_a_width_takes_over_only_if_it_wins_by_15_percent(seconds_of_8, switches):
+def test_at_a_batch_a_width_takes_over_only_if_it_wins_by_15_percent(seconds_of_8, switches, memory):
     # 8 rows: 8 commits 3 per step, AR 1 per 8.5 ms. At 22.5 ms a step 8 is 13% faster than AR, within what a few
-    # bursty steps of a batch's row furthest behind can fake (a one-row margin of 5% would switch); at 20.5 ms, 24%
-    policy = AutoWindow(max_window=8, candidates=[1, 8], memory=WindowMemory())
+    # bursty steps of a batch's row furthest behind can fake (a one-row margin of 5% would switch); at 20.5 ms, 24%.
+    # Without a memory too (mmspec.generate on a target of one's own)
+    policy = AutoWindow(max_window=8, candidates=[1, 8], memory=memory())
     seconds = {1: 0.0085, 8: seconds_of_8}
     chosen = _run(policy, 200, seconds_of=seconds.get, k_of={1: 1, 8: 3}.get, state=FakeState(rows=8))
     assert (chosen[-100:].count(8) > 80) == switches and chosen[-100:].count(8) > 0  # (rechecks)
+
+
+def test_at_a_batch_auto_explores_no_width_that_could_not_win_by_its_margin():
+    # LlamaGen GPT-B at 8 rows, random weights, 1 thread (benchmarks/README.md): a step of 1 / 4 took 115 / 239 ms and
+    # 4 moved the batch 1.5 tokens a step. The line through them puts 8 at 404 ms, 3.5 AR steps: 8 would need 3.5
+    # tokens a step to tie AR, 4.0 to win by the 15% it needs to take over, more than 2.5x what 4 gave
+    seconds, k_of = {1: 0.115, 4: 0.239, 8: 0.386}, _whole({1: 1.0, 4: 1.5, 8: 2.7})
+    chosen = _run(AutoWindow(max_window=8, candidates=[1, 4, 8]), 100, seconds_of=seconds.get, k_of=k_of,
+                  state=FakeState(rows=8))
+    assert 4 in chosen and 8 not in chosen
 
 
 def _whole(tokens):
@@ -484,6 +496,27 @@ def test_auto_with_a_memory_rechecks_a_window_that_kept_losing_less_and_less_oft
         chosen = _run(AutoWindow(max_window=16, candidates=POW4, memory=memory), 120, **costs)
         rechecks.append(sum(1 for i in range(1, 120) if chosen[i] == 4 and chosen[i - 1] == 1))
     assert rechecks[0] >= 2 and rechecks[-1] == 0  # the waits carried over: the later batches stay at AR
+
+
+def test_the_next_call_judges_a_width_probed_early_against_plain_ar_at_the_same_place(tmp_path):
+    # 8 rows, a step's cost grows along the output (attention reads a longer prefix: 1.8 ms more per token here) and
+    # 4 costs 1.8x AR wherever it runs, for 1 token: it never pays. The first call times 4 in its first rows and AR
+    # until its 60th; the next call, which starts where AR was timed last, must not take 4's early cost for its own
+    state, chosen = FakeState(rows=8), []
+    memory = WindowMemory(tmp_path / "exact.json")
+
+    def run(policy, steps):
+        for _ in range(steps):
+            L = policy(state)
+            chosen.append(L)
+            _step(policy, state, torch.ones(8, dtype=torch.long), 0.01 * (1 + int(state.n[0]) / 10) * (1.8 if L > 1 else 1))
+    run(AutoWindow(max_window=4, candidates=[1, 4], memory=memory), 60)
+    assert chosen.count(4) == 6  # its exploring stretch, in the first rows
+    memory.save()
+    state.n.zero_()
+    chosen.clear()
+    run(AutoWindow(max_window=4, candidates=[1, 4], memory=WindowMemory(tmp_path / "exact.json")), 20)
+    assert chosen == [1] * 20
 
 
 def test_a_memory_on_disk_carries_the_measurements_to_the_next_process(tmp_path):

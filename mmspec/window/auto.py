@@ -83,8 +83,8 @@ class AutoWindow:
         self.explored, self.queue, self.window, self.step, self.unmeasured = 0, [], 1, 0, 0
         self.best = None  # the L chosen last (None while exploring)
         self.fresh_stretch = True  # the step now running is the first of a stretch of its L
-        self.attached = memory is None
-        self.rows = 0  # the batch size (known once attached to a memory)
+        self.attached = False
+        self.rows = 0  # the batch size (known once attached to the first state)
 
     @property
     def in_step(self) -> bool:
@@ -245,25 +245,29 @@ class AutoWindow:
         return max(self.config.warmup, L // 4) if L > before else self.config.warmup
 
     def _plausible(self, L: int, a: int, b: int) -> bool:
-        """Whether the candidate L, wider than the candidates a < b measured last, could beat the best so far. Its
-        step cost is as measured where it ran, else extrapolated linearly from a and b."""
+        """Whether the candidate L, wider than the candidates a < b measured last, could beat the best so far by
+        `margin` (what it needs to take over). Its step cost is as measured where it ran, else extrapolated linearly
+        from a and b."""
         est = self.estimate
         (_, cost_a), (tokens_b, cost_b), (_, cost) = est.per_step(a), est.per_step(b), est.per_step(L)
         if cost == 0:
             if cost_a == 0 or cost_b == 0:
                 return False
             cost = cost_b + (L - b) * max(cost_b - cost_a, 0.0) / (b - a)
-        return max(map(est.rate, self.candidates)) * cost <= self.config.growth * tokens_b
+        return max(map(est.rate, self.candidates)) * cost * self.config.margin <= self.config.growth * tokens_b
 
     def _recall(self, state: "DecodeState") -> None:
-        """Share the memory's measurements and recheck waits for this batch shape; candidates measured before count
-        as explored, and an L that kept losing stays rarely rechecked (a render job's later batches); and the
-        memory's prior for it, with the tunables' variant for the batch size and prior."""
+        """The tunables' variant for the batch size and prior (with or without a memory: a raw target's call at 8
+        rows keeps a batch's margins too); with a memory, share its measurements and recheck waits for this batch
+        shape: candidates measured before count as explored, and an L that kept losing stays rarely rechecked (a
+        render job's later batches); and the memory's prior for it."""
         est = self.estimate
-        self.rows = state.batch_size
-        prior = self.memory.prior_for(state)
+        self.rows, self.attached = state.batch_size, True
+        prior = self.memory.prior_for(state) if self.memory is not None else {}
         self.config = self.config.for_batch(self.rows, bool(prior))
-        est.tokens, est.counted, est.prior_extra, est.seconds, self.wait = self.memory.measurements(
+        if self.memory is None:
+            return
+        est.tokens, est.counted, est.prior_extra, est.seconds, est.anchors, self.wait = self.memory.measurements(
             state, self.candidates, self.config.recheck)
         if prior:
             est.expected = prior_at(prior, state.batch_size, self.candidates)
@@ -272,7 +276,6 @@ class AutoWindow:
                 self.measured[L] = 0
         if not est.expected and est.seconds[self.candidates[0]]:  # (with a prior, probing skips what ran)
             self.explored = len(self.candidates)
-        self.attached = True
 
     def observe(self, state, k, seconds) -> None:
         L = self.window

@@ -37,8 +37,9 @@ class Estimate:
         self.tokens, self.counted, self.prior_extra = ({L: 0.0 for L in candidates} for _ in range(3))
         self.seconds: dict[int, list[float]] = {L: [] for L in candidates}
         self.stepped: set[int] = set()  # the L that ran a step in this generation
-        # L -> (the L running when it was last timed, that L's step cost then): see per_step
-        self.anchors: dict[int, tuple[int, float]] = {}
+        # L -> [the L running when it was last timed, that L's step cost then]: see per_step (kept with the seconds in
+        # a WindowMemory, so that the next call compares L timed at different rows of the output)
+        self.anchors: dict[int, list] = {}
         # the prior's tokens per step at each L at this batch size, for each band of the output (equal shares of its
         # indices, in order), and the share of the output the row furthest behind had reached when this step began
         self.expected: dict[int, tuple[float, ...]] = {}
@@ -57,6 +58,7 @@ class Estimate:
         # a step's cost grows along a generation (attention over a longer prefix): an L timed a while ago is judged
         # by its cost then times how much the L running then has grown since, not against today's cost of others
         anchor, then = self.anchors.get(L, (L, 0.0))
+        anchor = int(anchor)  # (a float as read back from a memory's file)
         if anchor != L and self.seconds[anchor] and then > 0:
             seconds *= min(self.seconds[anchor]) / then
         return tokens, seconds
@@ -101,7 +103,7 @@ class Estimate:
         if L in self.stepped:
             self.seconds[L] = (self.seconds[L] + [seconds])[-self.kept:]
             if L != anchor and self.seconds[anchor]:
-                self.anchors[L] = (anchor, min(self.seconds[anchor]))
+                self.anchors[L] = [anchor, min(self.seconds[anchor])]
             else:  # the running L's own steps: its cost is as timed now
                 self.anchors.pop(L, None)
         self.stepped.add(L)

@@ -135,7 +135,7 @@ def test_auto_windows_remember_costs_per_method_across_calls(tiny_models):
     pipe = ImagePipeline.from_pretrained(tiny_models / "image")
     pipe("red heart", num_outputs=2, method="exact")
     pipe("red heart", num_outputs=2, method="coupled", window=4)  # a fixed window learns nothing
-    (tokens, _, _, seconds, _), = pipe.window_memory["exact"].shapes.values()
+    (tokens, _, _, seconds, _, _), = pipe.window_memory["exact"].shapes.values()
     assert set(pipe.window_memory) == {"exact"} and sum(tokens.values()) > 0 and seconds[1]
 
 
@@ -143,7 +143,7 @@ def test_auto_windows_remember_across_processes_in_the_window_cache(tiny_models,
     monkeypatch.setenv("MMSPEC_WINDOW_CACHE", str(tmp_path))
     pipe = ImagePipeline.from_pretrained(tiny_models / "image")
     pipe("red heart", num_outputs=2, method="exact")
-    file, = tmp_path.glob("image-*/exact-cpu-*threads-v4.json")  # per model folder, method, device and threads
+    file, = tmp_path.glob("image-*/exact-cpu-*threads-v5.json")  # per model folder, method, device and threads
     later = ImagePipeline.from_pretrained(tiny_models / "image")  # a new process: nothing in memory yet
     assert later.window_memory["exact"].shapes == pipe.window_memory["exact"].shapes
     monkeypatch.setenv("MMSPEC_WINDOW_CACHE", "off")
