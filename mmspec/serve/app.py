@@ -128,14 +128,16 @@ class TextQueue:
 
 
 async def next_event(request: Request, ticket: Ticket, backend: Backend) -> tuple:
-    """The ticket's next event, asking every POLL_SECONDS whether the client is still there (if not, the request is
-    cancelled); an error event raised as a Refused."""
+    """The ticket's next event, asking at least every POLL_SECONDS whether the client is still there (if not, the
+    request is cancelled); an error event raised as a Refused."""
     while True:
+        if time.monotonic() - ticket.asked > POLL_SECONDS:  # (events may come faster than that: each forward's)
+            ticket.asked = time.monotonic()
+            if await request.is_disconnected():
+                backend.cancel(ticket, Refused(GONE, "the client went away"))
         try:
             kind, value = await asyncio.wait_for(ticket.events.get(), POLL_SECONDS)
         except asyncio.TimeoutError:
-            if await request.is_disconnected():
-                backend.cancel(ticket, Refused(GONE, "the client went away"))
             continue
         if kind == "error":
             raise as_refused(value)
@@ -158,6 +160,7 @@ async def sse(door: Door, body, ticket: Ticket, first: tuple, request: Request,
     """Server-sent events: progress and previews (images), text chunks (completions, OpenAI's), then the outputs;
     an error after the stream began is an error event. Closing the stream (the client gone) cancels the request."""
     counters, event, chunk_id = backend.counters, first, f"cmpl-{uuid.uuid4().hex}"
+    ended = False  # answered, or an error event sent: else the stream was closed under it (the client gone)
     try:
         while True:
             kind, value = event
@@ -180,15 +183,19 @@ async def sse(door: Door, body, ticket: Ticket, first: tuple, request: Request,
                     for item in await asyncio.to_thread(lambda: list(door.completed(body, value))):
                         yield data(item)
                 counters.outcome("ok")
+                ended = True
                 return
             try:
                 event = await next_event(request, ticket, backend)
             except Refused as err:
                 counters.outcome(err.status)
+                ended = True
                 yield data({"type": "error", "error": {"message": err.message, "code": err.status}})
                 return
     finally:
-        backend.cancel(ticket, Refused(GONE, "the client went away"))  # (a finished ticket: nothing to stop)
+        if not ended:
+            counters.outcome(GONE)
+            backend.cancel(ticket, Refused(GONE, "the client went away"))
 
 
 def data(item: dict) -> str:

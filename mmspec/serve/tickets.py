@@ -40,6 +40,7 @@ class Ticket:
         self.committed = 0
         self.reason: "Refused | None" = None  # why it was stopped (the first reason given)
         self._shown = 0  # previews posted
+        self.asked = time.monotonic()  # when the handler last asked whether its client is still there
 
     def stop(self, reason: Refused) -> None:
         """Ends the call at its next forward (a call not started yet is not started)."""
