@@ -119,18 +119,19 @@ def test_mmspec_serve_drains_on_sigterm_and_exits_0(tmp_path):
         line = process.stdout.readline()
         assert line.startswith("mmspec serve: http://127.0.0.1:"), line + process.stderr.read()
         url = line.split()[2]
-        body = {"prompt": "red heart", "method": "ar", "window": 1}  # 256 forwards: a second or two a request
-        with ThreadPoolExecutor(3) as pool:
-            accepted = [pool.submit(httpx.post, f"{url}/v1/images/generations", json=body, timeout=120)
-                        for _ in range(3)]
-            wait_for(lambda: metric(url, "mmspec_queue_depth") == 2, 60)
+        body = {"prompt": "red heart", "method": "ar", "window": 1, "n": 2}  # 512 forwards: seconds a request
+        with ThreadPoolExecutor(2) as pool:
+            running = pool.submit(httpx.post, f"{url}/v1/images/generations", json=body, timeout=120)
+            wait_for(lambda: metric(url, "mmspec_slots_busy") == 1, 60)
+            waiting = pool.submit(httpx.post, f"{url}/v1/images/generations", json=body, timeout=120)
+            wait_for(lambda: metric(url, "mmspec_queue_depth") == 1, 60)
             process.send_signal(signal.SIGTERM)
             wait_for(lambda: httpx.get(f"{url}/health").status_code == 503)
             refused = httpx.post(f"{url}/v1/images/generations", json=body, timeout=60)
-            answers = [a.result() for a in accepted]
+            answers = [running.result(), waiting.result()]
         assert refused.status_code == 503
-        assert [a.status_code for a in answers] == [200] * 3
-        assert len({a.json()["data"][0]["b64_json"] for a in answers}) == 1  # the same request, the same image
+        assert [a.status_code for a in answers] == [200] * 2
+        assert answers[0].json()["data"] == answers[1].json()["data"]  # the same request, the same images
         assert process.wait(timeout=60) == 0
     finally:
         if process.poll() is None:
