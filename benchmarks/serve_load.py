@@ -30,14 +30,16 @@ PROMPTS = ["red heart", "smiling face", "pizza", "rocket"]
 MALFORMED = [b'{"prompt": "red heart", "n": 0}', b'{"prompt": "pizza", "colour": "red"}', b'{"prompt": ',
              b'{"prompt": "rocket", "window": 0}']
 GONE_EVERY, MALFORMED_EVERY = 20, 25  # a request in 20 leaves mid-way, one in 25 is malformed
-MAX_RETRIES = 50  # 429s a client takes before it gives up on a request (counted as lost)
+MAX_RETRIES = 50  # 429s a client takes before it gives up on a request (counted apart: refused, not lost)
 
 
 @dataclass
 class Tally:
     latencies: list = field(default_factory=list)  # seconds, answered requests (429 waits included)
     answers: dict = field(default_factory=dict)  # request id -> (prompt, seed, b64 PNG)
-    status: dict = field(default_factory=dict)  # request id -> final status: 200, 400, 503, "gone", "refused", "lost"
+    # request id -> how it ended: 200, 400, 503, "gone" (left mid-way), "refused" (not accepted: the server no longer
+    # listened), "gave up" (429 MAX_RETRIES times), "lost: ..." (accepted, then dropped without an answer)
+    status: dict = field(default_factory=dict)
     too_many: int = 0  # 429s received (retried)
 
 
@@ -77,14 +79,14 @@ async def one(client: httpx.AsyncClient, url: str, i: int, tally: Tally) -> None
             return
         if status == 429:
             tally.too_many += 1
-            await asyncio.sleep(min(float(headers.get("retry-after", 1)), 2.0) * random.uniform(0.5, 1.0))
+            await asyncio.sleep(float(headers.get("retry-after", 1)) * random.uniform(1.0, 1.5))  # (as told, spread)
             continue
         tally.status[i] = status
         if status == 200 and kind == "image":
             tally.latencies.append(time.perf_counter() - started)
             tally.answers[i] = (body["prompt"], body["seed"], r.json()["data"][0]["b64_json"])
         return
-    tally.status[i] = "lost: 429 past the retries"
+    tally.status[i] = "gave up"
 
 
 async def load(url: str, ids: range, clients: int, tally: Tally, during=None) -> float:
@@ -157,13 +159,14 @@ async def main_async(args) -> dict:
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=120)
-    statuses = [s for s in tally.status.values()]
+    statuses = list(tally.status.values())
     served = {k: after.get(k, 0) - before.get(k, 0) for k in after}
     answered = statuses.count(200)
     report["load"] = {
         "seconds": round(seconds, 1), "answered": answered, "malformed_400": statuses.count(400),
         "gone_mid_way": statuses.count("gone"), "429_received": tally.too_many,
-        "lost": [s for s in statuses if str(s).startswith("lost") or s not in (200, 400, "gone")],
+        "gave_up_after_429s": statuses.count("gave up"),
+        "lost": [s for s in statuses if s not in (200, 400, "gone", "gave up")],
         "p50_s": round(percentile(tally.latencies, 50), 3), "p95_s": round(percentile(tally.latencies, 95), 3),
         "throughput_rps": round(answered / seconds, 2), "one_at_a_time_rps": round(one_at_a_time, 2),
         "speedup": round(answered / seconds / one_at_a_time, 2),
@@ -193,7 +196,8 @@ async def main_async(args) -> dict:
                          "answered": statuses.count(200), "refused_503": statuses.count(503),
                          "not_accepted": statuses.count("refused"), "gone_mid_way": statuses.count("gone"),
                          "malformed_400": statuses.count(400), "429_received": term.too_many,
-                         "lost": [s for s in statuses if s not in (200, 503, 400, "refused", "gone")],
+                         "gave_up_after_429s": statuses.count("gave up"),
+                         "lost": [s for s in statuses if s not in (200, 503, 400, "refused", "gone", "gave up")],
                          "exit_status": exit_status}
     print(json.dumps(report["sigterm"]), flush=True)
     answers = {**tally.answers, **{("term", k): v for k, v in term.answers.items()}}

@@ -127,8 +127,9 @@ FAMILIES = (
            default_sampling="mmspec.reference.cosmos_checkpoint:COSMOS_SAMPLING",
            pixels="mmspec.tokenizers.pixels:cosmos_pixels", converters=("cosmos",),
            inputs=("video",), options=("allow_torchscript",), cfg_check="mmspec.adapters.cosmos:refuse_cfg",
-           refuses={"demo": NO_DEMO_VIDEO, "serve": "the service takes a prompt and a first frame; this model continues "
-                                                    "a video: mmspec generate video --model FOLDER --video",
+           refuses={"demo": NO_DEMO_VIDEO,
+                    "serve": "the service takes a prompt and a first frame; this model continues a video: "
+                             "mmspec generate video --model FOLDER --video",
                     "render": "a render job gives prompts and pictures, and this model "
                               "continues a video: mmspec generate video --model FOLDER --video",
                     "table": f"{NOT_AN_IMAGE_TABLE}; a Cosmos folder is benchmarked over clips: "

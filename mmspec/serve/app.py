@@ -64,7 +64,8 @@ def create_app(pipe, name: str, *, slots: int = 1, max_queue: int = 16, limits: 
     async def health():
         state = "draining" if backend.draining else "ok"
         return JSONResponse({"status": state, "model": name, "kind": door.kind, "queue": backend.depth,
-                             "busy": backend.busy, "slots": backend.slots}, status_code=503 if backend.draining else 200)
+                             "busy": backend.busy, "slots": backend.slots},
+                            status_code=503 if backend.draining else 200)
 
     @app.get("/v1/models")
     async def models():
@@ -82,7 +83,7 @@ def create_app(pipe, name: str, *, slots: int = 1, max_queue: int = 16, limits: 
         stream_text = TextQueue() if isinstance(door, TextDoor) and body.stream else None
         try:
             limits.check(body)
-            call, total, previews = door.prepare(body, stream_text) if stream_text else door.prepare(body)
+            call, total, previews = door.prepare(body, stream_text) if stream_text is not None else door.prepare(body)
         except (ValueError, TypeError) as err:
             raise Refused(400, one_line(err)) from None
         loop = asyncio.get_running_loop()

@@ -21,10 +21,13 @@ class Limits:
     max_body_bytes: int = 4 << 20  # a request's body, pictures included (base64)
 
     def check(self, request: "Generation") -> None:
-        if request.n > self.max_n:
-            raise ValueError(f"n is {request.n}: this server makes at most {self.max_n} outputs a request (--max-n)")
         prompts = request.prompt if isinstance(request.prompt, list) else [request.prompt]
-        longest = max(map(len, prompts))
+        outputs = len(prompts) * request.n
+        if outputs > self.max_n:
+            asked = f"n is {request.n}" if len(prompts) == 1 else \
+                f"{len(prompts)} prompts x n {request.n} ask for {outputs}"
+            raise ValueError(f"{asked}: this server makes at most {self.max_n} outputs a request (--max-n)")
+        longest = max(map(len, prompts), default=0)
         if longest > self.max_prompt_chars:
             raise ValueError(f"prompt is {longest} characters: this server takes at most {self.max_prompt_chars}")
         if isinstance(request, CompletionRequest) and request.max_tokens > self.max_tokens:
@@ -57,7 +60,8 @@ class Generation(BaseModel):
 
 
 class ImageRequest(Generation):
-    """POST /v1/images/generations. image and mask (base64 PNG or JPEG, mask nonzero where to regenerate): inpainting."""
+    """POST /v1/images/generations. image and mask (base64 PNG or JPEG, the mask nonzero where to regenerate):
+    inpainting."""
 
     prompt: str = Field(min_length=1)
     size: "str | None" = None  # "WxH": must be the model's own (it makes one size), or "auto"

@@ -85,6 +85,12 @@ def test_completions_equal_the_pipelines_texts(text_pipe, client):
     assert [c["text"] for c in body["choices"]] == solo.texts and body["object"] == "text_completion"
     assert body["usage"]["completion_tokens"] == sum(len(t) for t in solo.tokens)
     assert other.status_code == 404 and "this server runs 'tiny'" in other.json()["error"]["message"]
+    with client(text_pipe) as c:
+        many = c.post("/v1/completions", json={"prompt": ["a", "b", "c"], "n": 2})
+        none = c.post("/v1/completions", json={"prompt": []})
+    assert many.status_code == 400
+    assert many.json()["error"]["message"].startswith("3 prompts x n 2 ask for 6: this server makes at most 4 outputs")
+    assert none.json()["error"]["message"] == "prompt must be a non-empty string or a non-empty list of them"
 
 
 def test_streamed_completion_chunks_add_up_to_the_text(text_pipe, client):
@@ -144,7 +150,8 @@ def test_other_kinds_paths_say_which_runs_here_and_models_lists_it(image_pipe, c
         other = c.post("/v1/completions", json={"prompt": "a"})
         listed = c.get("/v1/models").json()["data"]
     assert other.status_code == 404
-    assert other.json()["error"]["message"] == "this server runs 'emoji', which makes images: POST /v1/images/generations"
+    assert other.json()["error"]["message"] == \
+        "this server runs 'emoji', which makes images: POST /v1/images/generations"
     assert [(m["id"], m["kind"]) for m in listed] == [("emoji", "image")]
 
 
@@ -177,5 +184,5 @@ def test_metrics_count_requests_forwards_and_tokens(image_pipe, client):
     lines = dict(line.rsplit(" ", 1) for line in text.splitlines() if not line.startswith("#"))
     tokens = image_pipe.layout.length
     assert lines['mmspec_requests_total{outcome="ok"}'] == "1" and lines['mmspec_requests_total{outcome="400"}'] == "1"
-    assert lines["mmspec_tokens_total"] == str(tokens) and lines["mmspec_forwards_total"] == str(tokens)  # ar: 1 a forward
+    assert lines["mmspec_tokens_total"] == lines["mmspec_forwards_total"] == str(tokens)  # ar: a token a forward
     assert lines["mmspec_queue_depth"] == "0" and lines["mmspec_slots"] == "1"

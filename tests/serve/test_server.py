@@ -143,3 +143,17 @@ def test_a_host_other_machines_reach_needs_a_key(capsys):
 
     assert main(["serve", "--model", "emoji-image", "--host", "0.0.0.0"]) == 2
     assert "--host 0.0.0.0 is reachable from other machines: give --api-key KEY" in capsys.readouterr().err
+
+
+def test_a_model_the_service_cannot_run_is_refused_in_one_line_before_it_listens(tmp_path, capsys):
+    from mmspec.cli import main
+    from tiny import tiny_cosmos_folder
+
+    cosmos = tiny_cosmos_folder(tmp_path / "cosmos")
+    assert main(["serve", "--model", str(cosmos), "--port", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "mmspec serve --model does not run it (the service takes a prompt and a first frame" in err
+    assert len(err.splitlines()) == 1
+    assert main(["serve", "--model", "no-such-model"]) == 2
+    assert "--model no-such-model: no model folder there, nor a bundled model of that name (code-text" in \
+        capsys.readouterr().err
