@@ -36,7 +36,7 @@ def create_app(pipe, name: str, *, slots: int = 1, max_queue: int = 16, limits: 
     backend = backend or Backend(slots, max_queue)
     shared = share_engines(pipe, backend.slots)
     app = FastAPI(title="mmspec serve", docs_url=None, redoc_url=None, openapi_url=None)
-    app.state.backend, app.state.door, app.state.shared = backend, door, shared
+    app.state.backend = backend
     counters = backend.counters
 
     app.add_middleware(Guard, api_key=api_key, max_body_bytes=limits.max_body_bytes, counters=counters)
@@ -64,7 +64,7 @@ def create_app(pipe, name: str, *, slots: int = 1, max_queue: int = 16, limits: 
     async def health():
         state = "draining" if backend.draining else "ok"
         return JSONResponse({"status": state, "model": name, "kind": door.kind, "queue": backend.depth,
-                             "busy": backend.busy, "slots": backend.slots},
+                             "busy": backend.busy, "slots": backend.slots, "shared_engines": shared},
                             status_code=503 if backend.draining else 200)
 
     @app.get("/v1/models")
@@ -77,7 +77,8 @@ def create_app(pipe, name: str, *, slots: int = 1, max_queue: int = 16, limits: 
         return PlainTextResponse(counters.text(backend.depth, backend.busy, backend.slots, backend.draining),
                                  media_type="text/plain; version=0.0.4")
 
-    async def generate(request: Request, body):
+    async def endpoint(request: Request, body):
+        """The door's POST, its body parsed as its request model (set below)."""
         if body.model not in (None, name):
             raise Refused(404, f"model {body.model!r} is not served here: this server runs {name!r}")
         stream_text = TextQueue() if isinstance(door, TextDoor) and body.stream else None
@@ -102,9 +103,6 @@ def create_app(pipe, name: str, *, slots: int = 1, max_queue: int = 16, limits: 
         counters.outcome("ok")
         return answer
 
-    # the door's POST, its body parsed as its request model; the other kinds' paths say what runs here
-    async def endpoint(request: Request, body):
-        return await generate(request, body)
     endpoint.__annotations__["body"] = door.request
     app.post(door.path)(endpoint)
     for other in DOORS.values():

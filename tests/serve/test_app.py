@@ -186,3 +186,17 @@ def test_metrics_count_requests_forwards_and_tokens(image_pipe, client):
     assert lines['mmspec_requests_total{outcome="ok"}'] == "1" and lines['mmspec_requests_total{outcome="400"}'] == "1"
     assert lines["mmspec_tokens_total"] == lines["mmspec_forwards_total"] == str(tokens)  # ar: a token a forward
     assert lines["mmspec_queue_depth"] == "0" and lines["mmspec_slots"] == "1"
+
+
+def test_a_pipeline_that_shares_engines_is_told_the_slots_and_one_without_runs_as_it_is(image_pipe, client, slow):
+    class Sharing(slow):
+        def share_engines(self, slots):
+            self.shared = slots
+
+    pipe = Sharing(image_pipe, seconds=0)
+    with client(pipe, slots=3) as c:
+        assert c.get("/health").json()["shared_engines"] is True
+        assert c.post("/v1/images/generations", json={"prompt": "red heart"}).status_code == 200
+    assert pipe.shared == 3 and pipe.calls == 1
+    with client(image_pipe) as c:
+        assert c.get("/health").json()["shared_engines"] is False

@@ -8,7 +8,7 @@ import time
 import pytest
 import torch
 
-from mmspec.serve.backend import Backend, share_engines
+from mmspec.serve.backend import Backend
 from mmspec.serve.tickets import Refused, Ticket
 
 
@@ -112,12 +112,3 @@ def test_a_call_past_its_time_limit_is_a_504():
         backend.close()
     asyncio.run(main())
 
-
-def test_a_pipeline_that_shares_engines_is_told_the_slots_and_one_without_is_left_alone():
-    class Shares:
-        def share_engines(self, slots):
-            self.slots = slots
-
-    pipe = Shares()
-    assert share_engines(pipe, 3) and pipe.slots == 3
-    assert not share_engines(object(), 3)
