@@ -604,6 +604,28 @@ def cmd_demo(args) -> dict:
     return {}
 
 
+def cmd_serve(args) -> dict:
+    try:
+        from mmspec.serve.server import Settings, api_key, serve
+    except ImportError as err:
+        print(f'mmspec serve needs {err.name}: pip install -e ".[serve]"', file=sys.stderr)
+        raise SystemExit(2)
+    from mmspec.serve.schemas import Limits
+
+    limits = Limits(max_n=args.max_n, max_prompt_chars=args.max_prompt_chars, max_tokens=args.max_tokens,
+                    max_seconds=args.max_seconds, max_body_bytes=args.max_body)
+    settings = Settings(args.model, args.host, args.port, api_key(args.api_key), args.slots, args.max_queue, limits,
+                        args.drain, args.device)
+    if args.backend == "ray":
+        from mmspec.serve.replicas import serve_replicas
+
+        serve_replicas(settings, args.replicas, ray_address=args.ray_address)
+        return {}
+    _use_threads(args)
+    cut = serve(settings)
+    return {"cut_by_drain": cut}
+
+
 def cmd_render(args) -> dict:
     from mmspec.render import render_job
 
@@ -771,6 +793,34 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--img-size", type=int, metavar="PIXELS", help=IMG_SIZE_HELP)
     _threads_option(demo)
     demo.set_defaults(func=cmd_demo, json=False)
+    serve = sub.add_parser("serve", parents=[debug], help="an HTTP service on one model: OpenAI's Images and "
+                           "Completions APIs, server-sent progress, a bounded queue (needs the serve extra)")
+    serve.add_argument("--model", required=True, help="a model folder of any family, or a bundled model's name "
+                       "(emoji-image, emoji-video, code-text): its kind's path serves it (docs/serving.md)")
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s, this machine only; "
+                       "any other needs --api-key)")
+    serve.add_argument("--port", type=int, default=8000, help="port (default %(default)s; 0: a free one)")
+    serve.add_argument("--api-key", help="the bearer token every request but /health must bear (default "
+                       "$MMSPEC_API_KEY, which keeps it out of the process list)")
+    serve.add_argument("--slots", type=int, default=1, help="pipeline calls at a time (default %(default)s)")
+    serve.add_argument("--max-queue", type=int, default=16, help="accepted requests waiting for a slot; past them, "
+                       "429 with Retry-After (default %(default)s)")
+    serve.add_argument("--max-n", type=int, default=4, help="outputs a request (default %(default)s)")
+    serve.add_argument("--max-prompt-chars", type=int, default=2000, help="characters a prompt (default %(default)s)")
+    serve.add_argument("--max-tokens", type=int, default=512, help="text: new tokens a completion (default "
+                       "%(default)s)")
+    serve.add_argument("--max-seconds", type=float, default=120.0, help="from acceptance to answer; past it the "
+                       "request is stopped, 504 (default %(default)s)")
+    serve.add_argument("--max-body", type=int, default=4 << 20, help="bytes a request body (default %(default)s)")
+    serve.add_argument("--drain", type=float, default=30.0, help="seconds SIGTERM lets the accepted requests finish "
+                       "before it answers those left with 503 (default %(default)s)")
+    serve.add_argument("--backend", default="local", choices=["local", "ray"], help="local: this process; ray: Ray "
+                       "Serve replicas of the same app (default %(default)s)")
+    serve.add_argument("--replicas", type=int, default=1, help="ray: replicas, one model each (default %(default)s)")
+    serve.add_argument("--ray-address", help="ray: an existing cluster (default: start a local one)")
+    serve.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1... (default %(default)s)")
+    _threads_option(serve)
+    serve.set_defaults(func=cmd_serve, json=False)
     return parser
 
 
@@ -810,7 +860,8 @@ def _warnings_in_one_line():
 
 # what a Ctrl-C leaves, by command (others: nothing)
 KEPT = {"render": "the manifest lists every complete file and a rerun renders only what is missing",
-        "demo": "the demo stopped", "train-head": "a rerun resumes from the last checkpoint"}
+        "demo": "the demo stopped", "serve": "the service stopped",
+        "train-head": "a rerun resumes from the last checkpoint"}
 
 
 def _option_before_the_command(argv: list[str], parser: argparse.ArgumentParser) -> "str | None":

@@ -20,7 +20,8 @@ from typing import Callable
 KINDS = ("image", "video", "text")
 # the ways in: what a refusal names
 DOORS = {"generate": "mmspec generate --model", "pipeline": "*Pipeline.from_pretrained",
-         "render": "a render job's model:", "demo": "mmspec demo --model", "bench": "mmspec bench --model", "table": "mmspec bench --model --prompts"}
+         "render": "a render job's model:", "demo": "mmspec demo --model", "bench": "mmspec bench --model", "table": "mmspec bench --model --prompts",
+         "serve": "mmspec serve --model"}
 
 
 @dataclass(frozen=True)
@@ -126,8 +127,11 @@ FAMILIES = (
            default_sampling="mmspec.reference.cosmos_checkpoint:COSMOS_SAMPLING",
            pixels="mmspec.tokenizers.pixels:cosmos_pixels", converters=("cosmos",),
            inputs=("video",), options=("allow_torchscript",), cfg_check="mmspec.adapters.cosmos:refuse_cfg",
-           refuses={"demo": NO_DEMO_VIDEO, "render": "a render job gives prompts and pictures, and this model "
-                                                     "continues a video: mmspec generate video --model FOLDER --video",
+           refuses={"demo": NO_DEMO_VIDEO,
+                    "serve": "the service takes a prompt and a first frame; this model continues a video: "
+                             "mmspec generate video --model FOLDER --video",
+                    "render": "a render job gives prompts and pictures, and this model "
+                              "continues a video: mmspec generate video --model FOLDER --video",
                     "table": f"{NOT_AN_IMAGE_TABLE}; a Cosmos folder is benchmarked over clips: "
                              "mmspec bench video --model FOLDER --videos DIR"}),
     Family("text", "transformers causal LM", (), {"text": "mmspec.pipelines.text:TextPipeline"},
