@@ -3,8 +3,8 @@
 Runs the CLI in this process twice: `--num-outputs 1` (imports, the model, one row: the baseline), then with N. The peak
 resident memory (VmHWM) after each; what the second added over the first is what its batches took, which must stay
 under the estimate mmspec.memory made for them (rows at a time x bytes per row + the fixed part). `--batches K` stops
-the request after its first K batches (all batches but the last have the same rows, so the first holds the peak: on a
-2-core CPU a batch of ~1400 rows takes minutes). With --device cuda, the pipeline on the GPU and torch's peak
+the request once K times the rows run at a time have finished (the engine's places hold the same rows all along, so
+the first of them hold the peak: on a 2-core CPU ~1400 rows take minutes). With --device cuda, the pipeline on the GPU and torch's peak
 allocated memory instead. Prints one JSON object; --out keeps it.
 
   python benchmarks/memory_peak.py --num 10000 [--batches 1] [--device cpu] [--out benchmarks/results/memory_peak]
@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 
 import mmspec.api
+import mmspec.engine
 from mmspec import memory
 from mmspec.cli import main as cli
 
@@ -55,14 +56,13 @@ def main(argv=None) -> dict:
     ap.add_argument("--out")
     a = ap.parse_args(argv)
     plans: list = []
-    real, run_batch, ran = memory.rows_at_once, mmspec.api._run, []
+    real, row_done, ran = memory.rows_at_once, mmspec.engine._Request.done, []
 
-    def one_batch(*args, **kw):
-        out = run_batch(*args, **kw)
-        ran.append(kw.get("first_row", 0))
-        if a.batches and len(ran) >= a.batches and kw.get("first_row") is not None:
+    def one_row(request, *args, **kw):  # (a row handed over by the engine)
+        row_done(request, *args, **kw)
+        ran.append(1)
+        if a.batches and len(ran) >= a.batches * plans[-1]["rows_at_once"] and len(ran) < request.rows:
             raise Enough
-        return out
 
     def rows_at_once(per_row, rows, device, batch_size=None):  # what the request planned, recorded
         at_once = real(per_row, rows, device, batch_size)
@@ -76,7 +76,7 @@ def main(argv=None) -> dict:
         base = torch.cuda.max_memory_allocated() if a.device != "cpu" else peak_rss()
         if a.device != "cpu":
             torch.cuda.reset_peak_memory_stats()
-        mmspec.api._run, ran[:] = one_batch, []
+        mmspec.engine._Request.done, ran[:] = one_row, []
         start = time.perf_counter()
         try:
             run(a.num, Path(scratch) / "many", a.device)
@@ -88,7 +88,7 @@ def main(argv=None) -> dict:
     added = peak - base if a.device == "cpu" else peak
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
     result = {"date": time.strftime("%Y-%m-%d"), "commit": commit.strip(), "device": a.device, "num": a.num,
-              "seconds": round(seconds, 1), "batches_run": len(ran), "plan": big, "baseline_peak_bytes": base,
+              "seconds": round(seconds, 1), "batches_run": round(len(ran) / big["rows_at_once"], 2), "plan": big, "baseline_peak_bytes": base,
               "peak_bytes": peak, "added_bytes": added, "within_estimate": added <= big["estimate_bytes"]}
     print(json.dumps(result))
     if a.out:

@@ -50,6 +50,18 @@ class StaticKVCache:
         self.lengths, self.first = self.lengths[rows], self.first[rows]
         self._views()
 
+    def take(self, other: "StaticKVCache", rows: torch.Tensor, shift: int) -> None:
+        """Rows `rows` [b] take the keys, values, lengths and padding of `other`'s b rows, in order, each slot s of
+        `other` at slot s + shift (a shorter prefix, left-padded: the slots before hold nothing anyone attends to).
+        What lies past other's lengths is rewritten before it is read, as after a rejection."""
+        S = int(other.lengths.max())  # the slots written
+        if S + shift > self.max_len:
+            raise ValueError(f"rows of {S} slots shifted by {shift} do not fit a cache of {self.max_len}")
+        for mine, theirs in zip(self.k + self.v, other.k + other.v):
+            mine[rows, :, shift:shift + S] = theirs[:, :, :S].to(mine.dtype)
+        self.lengths[rows] = other.lengths + shift
+        self.first[rows] = other.first + shift
+
     @property
     def max_len(self) -> int:
         return self.k[0].shape[2]

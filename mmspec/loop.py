@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Callable
+from dataclasses import dataclass
+from typing import Callable, Protocol
 
 import torch
 
@@ -32,13 +33,37 @@ from mmspec.verify_step import VerifyStep
 from mmspec.window import WindowPolicy
 
 
+@dataclass
+class Wave:
+    """A running decode as `Joins` sees it between two steps: the state, the counts, each token's forward
+    (commit_step [B, N + max_window]), the rows that run, the target's session as the steps run it and the drafter."""
+    state: DecodeState
+    stats: Stats
+    commit_step: torch.Tensor
+    rows: Rows
+    session: Session
+    drafter: Drafter
+
+
+class Joins(Protocol):
+    """Rows that leave and join a running decode (mmspec.engine): called before every step, it takes the rows that
+    finished and may start new ones in their places (`DecodeState.admit`, the session's `take`, the drafter's
+    `admit`). The loop ends when no row runs after it."""
+
+    in_step: bool  # whether rows may stay in step now (none has joined after the first step)
+
+    def __call__(self, wave: Wave) -> None:
+        ...
+
+
 def decode(session: Session, drafter: Drafter, verifier: Verifier, policy: WindowPolicy, state: DecodeState,
            context: Context | None = None, stop_tokens: torch.Tensor | None = None,
            on_commit: Callable[[DecodeState, torch.Tensor], None] | None = None,
-           compile: "bool | dict" = False) -> Stats:
+           compile: "bool | dict" = False, joins: "Joins | None" = None) -> Stats:
     """Run to the end of the layout (or each row's stop). `on_commit(state, k)` sees every step's
     commits (k [B] new tokens per row) and may end rows early with `state.finish`. `compile`: True, or
-    torch.compile's keyword arguments, to compile the verify step (see mmspec.executor)."""
+    torch.compile's keyword arguments, to compile the verify step (see mmspec.executor). `joins`: rows that join
+    as others finish (mmspec.engine)."""
     t0 = time.perf_counter()
     stats = Stats.empty(state.batch_size, state.length, policy.max_window, state.seq.device)
     commit_step = torch.full_like(state.seq, -1)  # [B, N + max_window]
@@ -48,11 +73,15 @@ def decode(session: Session, drafter: Drafter, verifier: Verifier, policy: Windo
     step = Executor(VerifyStep(target, verifier, state, stats, commit_step, stop_tokens), state, compile,
                     None if target is session else rows)
     # rows whose forwards write the same cache slots need no attention mask and no per-row cache writes: on a CPU
-    # (a static cache masks and writes by row anyway) a policy may ask the batch to stay in step (`in_step`)
+    # (a static cache masks and writes by row anyway) a policy may ask the batch to stay in step (`in_step`); rows
+    # that join start behind the others, and waiting for them would hold the others back
     keep_in_step = state.batch_size > 1 and device.type == "cpu"
     drafter.start(state, dataclasses.replace(context or Context(), session=target, rows=rows))
     policy.start(target, state)
+    wave = Wave(state, stats, commit_step, rows, target, drafter)
     while True:
+        if joins is not None:
+            joins(wave)
         running = int(state.active.sum())  # the step's one read of the device
         if not running:
             break
@@ -62,7 +91,7 @@ def decode(session: Session, drafter: Drafter, verifier: Verifier, policy: Windo
         ahead = state.forced_ahead()
         widened = ahead >= L  # forced tokens fill the window: take their whole run and the token after it
         window = Window(min(ahead + 1, state.max_window) if widened else L, widened,
-                        keep_in_step and policy.in_step)
+                        keep_in_step and policy.in_step and (joins is None or joins.in_step))
         draft = drafter.propose(state, window)  # D = window.D draft slots, or fewer
         verdict, logp, k = step(state, draft, window)
         t_hook = time.perf_counter()

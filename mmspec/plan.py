@@ -20,6 +20,8 @@ class Plan:
     method: Method
     policy: WindowPolicy
     window: WindowSpec
+    key: tuple = ()  # what the plan asks for (method spec, window spec): calls with equal keys run alike (an engine
+    # running one call's rows runs another's, mmspec.engine.Engines)
 
     @property
     def speculates(self) -> bool:
@@ -51,8 +53,14 @@ def plan(method: "str | dict | Spec | Method" = DEFAULT_METHOD, window: Any = DE
     window = WindowSpec.parse(window)
     spec = method if isinstance(method, Method) else Spec.parse(method)
     method = resolve(spec)
+    asked = repr(spec.value) if isinstance(spec, Spec) else id(method)  # (a Method object: itself)
     if method.window is not None:  # ar verifies one position, whatever window is asked
-        return Plan(method, FixedWindow(method.window), WindowSpec.parse(method.window))
+        fixed = WindowSpec.parse(method.window)
+        return Plan(method, FixedWindow(method.window), fixed, (asked, _key(fixed)))
     name = spec.value if isinstance(spec, Spec) else None
     memory = memories[name] if memories is not None and isinstance(name, str) and window.learns else None
-    return Plan(method, window.build(widest, memory), window)
+    return Plan(method, window.build(widest, memory), window, (asked, _key(window), widest))
+
+
+def _key(window: WindowSpec) -> tuple:
+    return window.name, repr(sorted(window.options.items())), id(window.policy) if window.policy is not None else None

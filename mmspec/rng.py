@@ -13,6 +13,7 @@ of a sequential generator, so no per-row Python loop and no hidden cursor can mi
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 
 import torch
 
@@ -91,6 +92,27 @@ class Streams:
         hand the next step a counter in the memory of their outputs, which the next replay overwrites)."""
         return (self._drawn,)
 
+    def admit(self, rows: torch.Tensor, seeds: list[int]) -> None:
+        """Rows `rows` [b] start over with `seeds` (mmspec.engine: a new request's rows in the places of rows that
+        finished): their own streams from their first draw, as in a batch of their own."""
+        noise, aux = row_keys(seeds, _NOISE_SALT).to(self.device), row_keys(seeds, _AUX_SALT).to(self.device)
+        self._noise[rows], self._aux[rows], self._drawn[rows] = noise, aux, 0  # (in place: see `counters`)
+        for row, key in zip(rows.tolist(), aux.tolist()):
+            self._aux_keys[row] = key & _MASK64
+        if self._remembered:  # their remembered noise rows, hashed anew
+            self._memo[rows, :self._remembered] = self._hash(torch.arange(self._remembered, device=self.device).expand(
+                len(seeds), -1), noise)
+
+    @contextmanager
+    def only(self, rows: torch.Tensor):
+        """Draws made inside move the aux streams of rows `rows` [b] alone (a fill for rows that joined draws for every
+        row: the others' streams stay where a run without the joiners has them)."""
+        others = torch.ones_like(self._drawn, dtype=torch.bool)
+        others[rows] = False
+        drawn = self._drawn.clone()
+        yield
+        self._drawn.copy_(torch.where(others, drawn, self._drawn))  # (in place: see `counters`)
+
     def gumbel(self, index: torch.Tensor) -> torch.Tensor:
         """[B, W] generated positions -> [B, W, V] fp32 Gumbel(0, 1) noise rows, a function of (seed, position).
 
@@ -107,8 +129,10 @@ class Streams:
                 return self._memo.view(-1, self.vocab_size).index_select(0, rows.flatten()).view(*index.shape, -1)
         return self._hash(index)
 
-    def _hash(self, index: torch.Tensor) -> torch.Tensor:
-        key = mix(self._noise[:, None] + mix(index) * _GOLDEN_S)  # [B, W]
+    def _hash(self, index: torch.Tensor, noise: "torch.Tensor | None" = None) -> torch.Tensor:
+        """[b, W] positions -> [b, W, V] noise rows, of every row (or of the rows whose keys are `noise` [b])."""
+        noise = self._noise if noise is None else noise
+        key = mix(noise[:, None] + mix(index) * _GOLDEN_S)  # [b, W]
         u = _uniform(mix(key[..., None] + self._vocab))  # [B, W, V]
         return u.log_().neg_().log_().neg_()  # -log(-log U) is Gumbel(0, 1)
 

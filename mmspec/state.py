@@ -24,10 +24,10 @@ class DecodeState:
     pending: torch.Tensor = field(init=False)  # [B] last committed token, fed first in the next window
     active: torch.Tensor = field(init=False)  # [B] rows still generating
     step: int = 0
-    first_row: int = 0  # the index of row 0 in the whole request (mmspec.generate runs a large one in batches)
+    row_ids: "list[int] | None" = None  # [B] each row's index in its request (None: 0 .. B-1); hooks report by it
     any_forced: bool = field(init=False)  # any row has a forced token at all
     forced_run: torch.Tensor = field(init=False)  # [B, N + max_window] forced indices in a row from each index on
-    forced_until: int = field(init=False)  # 1 + the last index forced in any row (0: none)
+    forced_until: int = field(init=False)  # a step from which no active row has a forced index ahead (0: none)
 
     def __post_init__(self):
         B, device = self.seq.shape[0], self.seq.device
@@ -38,6 +38,21 @@ class DecodeState:
         self.n = torch.zeros(B, dtype=torch.long, device=device)
         self.pending = torch.full((B,), -1, dtype=torch.long, device=device)
         self.active = torch.ones(B, dtype=torch.bool, device=device)
+        self.row_ids = list(range(B)) if self.row_ids is None else list(self.row_ids)
+
+    def admit(self, rows: torch.Tensor, forced: torch.Tensor, seeds: list[int], row_ids: list[int]) -> None:
+        """Rows `rows` [b] start a new request's rows (mmspec.engine: in the places of rows that finished): nothing
+        committed, `forced` [b, N + max_window] their structural and given tokens, their streams from `seeds`."""
+        self.seq[rows], self.forced[rows] = -1, forced.to(self.forced.device)
+        self.forced_run[rows] = forced_runs(self.forced[rows])
+        self.n[rows], self.pending[rows], self.active[rows] = 0, -1, True
+        self.streams.admit(rows, seeds)
+        forced_at = (forced >= 0).any(0).nonzero()
+        if len(forced_at):  # a row admitted at this step has n >= (steps since) from then on: see `forced_ahead`
+            self.forced_until = max(self.forced_until, self.step + int(forced_at[-1]) + 1)
+            self.any_forced = True
+        for row, row_id in zip(rows.tolist(), row_ids):
+            self.row_ids[row] = row_id
 
     def buffers(self) -> tuple[torch.Tensor, ...]:
         """What a step writes in place: the tokens, each row's committed length, last token and activity, and the
@@ -77,7 +92,7 @@ class DecodeState:
     def forced_ahead(self) -> int:
         """How many indices from n on are forced in every active row: a window over them commits them all,
         whatever was drafted there, so one forward can take a given first frame or prefix."""
-        if self.step >= self.forced_until:  # every step commits a token per active row, so n >= step: none ahead
+        if self.step >= self.forced_until:  # every step commits a token per active row, so n >= its steps: none ahead
             return 0
         run = self.forced_run.gather(1, self.n[:, None]).squeeze(1)  # [B]
         return int(run.masked_fill(~self.active, self.forced.shape[1]).min())

@@ -41,6 +41,19 @@ class Stats:
         names = ("nfe", "committed", "drafted", "accepted", "accepted_at", "forwards_at", "commit_step")
         return cls(*map(rows, names), seconds=sum(p.seconds for p in parts), window=parts[0].window)
 
+    def rows(self, rows: torch.Tensor, commit_step: torch.Tensor, seconds: float) -> "Stats":
+        """The stats of rows `rows` [b] alone (mmspec.engine: a request's, when its rows finish), with their tokens'
+        forwards `commit_step` [b, N] and the request's `seconds`."""
+        def part(t):
+            return t[rows].clone()
+        return Stats(part(self.nfe), part(self.committed), part(self.drafted), part(self.accepted),
+                     part(self.accepted_at), part(self.forwards_at), commit_step, seconds=seconds, window=self.window)
+
+    def reset(self, rows: torch.Tensor) -> None:
+        """Rows `rows` [b] start counting anew (a new request's rows in their places), in place."""
+        for t in (*self.written(), self.committed):
+            t[rows] = 0
+
     def written(self) -> tuple[torch.Tensor, ...]:
         """The counts a step adds to in place."""
         return self.nfe, self.drafted, self.accepted, self.accepted_at, self.forwards_at

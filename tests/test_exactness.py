@@ -175,9 +175,11 @@ def test_a_row_ended_behind_its_window_does_not_disturb_the_others():
     layout, axes = LAYOUTS["1d"]
     target = _target(axes)
 
-    def cut_row_0(state, k):
-        if state.active[0] and int(state.n[0]) >= 6:
-            state.finish(0, 3)
+    def cut_row_0(state, k):  # (the hook sees the request's rows running now: row_ids says which)
+        if 0 in state.row_ids:
+            i = state.row_ids.index(0)
+            if state.active[i] and int(state.n[i]) >= 6:
+                state.finish(i, 3)
 
     out = mmspec.generate(target, torch.tensor([0, 3]), layout, method="exact", window=5, sampling=SAMPLING,
                           seed=[4, 9], on_commit=cut_row_0)

@@ -57,6 +57,19 @@ class Selects(Protocol):
         ...
 
 
+@runtime_checkable
+class Takes(Protocol):
+    """What a session may offer beyond `Session`: rows that finished take a new request's rows (mmspec.engine).
+    `takes(other)`: whether `other`, a session of the same target and layout opened on other conditions, fits;
+    `take(other, places)`: the batch rows `places` [b] become other's b rows (their prefill, CFG's null rows too)."""
+
+    def takes(self, other) -> bool:
+        ...
+
+    def take(self, other, places: torch.Tensor) -> None:
+        ...
+
+
 class Target(Protocol):
     vocab_size: int
 
@@ -139,6 +152,32 @@ class PrefixSession:
         self.cache.select(R)
         self.lengths, self.start_embedding = self.lengths[R], self.start_embedding[R]
         self.batch_size, self.features = len(rows), None
+
+    def takes(self, other) -> bool:
+        """Whether `other` fits this session's rows: the same kind of session and CFG, a prefix no longer than this
+        one's (it is left-padded to it), and whatever else a row holds of the same shape (`_takes`)."""
+        return (type(other) is type(self) and other.cfg == self.cfg and other.prefix_len <= self.prefix_len
+                and other.cache.max_len - other.prefix_len <= self.cache.max_len - self.prefix_len
+                and self._takes(other))
+
+    def take(self, other: "PrefixSession", places: torch.Tensor) -> None:
+        """The batch rows `places` [b] become `other`'s b rows: its prefill, left-padded to this session's prefix
+        (the padding is never attended to), its positions and prompt; what the rows held before is never read again
+        (everything from the prefix's last slot on is rewritten before it is read)."""
+        R = torch.cat([places, places + self.batch_size]) if self.cfg else places
+        self.cache.take(other.cache, R, self.prefix_len - other.prefix_len)
+        self.lengths[R], self.start_embedding[R] = other.lengths, other.start_embedding.to(self.start_embedding.dtype)
+        if self.prompt is not None:
+            for place, prompt in zip(places.tolist(), other.prompt):
+                self.prompt[place] = prompt
+        self._take(other, R)
+
+    def _takes(self, other) -> bool:
+        """Whether what a subclass keeps per row fits (see `takes`)."""
+        return True
+
+    def _take(self, other, rows: torch.Tensor) -> None:
+        """Rows `rows` [b * (2 with CFG)] of what a subclass keeps per row become `other`'s (see `take`)."""
 
     def adopt(self, nodes: torch.Tensor) -> None:
         nodes = nodes.repeat(2 if self.cfg else 1, 1)

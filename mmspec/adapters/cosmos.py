@@ -104,3 +104,11 @@ class CosmosSession(PrefixSession):
         super().select(rows)
         if self.context is not None:
             self.context = self.context.select(rows)
+
+    def _takes(self, other) -> bool:
+        return (self.context is None) == (other.context is None) and (self.context is None or self.context.fits(
+            other.context))
+
+    def _take(self, other, rows: torch.Tensor) -> None:
+        if self.context is not None:
+            self.context.take(other.context, rows)

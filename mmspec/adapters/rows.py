@@ -35,16 +35,23 @@ class Rows:
         """Whether every row of the batch still runs."""
         return self.rows is None
 
-    def follow(self, active: torch.Tensor, running: int) -> None:
-        """active [B] bool: the rows still generating, `running` of them (the loop's read of the device); the others
-        leave every follower for good. Nothing to do while as many run as before."""
-        if running == (self.batch_size if self.rows is None else len(self.rows)):
+    def follow(self, active: torch.Tensor, running: int, joined: bool = False) -> None:
+        """active [B] bool: the rows generating, `running` of them (the loop's read of the device); the others leave
+        every follower. Nothing to do while as many run as before, unless rows `joined` (mmspec.engine: a new request
+        took the places of rows that had left): followers then hold a place for each, a copy of a neighbour's rows
+        until the session `take`s the new rows into it."""
+        held = self.batch_size if self.rows is None else len(self.rows)
+        if running == held and not joined or running == self.batch_size and self.rows is None:
             return
         rows = active.nonzero().squeeze(1)  # [B']
-        kept = rows if self.rows is None else torch.searchsorted(self.rows, rows)  # their places in what is held
-        for follower in self.followers:
+        kept = rows if self.rows is None else torch.searchsorted(self.rows, rows).clamp(max=held - 1)  # their places
+        for follower in self.followers:  # in what is held (a row that joined: the next row's, or the last)
             follower.select(kept)
-        self.rows, self._run = rows, {}
+        self.rows, self._run = (None if len(rows) == self.batch_size else rows), {}
+
+    def places(self, rows: torch.Tensor) -> torch.Tensor:
+        """[b] batch rows (held) -> [b] their places in what followers hold."""
+        return rows if self.rows is None else torch.searchsorted(self.rows, rows)
 
     def narrow(self, session):
         """A session (that can drop rows) -> one whose forwards run the rows still generating; others as they are."""
@@ -116,6 +123,12 @@ class ActiveRows:
 
     def adopt(self, nodes: torch.Tensor) -> None:
         self.inner.adopt(nodes if self.rows is None else nodes[self.rows])
+
+    def takes(self, other) -> bool:
+        return self.inner.takes(other)
+
+    def take(self, other, places: torch.Tensor) -> None:
+        self.inner.take(other, self.running.places(places))
 
     def buffers(self) -> list[torch.Tensor]:
         return self.inner.buffers()

@@ -42,7 +42,7 @@ def stream(call: Callable[[Callable], Any], interval: float = 0.1) -> Iterator["
             last[0] = now
             N = state.length
             tokens = state.seq[:, :N].masked_fill(torch.arange(N, device=state.n.device) >= state.n[:, None], -1)
-            rows.update(enumerate(tokens.cpu(), state.first_row))
+            rows.update(zip(state.row_ids, tokens.cpu()))
             shown = torch.stack([rows[i] for i in sorted(rows)])  # [rows so far, N]
             events.put(("snapshot", Snapshot(shown, int((shown >= 0).sum()))))
 

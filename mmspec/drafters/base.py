@@ -1,7 +1,7 @@
 """Drafter protocol: propose L-1 tokens for the window, each with the law q it was drawn from."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import torch
 
@@ -30,12 +30,33 @@ class Drafter(Protocol):
         (already written to state.seq, state.n moved on)."""
 
 
+@runtime_checkable
+class Admits(Protocol):
+    """A drafter whose rows can start over mid-generation (mmspec.engine: a new request's rows in the places of rows
+    that finished), where `admits` (a wrapper admits when what it wraps does)."""
+
+    admits: bool
+
+    def admit(self, state: "DecodeState", rows: torch.Tensor, context: Context) -> None:
+        """After the state admitted rows `rows` [b] (nothing committed, their own streams): forget what they held.
+        context: the new rows' (`prompt` holds theirs alone, in order)."""
+
+
+def admits(drafter) -> bool:
+    """Whether rows of `drafter`'s generation may join mid-generation."""
+    return isinstance(drafter, Admits) and drafter.admits
+
+
 class NoDraft:
     """Plain AR decoding: nothing to draft, the window is the single next position (or a run of forced ones)."""
 
     makes = frozenset({CHAIN})
+    admits = True
 
     def start(self, state, context):
+        pass
+
+    def admit(self, state, rows, context):
         pass
 
     def propose(self, state, window):

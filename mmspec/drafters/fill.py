@@ -22,6 +22,9 @@ class Fill(Protocol):
     def start(self, state: DecodeState, context: Context) -> None:
         """Called once per generation, before the first fill."""
 
+    def admit(self, state: DecodeState, rows: torch.Tensor, context: Context) -> None:
+        """Rows `rows` [b] start a new request's rows (mmspec.engine); context: theirs (`prompt` of those rows)."""
+
     def __call__(self, state: DecodeState, first: torch.Tensor, L: int) -> None:
         """Write state.seq at indices first[b] .. n[b]+L-2 of each row (the fresh draft slots of a window of L)."""
 
@@ -52,6 +55,9 @@ class RandomFill:
 
     def start(self, state: DecodeState, context: Context) -> None:
         self.vocab = context.draft_vocab
+
+    def admit(self, state: DecodeState, rows: torch.Tensor, context: Context) -> None:
+        pass  # (the draft vocabulary is the target's)
 
     def tokens(self, state: DecodeState, count: int) -> torch.Tensor:
         """[B, count] uniform draws."""
@@ -92,6 +98,9 @@ class CopyFill:
 
     def start(self, state: DecodeState, context: Context) -> None:
         self._random.start(state, context)
+
+    def admit(self, state: DecodeState, rows: torch.Tensor, context: Context) -> None:
+        pass  # (references are the layout's)
 
     def _table(self, state: DecodeState) -> torch.Tensor:
         """[N + max_window, max_window - 1] each index's chain of references: its reference, that one's, ... (-1 past
@@ -144,6 +153,11 @@ class NGramFill:
         self._rows = [_History(self.max_ngram, [] if self.prompt is None else self.prompt[b].tolist())
                       for b in range(state.batch_size)]
         self._refs = references(state, "left").tolist()
+
+    def admit(self, state: DecodeState, rows: torch.Tensor, context: Context) -> None:
+        for i, row in enumerate(rows.tolist()):
+            prompt = [] if context.prompt is None else context.prompt[i].tolist()
+            self._rows[row] = _History(self.max_ngram, prompt)
 
     def __call__(self, state: DecodeState, first: torch.Tensor, L: int) -> None:
         index = state.index(L - 1)  # [B, L-1]
@@ -244,6 +258,9 @@ class PoolFill:
     def start(self, state: DecodeState, context: Context) -> None:
         self.table = torch.full((state.batch_size, state.vocab_size), -1, dtype=torch.long, device=state.seq.device)
         self._random.start(state, context)
+
+    def admit(self, state: DecodeState, rows: torch.Tensor, context: Context) -> None:
+        self.table[rows] = -1
 
     def __call__(self, state: DecodeState, first: torch.Tensor, L: int) -> None:
         seen_index = state.index(L, offset=-1)  # [B, L]: the last committed token, then the drafts

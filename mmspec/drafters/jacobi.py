@@ -55,6 +55,7 @@ class JacobiDrafter:
     a CPU costs 20x more where top-k left -inf (exp's slow path: 0.16 ms of an emoji-image step at 16)."""
 
     makes = frozenset({CHAIN})
+    admits = True
 
     def __init__(self, redraw: Redraw, fill: Fill, laws: bool = True):
         self.redraw, self.fill, self.laws = redraw, fill, laws
@@ -64,6 +65,17 @@ class JacobiDrafter:
     def start(self, state, context):
         self.fill.start(state, context)
         self.q, self.onehot = None, state.seq.new_ones(state.batch_size, 0, dtype=torch.bool)
+
+    def admit(self, state, rows, context):
+        """New rows carry nothing: their slots of the window are fresh (q one-hot), filled now."""
+        self.fill.admit(state, rows, context)
+        have = self.onehot.shape[1]
+        if have:
+            first = state.n + have  # [B] (nothing to fill in the other rows)
+            first[rows] = state.n[rows]
+            with state.streams.only(rows):  # (as their first window's fill alone: a run of their own draws as much)
+                self.fill(state, first, have + 1)
+            self.onehot[rows] = True
 
     def propose(self, state, window):
         L, D, have = window.L, window.D, self.onehot.shape[1]

@@ -16,12 +16,16 @@ from mmspec.steps import CHAIN, Draft
 
 class LookupDrafter:
     makes = frozenset({CHAIN})
+    admits = True
 
     def __init__(self, fill: Fill):
         self.fill = fill
 
     def start(self, state, context):
         self.fill.start(state, context)
+
+    def admit(self, state, rows, context):
+        self.fill.admit(state, rows, context)
 
     def propose(self, state, window):
         L = window.L

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import torch
 
-from mmspec.drafters.base import Drafter
+from mmspec.drafters.base import Drafter, admits
 from mmspec.sampling import sample_from
 from mmspec.state import DecodeState
 from mmspec.steps import BRANCHES, CHAIN, Draft, TreeDraft
@@ -113,9 +113,13 @@ class ProactiveDrafter:
 
     def __init__(self, chain: Drafter, branches: Branches):
         self.chain, self.branches = chain, branches
+        self.admits = admits(chain)  # (branches keep nothing of a row between steps)
 
     def start(self, state, context):
         self.chain.start(state, context)
+
+    def admit(self, state, rows, context):
+        self.chain.admit(state, rows, context)
 
     def propose(self, state, window):
         return self.branches.grow(state, self.chain.propose(state, window), self.chain)

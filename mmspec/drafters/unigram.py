@@ -15,11 +15,15 @@ from mmspec.steps import CHAIN, Draft
 
 class UnigramDrafter:
     makes = frozenset({CHAIN})
+    admits = True  # (its q is counted from the row's committed tokens at every step)
 
     def __init__(self, smoothing: float = 1.0):
         self.smoothing = smoothing
 
     def start(self, state, context):
+        pass
+
+    def admit(self, state, rows, context):
         pass
 
     def propose(self, state, window):

@@ -11,7 +11,8 @@ import torch
 
 import mmspec.layouts as layouts
 from mmspec.adapters.reference import ReferenceTarget
-from mmspec.api import generate, row_seeds
+from mmspec.api import generate
+from mmspec.request import row_seeds
 from mmspec.arguments import check_arguments
 from mmspec.pipelines.base import DEFAULT_METHOD, DEFAULT_WINDOW, Pipeline, as_list, model_path, models_dir
 from mmspec.pipelines.folders import named_folder, read_config, read_json

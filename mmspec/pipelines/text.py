@@ -48,7 +48,7 @@ def generate_text(target: HFCausalLM, prompts, max_new_tokens: int = 64, *, stop
                 n = next(m for m in range(1, n + 1) if len(decode(state.seq[row, :m].tolist())) >= end)
                 state.finish(row, n)
                 text = decode(state.seq[row, :n].tolist())
-            key = row + state.first_row  # (the request's row: a large one runs in batches)
+            key = state.row_ids[row]  # (the request's row: a large one runs in batches)
             if stream is not None and len(text) > shown.get(key, 0):
                 stream(key, text[shown.get(key, 0):])
                 shown[key] = len(text)

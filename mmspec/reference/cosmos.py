@@ -217,6 +217,18 @@ class Context:
         return Context({i: (k[rows], v[rows]) for i, (k, v) in self.kv.items()},
                        None if self.bias is None else self.bias[rows])
 
+    def fits(self, other: "Context") -> bool:
+        """Whether `other`'s rows can take rows of this one (`take`): the same layers, context length and mask."""
+        return self.kv.keys() == other.kv.keys() and (self.bias is None) == (other.bias is None) and all(
+            self.kv[i][0].shape[1:] == other.kv[i][0].shape[1:] for i in self.kv)
+
+    def take(self, other: "Context", rows: torch.Tensor) -> None:
+        """Rows `rows` [b] become `other`'s b rows, in place."""
+        for i, (k, v) in self.kv.items():
+            k[rows], v[rows] = other.kv[i]
+        if self.bias is not None:
+            self.bias[rows] = other.bias
+
 
 class Block(nn.Module):
     def __init__(self, cfg: CosmosConfig, layer: int):

@@ -82,11 +82,12 @@ class ImageDoor(Door):
                                                       for image in out.images],
                 "mmspec": {"seeds": [req.seed + j for j in range(req.n)], "summary": out.summary}}
 
-    def previews(self, first_row: int, tokens) -> Iterator[dict]:
-        """Pictures of the committed tokens [B, N] (-1: not yet) of rows first_row...: partial_image events."""
+    def previews(self, row_ids: list[int], tokens) -> Iterator[dict]:
+        """Pictures of the committed tokens [B, N] (-1: not yet) of the request's rows `row_ids`: partial_image
+        events."""
         from mmspec.pipelines.outputs import cells
 
-        for j, image in enumerate(self.pipe.pictures(cells(tokens, self.pipe.layout)), first_row):
+        for j, image in zip(row_ids, self.pipe.pictures(cells(tokens, self.pipe.layout))):
             yield {"type": "image_generation.partial_image", "index": j, "b64_json": media.png(image)}
 
     def completed(self, req: ImageRequest, out) -> Iterator[dict]:

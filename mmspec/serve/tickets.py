@@ -55,7 +55,7 @@ class Ticket:
         return self.reason is not None
 
     def post(self, kind: str, value: Any = None) -> None:
-        """An event for the handler, from any thread: ("progress", committed), ("preview", (first_row, tokens
+        """An event for the handler, from any thread: ("progress", committed), ("preview", (row_ids, tokens
         [B, N], -1 where not committed)), ("text", (row, new text)), ("done", output), ("error", exception)."""
         self.loop.call_soon_threadsafe(self.events.put_nowait, (kind, value))
 
@@ -69,7 +69,7 @@ class Ticket:
             self._shown += 1
             n = state.length
             tokens = state.seq[:, :n].masked_fill(torch.arange(n, device=state.n.device) >= state.n[:, None], -1)
-            self.post("preview", (state.first_row, tokens.cpu()))
+            self.post("preview", (list(state.row_ids), tokens.cpu()))
 
     async def outcome(self) -> Any:
         """The output, skipping the events before it; the error raised."""

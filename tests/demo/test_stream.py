@@ -12,7 +12,7 @@ def fake_run(steps: int, errors: list, delay: float = 0.0):
     """A pipeline call committing one token per forward into a [1, steps] grid; returns "out"."""
     def call(on_commit):
         state = SimpleNamespace(seq=torch.arange(steps + 2)[None], n=torch.zeros(1, dtype=torch.long), length=steps,
-                                first_row=0, active=torch.ones(1, dtype=torch.bool))
+                                row_ids=[0], active=torch.ones(1, dtype=torch.bool))
         try:
             for _ in range(steps):
                 time.sleep(delay)
@@ -71,7 +71,7 @@ def test_a_request_run_in_batches_shows_every_row_so_far_each_batch_s_as_it_ende
     def call(on_commit):  # 3 rows of 4 tokens, in batches of 2 and 1, two tokens a forward
         for first, b in ((0, 2), (2, 1)):
             state = SimpleNamespace(seq=torch.arange(6).repeat(b, 1) + 10 * first, n=torch.zeros(b, dtype=torch.long),
-                                    length=4, first_row=first, active=torch.ones(b, dtype=torch.bool))
+                                    length=4, row_ids=list(range(first, first + b)), active=torch.ones(b, dtype=torch.bool))
             for forward in range(2):
                 state.n += 2
                 state.active = state.n < 4

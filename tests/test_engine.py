@@ -1,0 +1,111 @@
+"""The engine: rows join as rows leave, and every request's tokens are the ones it gets alone with its seed."""
+import threading
+
+import pytest
+import torch
+
+import mmspec
+import mmspec.plan
+from mmspec.adapters.base import PrefixSession
+from mmspec.engine import Cancelled, Engine, Engines
+from tiny import tiny_gpt
+
+SAMPLING = mmspec.Sampling(temperature=0.9, top_k=12, cfg_scale=2.5)
+LAYOUT = mmspec.Grid2D(4, 4)
+
+
+@pytest.fixture(scope="module")
+def target():
+    return mmspec.ReferenceTarget(tiny_gpt(vocab_size=16, rope_axes=2, seed=0))
+
+
+def _alone(target, condition, seed, num_outputs=1):
+    return mmspec.generate(target, torch.tensor([condition]), LAYOUT, method="ar", sampling=SAMPLING, seed=seed,
+                           num_outputs=num_outputs).tokens
+
+
+def _requests(engine, arrivals):
+    """Submit the first request, and each next one from the hook of the one before at its `arrivals` step: requests
+    arrive while rows run."""
+    tickets = []
+
+    def submit(i):
+        condition, seed, outputs, at = arrivals[i]
+        hook = None
+        if i + 1 < len(arrivals):
+            def hook(rows, k, i=i, fired=[]):
+                if rows.step >= arrivals[i][3] and not fired:
+                    fired.append(1)
+                    submit(i + 1)
+        tickets.append(engine.submit(torch.tensor([condition]), num_outputs=outputs, seed=seed, on_commit=hook))
+    submit(0)
+    engine.run_until_idle()
+    return tickets
+
+
+ARRIVALS = [(0, 3, 2, 2), (3, 11, 3, 1), (1, 7, 1, 4), (2, 5, 2, 0), (0, 9, 1, 0)]
+
+
+@pytest.mark.parametrize("slots", [1, 2, 5])
+@pytest.mark.parametrize("method", ["exact", {"name": "exact", "proactive": [3, 2]}])
+def test_exact_requests_arriving_mid_run_equal_ar_alone(target, method, slots):
+    engine = Engine(target, LAYOUT, mmspec.plan.plan(method, 5), SAMPLING, slots=slots)
+    tickets = _requests(engine, ARRIVALS)
+    assert len(tickets) == len(ARRIVALS)
+    for ticket, (condition, seed, outputs, _) in zip(tickets, ARRIVALS):
+        assert torch.equal(ticket.result().tokens, _alone(target, condition, seed, outputs))
+
+
+@pytest.mark.parametrize("method", ["exact", "coupled", "lookup", "jacobi", "ar"])
+def test_rows_join_as_rows_leave_at_any_batch_size(target, method):
+    """More rows than places: rows join mid-run; every method keeps each row's own tokens at a fixed window."""
+    conditions = torch.tensor([0, 3, 1, 2])
+    kw = dict(method=method, window=4, sampling=SAMPLING, seed=5, num_outputs=2)
+    whole = mmspec.generate(target, conditions, LAYOUT, **kw)
+    for batch in (1, 3, 5):
+        seen = []
+        parts = mmspec.generate(target, conditions, LAYOUT, batch_size=batch,
+                                on_commit=lambda rows, k: seen.append(len(rows.row_ids)), **kw)
+        assert torch.equal(parts.tokens, whole.tokens) and max(seen) <= batch
+
+
+def test_a_slot_whose_cache_is_not_taken_on_reuse_is_caught(target, monkeypatch):
+    """The wrong variant: a place that keeps its last row's prefill when a new row joins it."""
+    monkeypatch.setattr(PrefixSession, "take", lambda self, other, places: None)
+    engine = Engine(target, LAYOUT, mmspec.plan.plan("exact", 5), SAMPLING, slots=2)
+    tickets = _requests(engine, ARRIVALS)
+    assert any(not torch.equal(t.result().tokens, _alone(target, c, s, n)) for t, (c, s, n, _) in zip(tickets, ARRIVALS))
+
+
+def test_cancelled_and_failing_requests_end_alone(target):
+    engine = Engine(target, LAYOUT, mmspec.plan.plan("exact", 5), SAMPLING, slots=2)
+    queued = engine.submit(torch.tensor([1]), seed=1)
+
+    def boom(rows, k):
+        raise RuntimeError("hook failed")
+    failing = engine.submit(torch.tensor([2]), seed=2, on_commit=boom)
+    fine = engine.submit(torch.tensor([3]), seed=3)
+    queued.cancel()
+    engine.run_until_idle()
+    with pytest.raises(Cancelled):
+        queued.result()
+    with pytest.raises(RuntimeError, match="hook failed"):
+        failing.result()
+    assert torch.equal(fine.result().tokens, _alone(target, 3, 3))
+
+
+def test_engines_shared_by_threads_give_each_call_its_own_tokens(target):
+    engines = Engines(3)
+    out = {}
+
+    def call(condition, seed):
+        out[condition] = mmspec.generate(target, torch.tensor([condition]), LAYOUT, method="exact", window=5,
+                                         sampling=SAMPLING, seed=seed, num_outputs=2, engines=engines).tokens
+    threads = [threading.Thread(target=call, args=(c, 10 + c)) for c in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    engines.close()
+    for c in range(4):
+        assert torch.equal(out[c], _alone(target, c, 10 + c, 2))
