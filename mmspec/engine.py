@@ -225,9 +225,12 @@ class Engine:
         wave = _Wave(self)
         try:
             wave.run()
-        except BaseException as err:  # the wave's requests end with it; the queue goes on
-            for request in wave.requests():
+        except BaseException as err:  # the wave's requests end with it (its first too, if it failed to open); the
+            for request in wave.requests() + [wave.head] * (wave.head is not None):  # queue goes on
                 request.ticket._end(error=err)
+            with self._lock:
+                while self._queue and self._queue[0].ticket.done():
+                    self._queue.popleft()
             if not isinstance(err, Exception):
                 raise
         finally:
@@ -242,6 +245,7 @@ class _Wave:
         self.places: list["tuple[_Request, int] | None"] = [None] * engine.slots  # (request, row) at each place
         self.blocked = False  # the queue's first request does not fit this wave: nothing more joins it
         self.joined = False  # a row has joined after the first step
+        self.head: "_Request | None" = None  # the request the wave opened on
 
     def requests(self) -> list[_Request]:
         return list({id(p[0]): p[0] for p in self.places if p is not None}.values())
@@ -253,7 +257,7 @@ class _Wave:
                 engine._queue.popleft().ticket._end(error=Cancelled("the request was cancelled"))
             if not engine._queue:
                 return
-            head = engine._queue[0]
+            head = self.head = engine._queue[0]
             self.room = max(r.room for r in engine._queue)  # room for every request waiting now
         method, B = engine.planned.method, engine.slots
         rows = list(range(head.next, min(head.rows, head.next + B)))
