@@ -48,8 +48,9 @@ def take(condition, index: torch.Tensor):
         return None
     if isinstance(condition, tuple):
         return tuple(None if c is None else take(c, index) for c in condition)
-    if isinstance(condition, dict):  # (a part of one condition is every row's)
-        return {name: part if count(part) == 1 else take(part, index) for name, part in condition.items()}
+    if isinstance(condition, dict):  # (a part of one condition is every condition's: its row 0 for each)
+        return {name: take(part, index if count(part) > 1 else torch.zeros_like(index))
+                for name, part in condition.items()}
     return condition[index.to(condition.device)] if torch.is_tensor(condition) else [condition[i] for i in index]
 
 

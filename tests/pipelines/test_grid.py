@@ -122,13 +122,21 @@ def test_a_video_model_without_a_first_frame_model_generates_frame_zero_itself(t
 
 
 def test_on_commit_sees_the_committed_prefix_grow_to_the_output(tiny_models):
+    """The hook sees the rows still running (`row_ids`: which outputs), each one's prefix growing to its output."""
     pipe = ImagePipeline.from_pretrained(tiny_models / "image")
-    seen = []
-    out = pipe("red heart", num_outputs=2, method="coupled", window=4,
-               on_commit=lambda state, k: seen.append((state.seq[:, :state.length].clone(), state.n.clone())))
-    assert len(seen) == out.summary["nfe"] and [int(n.sum()) for _, n in seen] == sorted(int(n.sum()) for _, n in seen)
-    tokens, n = seen[-1]
-    assert (n == 16).all() and torch.equal(tokens, out.tokens)
+    seen = {}  # output -> (tokens, n) after each forward it ran in
+
+    def on_commit(rows, k):
+        assert rows.seq.shape[0] == len(rows.row_ids) == k.shape[0]
+        for i, row in enumerate(rows.row_ids):
+            seen.setdefault(row, []).append((rows.seq[i, :rows.length].clone(), int(rows.n[i])))
+
+    out = pipe("red heart", num_outputs=2, method="coupled", window=4, on_commit=on_commit)
+    assert sorted(seen) == [0, 1] and max(len(s) for s in seen.values()) == out.summary["nfe"]
+    for row, steps in seen.items():
+        assert [n for _, n in steps] == sorted(n for _, n in steps)
+        tokens, n = steps[-1]
+        assert n == 16 and torch.equal(tokens, out.tokens[row])
 
 
 def test_auto_windows_remember_costs_per_method_across_calls(tiny_models):
