@@ -12,7 +12,8 @@ from pathlib import Path
 
 from mmspec import interrupt
 from mmspec.methods import DEFAULT_METHOD, DEFAULT_WINDOW, OPTIONS, REGISTRY, Spec, check_method, takers
-from mmspec.options import BATCH_SIZE_HELP, NUM_OUTPUTS, NUM_OUTPUTS_HELP, OVERWRITE_HELP, SEED_HELP
+from mmspec.options import (BATCH_SIZE_HELP, CONCURRENCY, CONCURRENCY_HELP, NUM_OUTPUTS, NUM_OUTPUTS_HELP,
+                            OVERWRITE_HELP, SEED_HELP, SLOTS, SLOTS_HELP)
 from mmspec.sampling import Sampling
 from mmspec.window import MAX_WINDOW, WINDOWS, window_help
 
@@ -599,7 +600,7 @@ def cmd_demo(args) -> dict:
         setattr(args, f"{kind}_model", args.model)
     _use_threads(args)
     app = build_app(args.image_model, args.video_model, args.text_model, args.text_draft, args.concurrency,
-                    args.img_size)
+                    args.img_size, args.slots)
     launch(app, args.host, args.port)
     return {}
 
@@ -789,7 +790,8 @@ def build_parser() -> argparse.ArgumentParser:
         demo.add_argument(f"--{kind}-model", help=f"{kind} model folder (default: the bundled one)")
     demo.add_argument("--text-draft", help="a draft model folder for --text-model, for the methods that draft "
                       "with one")
-    demo.add_argument("--concurrency", type=int, default=1, help="generations at a time per model")
+    demo.add_argument("--concurrency", type=int, default=CONCURRENCY, help=CONCURRENCY_HELP)
+    demo.add_argument("--slots", type=int, default=SLOTS, help=SLOTS_HELP)
     demo.add_argument("--img-size", type=int, metavar="PIXELS", help=IMG_SIZE_HELP)
     _threads_option(demo)
     demo.set_defaults(func=cmd_demo, json=False)

@@ -14,7 +14,9 @@ Lossless and batch-invariant: a row's draws are its own seed's (counter-based st
 step is chosen before anything of that step is drawn, and each step's verification is lossless by itself; so a row
 that joins mid-wave has the law it has alone, and `exact`'s tokens (Gumbel-max on each position's own noise) are the
 ones plain AR draws with its seed, whatever its place, arrival or batch mates. Methods that draw from a counter
-(`coupled`) keep the law, not the very tokens of a run alone (their count of draws depends on the windows run).
+(`coupled`) keep the law; their very tokens depend on the windows a row runs (a run of given tokens is taken in one
+widened step only when every row is in one), so their rows join a wave only before its first step, and only rows
+with the wave's forced tokens: at a fixed window a row's tokens are then the ones it gets alone, as in any batch.
 
 Rows join only where they can: a drafter that keeps its own sessions (a draft model, a head) does not admit rows, so
 its waves run one request's rows; a request whose prompt is longer than the wave's, or whose given tokens need a
@@ -275,8 +277,12 @@ class _Wave:
                             forced=fixed.to(device), row_ids=rows + [0] * (B - len(rows)))
         state.active[len(rows):] = False
         self._started(head, places[:len(rows)].tolist(), rows)
-        self.joins = engine.joins_rows and admits(self.drafter) and isinstance(session, Takes)
-        self.first = admits(self.drafter) and isinstance(session, Takes)  # rows of other requests before the first step
+        # rows of other requests join before the first step where the drafter and session take them, and at any
+        # step where a row's tokens are its seed's alone (`same_tokens`): elsewhere a row that joins behind the
+        # others would run other windows than alone (a forced run's widened step), so other tokens of the same law
+        self.joins = admits(self.drafter) and isinstance(session, Takes)
+        self.anywhere = engine.joins_rows and method.same_tokens
+        self.forced = head.fixed[rows[0]]  # [N] (rows joining a wave of `coupled` must have the same forced tokens)
         context = Context(session=session, condition=condition, num_samples=samples, prompt=session.prompt,
                           draft_vocab=session.draft_vocab)
         stop = None if engine.stop_tokens is None else torch.as_tensor(engine.stop_tokens, device=device)
@@ -321,7 +327,7 @@ class _Wave:
                 stats.committed[0] = n
                 request.done(row, state.seq[place, :N], n, stats)
                 self.places[place] = None
-        if self.joins or self.first and state.step == 0:
+        if self.joins and (state.step == 0 or self.anywhere):
             self._join(wave)
 
     def _join(self, wave: Wave) -> None:
@@ -338,6 +344,9 @@ class _Wave:
                 self.blocked = True
                 return
             rows = list(range(request.next, min(request.rows, request.next + len(free))))
+            if not self.anywhere and not (request.fixed[rows] == self.forced).all():
+                self.blocked = True
+                return
             condition, samples = request.condition_of(rows)
             session = engine.target.session(condition, engine.layout, cfg=engine.sampling.cfg, num_samples=samples,
                                             max_window=self.room + engine.planned.method.tree_nodes)
@@ -375,8 +384,9 @@ class _Wave:
 
 class Engines:
     """The engines of one pipeline's calls, shared by the threads that make them (a demo's visitors, a server's
-    workers): one per target, layout, plan, sampling, stop tokens and compile option, each with `slots` places and
-    a thread of its own, so that calls made at once run as rows of one decode."""
+    workers): one per target, layout, plan, sampling, stop tokens and compile option, each with `slots` places (or
+    as many rows as fit in memory, when fewer) and a thread of its own, so that calls made at once run as rows of
+    one decode."""
 
     def __init__(self, slots: int):
         if isinstance(slots, bool) or not isinstance(slots, int) or slots < 1:
@@ -395,8 +405,8 @@ class Engines:
             if engine is None:
                 per_row = row_bytes(target, condition, layout, sampling.cfg,
                                     planned.room(layout.forced()[None]) + planned.method.tree_nodes)
-                rows_at_once(per_row, self.slots, module_device(target), self.slots)  # refuses slots that do not fit
-                engine = self._engines[key] = Engine(target, layout, planned, sampling, slots=self.slots,
+                slots = rows_at_once(per_row, self.slots, module_device(target))  # up to slots, as many as fit
+                engine = self._engines[key] = Engine(target, layout, planned, sampling, slots=slots,
                                                      stop_tokens=stop_tokens, compile=compile).start()
             return engine
 

@@ -37,6 +37,12 @@ class Method:
     window: int | None = None  # fixed window (ar: 1), else the caller's
     tree_nodes: int = 0  # window nodes a forward may add beside the chain (proactive branches)
 
+    @property
+    def same_tokens(self) -> bool:
+        """Whether a row's tokens are the ones `ar` draws with its seed whatever the windows it runs (plain AR, or a
+        verifier on AR's noise), so that they do not depend on its batch mates (mmspec.engine)."""
+        return self.window == 1 or self.verifier.same_tokens
+
     def drafter(self, layout: Layout) -> Drafter:
         """A fresh drafter for a generation, checked against the verifier before any work: every kind of draft record
         it makes (a chain, branches, a token tree) must be one the verifier reads (each declares its own: `makes` of

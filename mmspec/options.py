@@ -10,6 +10,10 @@ BATCH_SIZE_HELP = "outputs generated at a time (default: as many as fit in half 
 SEED_HELP = "seed of the first output; output i gets seed + i (default 0; at most 2**63-1): a prompt and seed give " \
     "the same output through every door (API, command line, render jobs, demo)"
 OVERWRITE_HELP = "number the files from 000, replacing those there (default: after the folder's, replacing nothing)"
+CONCURRENCY, SLOTS = 8, 16  # a demo's generations at a time per model, and the rows of them decoded at once
+CONCURRENCY_HELP = f"visitors' generations at a time per model (default {CONCURRENCY})"
+SLOTS_HELP = f"rows decoded at once per model: the running generations' rows share one decode (default {SLOTS}, " \
+    "or as many as fit in memory)"
 RENAMED = {"num_samples": "num_outputs", "num": "num_outputs", "--num": "--num-outputs"}  # old -> the one name
 
 

@@ -25,6 +25,7 @@ from mmspec.steps import BRANCHES, CHAIN, TOKEN_TREE, Draft, DraftRecord, TokenT
 
 class Verifier(Protocol):
     reads: frozenset[str]  # the kinds of draft record it verifies (mmspec.steps: CHAIN, BRANCHES, TOKEN_TREE)
+    same_tokens: bool  # whether a row's tokens are its seed's AR draws whatever the windows (else: AR's law)
 
     def __call__(self, state: DecodeState, draft: DraftRecord, logp: torch.Tensor, L: int) -> Verdict:
         """p over the forward's nodes (logp [B, W, V]: the window's L slots, then any tree nodes) -> the verdict
@@ -141,6 +142,7 @@ class RejectionVerifier:
 
     reads_q = True
     reads = frozenset({CHAIN})
+    same_tokens = False  # (its uniforms come from a counter: how many a row draws depends on its windows)
 
     def __call__(self, state: DecodeState, draft: Draft, logp: torch.Tensor, L: int) -> Verdict:
         return self.chain(state, draft, logp[:, :L], state.index(L))
@@ -171,6 +173,7 @@ class GumbelMatchVerifier:
 
     reads_q = False
     reads = frozenset({CHAIN})
+    same_tokens = True
 
     def __call__(self, state: DecodeState, draft: Draft, logp: torch.Tensor, L: int) -> Verdict:
         return self.chain(state, draft, logp[:, :L], state.index(L))
@@ -198,7 +201,7 @@ class BranchVerifier:
     reads = frozenset({CHAIN, BRANCHES})
 
     def __init__(self, chain: ChainVerifier):
-        self.chain = chain
+        self.chain, self.same_tokens = chain, chain.same_tokens
 
     def __call__(self, state: DecodeState, draft: DraftRecord, logp: torch.Tensor, L: int) -> Verdict:
         if draft.tree is None:  # no branches this step: the chain alone
@@ -242,7 +245,7 @@ class TreeVerifier:
     reads = frozenset({CHAIN, TOKEN_TREE})
 
     def __init__(self, chain: ChainVerifier):
-        self.chain = chain
+        self.chain, self.same_tokens = chain, chain.same_tokens
 
     def __call__(self, state: DecodeState, draft: DraftRecord, logp: torch.Tensor,
                  L: int) -> Verdict:

@@ -8,7 +8,7 @@ import mmspec
 import mmspec.plan
 from mmspec.adapters.base import PrefixSession
 from mmspec.engine import Cancelled, Engine, Engines
-from tiny import tiny_gpt
+from tiny import CycleWindow, chi_square_pvalue, gpt_law, sequence_id, tiny_gpt
 
 SAMPLING = mmspec.Sampling(temperature=0.9, top_k=12, cfg_scale=2.5)
 LAYOUT = mmspec.Grid2D(4, 4)
@@ -109,3 +109,42 @@ def test_engines_shared_by_threads_give_each_call_its_own_tokens(target):
     engines.close()
     for c in range(4):
         assert torch.equal(out[c], _alone(target, c, 10 + c, 2))
+
+
+def _two_requests_law(method, samples=10_000):
+    """Two requests of 10,000 rows each through an engine of 300 places: class 0 alone, then class 1 with a token
+    given at index 1; rows join as rows finish (mid-step where the method allows). -> (p-values of each request
+    against its exact law, rows that joined after their wave's first step)."""
+    model = tiny_gpt(vocab_size=4, num_classes=2, block_size=4, dtype=torch.float32)
+    target, layout = mmspec.ReferenceTarget(model), mmspec.Grid2D(2, 2)
+    s = mmspec.Sampling(temperature=0.9, top_k=3, cfg_scale=1.5)
+    engine = Engine(target, layout, mmspec.plan.plan(method, CycleWindow((4, 2, 1, 3))), s, slots=300)
+    first_step: dict[tuple[int, int], int] = {}
+
+    def seen(request):
+        def hook(rows, k):
+            for row in rows.row_ids:
+                first_step.setdefault((request, row), rows.step)
+        return hook
+    a = engine.submit(torch.tensor([0]), num_outputs=samples, seed=0, on_commit=seen(0))
+    b = engine.submit(torch.tensor([1]), num_outputs=samples, seed=10**6, given=torch.tensor([[-1, 2, -1, -1]]),
+                      on_commit=seen(1))
+    engine.run_until_idle()
+    laws = gpt_law(model, 0, layout, s), gpt_law(model, 1, layout, s, given={1: 2})
+    pvalues = [chi_square_pvalue(sequence_id(t.result().tokens, 4), law) for t, law in zip((a, b), laws)]
+    return pvalues, sum(step > 0 for step in first_step.values())
+
+
+@pytest.mark.parametrize("method", ["exact", "ar", "coupled", "lookup", {"name": "exact", "proactive": [3, 2]}],
+                         ids=str)
+def test_requests_sharing_a_decode_keep_their_exact_laws(method):
+    pvalues, joined_mid_wave = _two_requests_law(method)
+    assert min(pvalues) > 1e-3, pvalues
+    # rows of `exact` and `ar` join beside running rows; others' only before a wave's first step (mmspec.engine)
+    assert (joined_mid_wave > 1000) == mmspec.plan.plan(method, 4).method.same_tokens
+
+
+def test_the_law_test_catches_a_place_that_keeps_its_last_row_s_cache(monkeypatch):
+    monkeypatch.setattr(PrefixSession, "take", lambda self, other, places: None)
+    pvalues, _ = _two_requests_law("exact")
+    assert pvalues[1] < 1e-6  # class 1's rows ran on class 0's prefill

@@ -42,6 +42,10 @@ class MeasuringVerifier:
     def reads(self) -> frozenset[str]:
         return self.verifier.reads  # (it verifies what the verifier it wraps does)
 
+    @property
+    def same_tokens(self) -> bool:
+        return self.verifier.same_tokens
+
     def __call__(self, state: DecodeState, draft: "Draft | TreeDraft", logp: torch.Tensor, L: int) -> Verdict:
         verdict = self.verifier(state, draft, logp, L)
         with torch.no_grad():

@@ -2,7 +2,9 @@
 
 Each tab has two events: generate (streams the output as it is committed, then stats, commit map
 and accepted-length histogram) and compare (the chosen method against plain AR, same prompt, seed
-and sampling). Events of a tab share one queue, so a model runs `concurrency` generations at a time.
+and sampling). Events of a tab share one queue, so a model runs `concurrency` visitors' generations at a time, and
+their rows run as rows of one decode of `slots` rows (mmspec.engine): a visitor's images start as soon as a row
+frees, beside the others', and are the ones they would be alone.
 The video tab takes an optional first frame, the image tab an optional picture and mask to inpaint:
 the pipelines' image= and mask=.
 """
@@ -21,6 +23,7 @@ from mmspec.demo.stream import Snapshot, stream
 from mmspec.demo.views import GridView, TextView
 from mmspec.memory import DoesNotFit
 from mmspec.methods import DEFAULT_METHOD, method_names
+from mmspec.options import CONCURRENCY, SLOTS
 from mmspec.window import MAX_WINDOW, WINDOWS
 from mmspec.families import check
 from mmspec.pipelines import load_pipeline
@@ -41,17 +44,20 @@ is a run accepted in a single forward. `exact` gives the very same tokens as pla
 
 
 def build_app(image_model=None, video_model=None, text_model=None, text_draft=None,
-              concurrency: int = 1, img_size: "int | None" = None) -> gr.Blocks:
+              concurrency: int = CONCURRENCY, img_size: "int | None" = None, slots: int = SLOTS) -> gr.Blocks:
     """Model folders default to the bundled models; text_draft is the text model's draft model (the bundled text
-    model comes with its own), for the methods that need one. `concurrency`: generations at a time per model.
-    img_size: a Janus image model's side in pixels (deepseek's)."""
-    if concurrency < 1:
-        raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+    model comes with its own), for the methods that need one. `concurrency`: generations at a time per model;
+    `slots`: rows decoded at once per model (as many as fit in memory, when fewer). img_size: a Janus image model's
+    side in pixels (deepseek's)."""
+    if concurrency < 1 or slots < 1:
+        raise ValueError(f"concurrency and slots must be >= 1, got {concurrency} and {slots}")
     folders = {"image": image_model, "video": video_model, "text": text_model}
     options = {"image": {"img_size": img_size}, "video": {}, "text": {"draft": text_draft}}  # each kind's own
     for kind, folder in folders.items():  # what a family refuses, in one line before any model loads
         check(folder, kind, "demo", **options[kind])
     pipes = {kind: load_pipeline(kind, folder, door="demo", **options[kind]) for kind, folder in folders.items()}
+    for pipe in pipes.values():
+        pipe.share_engines(slots)
     # GIF / MP4 of video runs (gradio serves copies); the tabs hold it, it is removed at exit
     files = tempfile.TemporaryDirectory(prefix="mmspec-demo-")
     with gr.Blocks(title="mmspec demo", delete_cache=(3600, 3600)) as app:

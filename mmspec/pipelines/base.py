@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 
 from mmspec.api import row_need
+from mmspec.engine import Engines
 from mmspec.families import Family, load
 from mmspec.memory import rows_at_once
 from mmspec.methods import DEFAULT_METHOD, DEFAULT_WINDOW  # noqa: F401 - the pipelines' defaults
@@ -104,6 +105,7 @@ class Pipeline:
     draft_model = None
     folder: "Path | None" = None  # the model folder (from_pretrained sets it)
     compile: "bool | dict" = False  # a call's default for mmspec.generate's compile (from_pretrained sets it)
+    engines: "Engines | None" = None  # shared by the calls made at once (share_engines)
 
     @classmethod
     @scoped("device")
@@ -129,6 +131,21 @@ class Pipeline:
         self.window_memory = WindowCache.coerce(window_cache).memories(path, device)
         self.folder, self.compile = path, compile
         return self
+
+    def share_engines(self, slots: int) -> None:
+        """Calls made at once from several threads (a demo's visitors, a server's workers, a render job's outputs)
+        run as rows of one decode per set of options, `slots` rows at a time, a row joining as another finishes
+        (mmspec.engine.Engines); each call's outputs are the ones it gets alone. A model the pipeline calls for part
+        of its work (a video's first frames) shares its own."""
+        if self.engines is not None:
+            self.engines.close()
+        self.engines = Engines(slots)
+        for part in self.parts():
+            part.share_engines(slots)
+
+    def parts(self) -> "list[Pipeline]":
+        """The pipelines this one calls for part of a call's work."""
+        return []
 
     @property
     def has_head(self) -> bool:
@@ -196,7 +213,7 @@ class Pipeline:
         sampling = merged(self.default_sampling, sampling)
         with progress(total, type(self).__name__, progress_bar) as hook:
             out = run(planned=planned, sampling=sampling, on_commit=chain(hook, on_commit),
-                      compile=self.compile if compile is None else compile)
+                      compile=self.compile if compile is None else compile, engines=self.engines)
         policy = planned.policy
         if isinstance(policy, AutoWindow) and policy.memory is not None:
             policy.memory.save()  # what it learned, for the next process

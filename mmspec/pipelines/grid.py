@@ -232,6 +232,9 @@ class VideoPipeline(_GridPipeline):
     image_model: "ImagePipeline | None" = None  # renders frame 0 when no image is given
     staging: "Staging | None" = None  # how the model wants a picture staged as its first frame
 
+    def parts(self) -> list[Pipeline]:
+        return [] if self.image_model is None else [self.image_model]
+
     def _load_extras(self, path: Path, config: dict, device, dtype, window_cache: WindowCache) -> None:
         if "first_frame_model" in config:
             self.image_model = ImagePipeline.from_pretrained(named_folder(path, config, "first_frame_model"),

@@ -6,6 +6,7 @@ exactly-once bookkeeping lives in one place whatever the backend.
 """
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Iterator
 
 from mmspec.render.job import Job, Output
@@ -17,20 +18,34 @@ Batches = Iterator[tuple[list[Output], list[Result]]]
 
 
 class LocalExecutor:
+    """Renders in this process on one engine of `batch_size` places (Pipeline.share_engines): `IN_FLIGHT` batches'
+    calls are made at once from threads, so the rows of the next batch take the places of rows that finish, and a
+    place never waits for the rest of its batch. Results come as batches finish (the bytes are those of any batch
+    size); the driver writes them."""
+
+    IN_FLIGHT = 3  # batches called at once: the one running, the one joining it, one ready behind them
+
     def __init__(self, job: Job):
         self.kind = job.kind
         self.pipe = load_pipeline(job.kind, job.model, job.draft, default_device(), compile=job.compile,
                                   door="render", img_size=job.img_size)
+        self.pipe.share_engines(job.batch_size)
 
     def check(self, batches: list[list[Output]]) -> None:
         check_batches(self.pipe, batches)
 
     def map(self, batches: list[list[Output]]) -> Batches:
-        for batch in batches:
-            yield batch, render_batch(self.pipe, self.kind, batch)
+        pool = ThreadPoolExecutor(self.IN_FLIGHT, thread_name_prefix="mmspec-render")
+        calls = {pool.submit(render_batch, self.pipe, self.kind, batch): batch for batch in batches}
+        try:
+            for call in as_completed(calls):
+                yield calls[call], call.result()
+        finally:  # interrupted (Ctrl-C, SIGTERM) or done: nothing is left running
+            pool.shutdown(wait=False, cancel_futures=True)
+            self.pipe.engines.cancel()
 
     def close(self):
-        pass
+        self.pipe.engines.close()
 
 
 class RayExecutor:

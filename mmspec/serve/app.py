@@ -34,7 +34,7 @@ def create_app(pipe, name: str, *, slots: int = 1, max_queue: int = 16, limits: 
     waiting (429 past them); `api_key`: the bearer token every path but /health needs (None: none)."""
     door = DOORS[pipe.kind](pipe, name)
     backend = backend or Backend(slots, max_queue)
-    shared = share_engines(pipe, backend.slots)
+    shared = share_engines(pipe, backend.slots * limits.max_n)  # room for every running call's rows
     app = FastAPI(title="mmspec serve", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.backend = backend
     counters = backend.counters

@@ -4,8 +4,8 @@ Concurrent calls on one pipeline are safe: a call's decode state (its KV cache, 
 is read-only weights, the auto windows' learned costs (a dict of floats), and torch's CPU thread count, which
 mmspec.threads.call_threads sets for the outermost of overlapping calls and restores when the last one ends (a
 lock and a depth count). Outputs do not depend on what runs beside them: a row's noise belongs to its seed and
-positions. A pipeline with `share_engines(slots)` batches the concurrent calls into one running decode; it is told
-the slots once, and nothing else changes here."""
+positions. A pipeline with `share_engines(rows)` batches the concurrent calls into one running decode (mmspec.engine); it is
+told once how many rows (the slots times the outputs a request may ask), and nothing else changes here."""
 from __future__ import annotations
 
 import math
@@ -20,7 +20,8 @@ SHUTTING_DOWN = "the server is shutting down (SIGTERM): send the request to anot
 
 
 def share_engines(pipe, slots: int) -> bool:
-    """Tells a pipeline that batches concurrent calls into one decode how many calls run at once; whether it can."""
+    """Tells a pipeline that batches concurrent calls into one decode how many rows it may run at once; whether it
+    can."""
     share = getattr(pipe, "share_engines", None)
     if share is not None:
         share(slots)

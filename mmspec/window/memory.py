@@ -6,6 +6,7 @@ import hashlib
 import json
 import math
 import os
+import threading
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -108,8 +109,10 @@ class WindowMemory:
         """Write the measurements to `path` (atomically: a concurrent reader sees the old file or the new one)."""
         if self.path is None or not self.shapes:  # nothing measured (e.g. a method with a fixed window)
             return
-        shapes = [[*shape, dict(zip(self.fields, values))] for shape, values in self.shapes.items()]
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        # (a copy of the items first: an engine's thread may be adding a shape)
+        shapes = [[*shape, dict(zip(self.fields, values))] for shape, values in list(self.shapes.items())]
+        # (one scratch file per process and thread: calls made at once save at once)
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}-{threading.get_ident()}.tmp")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             tmp.write_text(json.dumps({"shapes": shapes}))

@@ -1,3 +1,5 @@
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 import torch
 
@@ -19,6 +21,19 @@ def test_exact_gives_the_same_pixels_as_ar(tiny_models):
     exact = pipe("red heart", num_outputs=3, seed=11, method="exact", window=7)
     assert torch.equal(ar.tokens, exact.tokens)
     assert all(a.tobytes() == b.tobytes() for a, b in zip(ar.images, exact.images))
+
+
+@pytest.mark.parametrize("method", ["exact", "ar"])
+def test_calls_made_at_once_share_one_decode_and_get_what_each_gets_alone(tiny_models, method):
+    video = VideoPipeline.from_pretrained(tiny_models / "video-from-text")  # (its first frames: an image model's)
+    calls = [("bounce apple", 1), ("bounce red heart", 2), ("bounce apple", 3), ("apple", 4), ("red heart", 5)]
+    alone = [video(prompt, seed=seed, method=method).tokens for prompt, seed in calls]
+    video.share_engines(3)
+    with ThreadPoolExecutor(5) as pool:
+        together = list(pool.map(lambda call: video(call[0], seed=call[1], method=method).tokens, calls))
+    assert all(torch.equal(a, b) for a, b in zip(alone, together))
+    engine, = video.engines._engines.values()  # one decode for the calls' one set of options, 3 rows at a time
+    assert engine.slots == 3 and video.image_model.engines.slots == 3  # (the first frames' calls share theirs)
 
 
 def test_video_pipeline_saves_gif_and_mp4(tiny_models, tmp_path):

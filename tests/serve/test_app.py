@@ -197,6 +197,11 @@ def test_a_pipeline_that_shares_engines_is_told_the_slots_and_one_without_runs_a
     with client(pipe, slots=3) as c:
         assert c.get("/health").json()["shared_engines"] is True
         assert c.post("/v1/images/generations", json={"prompt": "red heart"}).status_code == 200
-    assert pipe.shared == 3 and pipe.calls == 1
-    with client(image_pipe) as c:
+    assert pipe.shared == 3 * 4 and pipe.calls == 1  # every running call's rows (a request's n: up to 4)
+
+    class Alone(slow):
+        share_engines = None  # a pipeline that cannot batch calls made at once
+
+    with client(Alone(image_pipe, seconds=0)) as c:
         assert c.get("/health").json()["shared_engines"] is False
+        assert c.post("/v1/images/generations", json={"prompt": "red heart"}).status_code == 200
