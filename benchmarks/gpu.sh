@@ -2,7 +2,8 @@
 # The first thing to run on a machine with one NVIDIA GPU: within 10 minutes, in priority order, each step with its
 # own time limit and its results written as it goes (a step cut short loses only itself):
 #   1. the lossless tests on CUDA (bf16 weights, fp32 verification; Cosmos-1's too)
-#   2. the compiled speculative step at 1 row against eager, image (ar, exact@16) and video (ar, exact@64)
+#   2. the compiled speculative step at 1 row against eager, image (ar, exact@16) and video (ar, exact@64), and an
+#      image render job at 32 places of one engine against `ar` (issue 60's >= 1.3x AR's throughput)
 #   3. real-size cost curves c(B, L) with random weights (benchmarks/cost_curve.py): the 7B families eager, the
 #      compiled forward at 1 output and L = 1, 64, then the projection of the papers' acceptance on them
 #   4. LlamaGen's own loop against mmspec on GPT-XXL (MMSPEC_LLAMAGEN=DIR, a LlamaGen checkout; skipped without)
@@ -53,8 +54,10 @@ if [ "$mode" = dry ]; then  # the same commands on the CPU: tiny models, one rep
   # (an option given twice: argparse keeps the last, so `few` cuts every step's sizes to a rehearsal's)
   device=cpu dtype=fp32 scaled=--scaled repeats=1 backend="--backend eager" tests=(--co)
   few=(--rows 1,2 --windows 1,4) few_methods=(--methods ar:1,exact:4 --repeats 1)
+  engine_job=(--outputs 4 --batch 2 --rounds 1)
 else
   device=cuda dtype=bf16 scaled="" repeats=5 backend="" tests=() few=() few_methods=()
+  engine_job=(--outputs 96 --batch 32 --rounds 1)
   if ! python -c "import mmspec, pytest, xdist, matplotlib" 2>/dev/null; then
     pip install -e ".[dev]" > "$out/pip.log" 2>&1 || { echo "pip install -e .[dev] failed: $out/pip.log"; exit 1; }
   fi
@@ -95,6 +98,11 @@ step compile-image 75 python benchmarks/compile_step.py models/emoji-image --dev
   --methods ar:1,exact:16 --repeats 2 $backend "${few_methods[@]}" --out "$out/compile"
 step compile-video 90 python benchmarks/compile_step.py models/emoji-video --device "$device" --rows 1 \
   --methods ar:1,exact:64 --repeats 2 $backend "${few_methods[@]}" --out "$out/compile"
+
+# the engine: 96 images at batch_size 32, the default method with rows joining as rows finish, in lockstep, and `ar`
+# (the H200 before the engine, lockstep at 32 rows: 0.73-0.84x `ar`)
+step engine-image 100 python -m benchmarks.engine_wallclock --out "$out/engine-image.json" job --kind image \
+  "${engine_job[@]}"
 
 # 3. real-size cost curves, random weights in bf16: Lumina-mGPT 7B (Chameleon) and Cosmos-1 4B first (the papers'
 # acceptance is reported on them), then the compiled forward at one output (2 rows with CFG), then the others

@@ -3,7 +3,7 @@ from importlib import import_module
 
 # every name loads on first use: `import mmspec` (and the `mmspec` command's start, mmspec.__main__) loads no torch
 _LAZY = {
-    "generate": "mmspec.api", "Generation": "mmspec.request", "Sampling": "mmspec.sampling", "Stats": "mmspec.stats",
+    "generate": "mmspec.api", "Generation": "mmspec.request", "Engine": "mmspec.engine", "Engines": "mmspec.engine", "Sampling": "mmspec.sampling", "Stats": "mmspec.stats",
     "Sequence1D": "mmspec.layouts", "Grid2D": "mmspec.layouts", "Grid3D": "mmspec.layouts",
     "METHODS": "mmspec.methods", "Method": "mmspec.methods", "resolve_method": "mmspec.methods",
     "GPT": "mmspec.reference.gpt", "GPTConfig": "mmspec.reference.gpt", "ReferenceTarget": "mmspec.adapters.reference",

@@ -54,7 +54,7 @@ def generate(target: Target, condition: Any, layout: Layout, *, method: "str | d
     output law is plain AR sampling that writes each given token instead of sampling it. A run of given (or
     structural) tokens filling the window is taken whole, with the token after it, in one forward.
     compile: True compiles the step after the drafts (target forward, p, verification, commit) with
-    torch.compile, one graph per window width (`fullgraph=True`; CUDA graphs on a GPU); a dict is passed to
+    torch.compile, one graph per L (`fullgraph=True`; CUDA graphs on a GPU); a dict is passed to
     torch.compile as keyword arguments. The tokens are the same as without it. On a CPU each kind of step is timed
     compiled and eager and the faster runs, and once a row is done the steps run eager (mmspec.executor).
     batch_size: rows run at a time (None: as many as fit). The memory a row needs (KV cache, logits, drafts, CFG's

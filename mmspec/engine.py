@@ -16,7 +16,7 @@ that joins mid-wave has the law it has alone, and `exact`'s tokens (Gumbel-max o
 ones plain AR draws with its seed, whatever its place, arrival or batch mates. Methods that draw from a counter
 (`coupled`) keep the law; their very tokens depend on the windows a row runs (a run of given tokens is taken in one
 widened step only when every row is in one), so their rows join a wave only before its first step, and only rows
-with the wave's forced tokens: at a fixed window a row's tokens are then the ones it gets alone, as in any batch.
+forced where the wave's are: at a fixed window a row's tokens are then the ones it gets alone, as in any batch.
 
 Rows join only where they can: a drafter that keeps its own sessions (a draft model, a head) does not admit rows, so
 its waves run one request's rows; a request whose prompt is longer than the wave's, or whose given tokens need a
@@ -155,6 +155,7 @@ class Engine:
         self._lock = threading.Condition()
         self._thread: "threading.Thread | None" = None
         self._closed = False
+        self.waves = self.forwards = 0  # decodes run, and target forwards in all (a clock in forwards: benchmarks)
 
     def submit(self, condition: Any, *, num_outputs: int = 1, seed: "int | Sequence[int]" = 0,
                given: "torch.Tensor | None" = None,
@@ -196,21 +197,18 @@ class Engine:
                 self._thread.start()
         return self
 
-    def close(self) -> None:
-        """End the engine's thread once the requests queued now are done; later submits are refused."""
+    def close(self, cancel: bool = False) -> None:
+        """End the engine's thread once the requests queued now are done, or with `cancel` at the next step boundary
+        (every request queued or running ends with Cancelled: a render job interrupted); later submits are
+        refused."""
         with self._lock:
             self._closed = True
+            if cancel:
+                for request in (*self._queue, *self._running):
+                    request.ticket.cancel()
             self._lock.notify_all()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()
-
-    def cancel(self) -> None:
-        """Cancel every request queued or running (a render job interrupted)."""
-        with self._lock:
-            for request in self._queue:
-                request.ticket.cancel()
-            for request in self._running:
-                request.ticket.cancel()
 
     _running: "tuple[_Request, ...]" = ()
 
@@ -282,12 +280,16 @@ class _Wave:
         # others would run other windows than alone (a forced run's widened step), so other tokens of the same law
         self.joins = admits(self.drafter) and isinstance(session, Takes)
         self.anywhere = engine.joins_rows and method.same_tokens
-        self.forced = head.fixed[rows[0]]  # [N] (rows joining a wave of `coupled` must have the same forced tokens)
+        self.forced = head.fixed[rows[0]] >= 0  # [N] where tokens are forced (rows joining a wave of `coupled` must
+        # have them where its rows do: a forced run's widened step is taken only where every row is in one)
         context = Context(session=session, condition=condition, num_samples=samples, prompt=session.prompt,
                           draft_vocab=session.draft_vocab)
         stop = None if engine.stop_tokens is None else torch.as_tensor(engine.stop_tokens, device=device)
-        decode(session, self.drafter, method.verifier, engine.planned.policy, state, context, stop, self._on_commit,
-               engine.compile, joins=self)
+        try:
+            decode(session, self.drafter, method.verifier, engine.planned.policy, state, context, stop,
+                   self._on_commit, engine.compile, joins=self)
+        finally:
+            engine.waves, engine.forwards = engine.waves + 1, engine.forwards + state.step
 
     def _forced(self, request: _Request, rows: list[int]) -> torch.Tensor:
         """[b, N + room] the forced tokens of `rows` of `request`, FREE past the layout (the last window's overhang)."""
@@ -344,7 +346,7 @@ class _Wave:
                 self.blocked = True
                 return
             rows = list(range(request.next, min(request.rows, request.next + len(free))))
-            if not self.anywhere and not (request.fixed[rows] == self.forced).all():
+            if not self.anywhere and not ((request.fixed[rows] >= 0) == self.forced).all():
                 self.blocked = True
                 return
             condition, samples = request.condition_of(rows)
@@ -394,6 +396,7 @@ class Engines:
         self.slots = slots
         self._engines: dict[tuple, Engine] = {}
         self._lock = threading.Lock()
+        self._closed = False
 
     def get(self, target, layout: Layout, planned: Plan, sampling: Sampling, condition, stop_tokens=None,
             compile: "bool | dict" = False) -> Engine:
@@ -401,6 +404,8 @@ class Engines:
         stop = None if stop_tokens is None else tuple(stop_tokens)
         key = (id(target), repr(layout), planned.key, repr(sampling), stop, repr(compile))
         with self._lock:
+            if self._closed:
+                raise RuntimeError("the engines are closed")
             engine = self._engines.get(key)
             if engine is None:
                 per_row = row_bytes(target, condition, layout, sampling.cfg,
@@ -410,14 +415,9 @@ class Engines:
                                                      stop_tokens=stop_tokens, compile=compile).start()
             return engine
 
-    def cancel(self) -> None:
-        """Cancel every request of every engine."""
+    def close(self, cancel: bool = False) -> None:
+        """Close every engine (Engine.close); later calls are refused."""
         with self._lock:
-            for engine in self._engines.values():
-                engine.cancel()
-
-    def close(self) -> None:
-        with self._lock:
-            engines, self._engines = list(self._engines.values()), {}
+            engines, self._engines, self._closed = list(self._engines.values()), {}, True
         for engine in engines:
-            engine.close()
+            engine.close(cancel)

@@ -1,4 +1,4 @@
-"""How a step runs: eager, or compiled by torch.compile (one graph per window width and kind of draft, CUDA graphs on
+"""How a step runs: eager, or compiled by torch.compile (one graph per L and kind of draft, CUDA graphs on
 a GPU), and on a CPU whichever of the two is faster for each kind of step. What a step does is mmspec.verify_step's
 `VerifyStep`; this module only runs it."""
 from __future__ import annotations
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from mmspec.verify_step import VerifyStep
     from mmspec.state import DecodeState
 
-# one graph per window width and kind of draft (with or without q, a tree), for every method and generation of the
+# one graph per L and kind of draft (with or without q, a tree), for every method and generation of the
 # process: dynamo's default of 8 graphs per function would end a run mid-generation
 RECOMPILE_LIMIT = 256
 
@@ -24,7 +24,7 @@ class Executor:
     """Runs a VerifyStep over the drafts of a window (`Window`): eager, or compiled.
 
     The step reads nothing from the device, so `compile` can trace it whole: torch.compile with `fullgraph=True` (a
-    graph break is an error, not a silent slowdown) and one graph per window width (`dynamic=False`: the window's L
+    graph break is an error, not a silent slowdown) and one graph per L (`dynamic=False`: the window's L
     is a Python int, every tensor shape follows from it); on CUDA in mode "reduce-overhead" (CUDA graphs). A dict is
     passed to torch.compile as keyword arguments (e.g. {"backend": "eager"} to check the trace only). The target
     session's cache attends over all its slots inside a compiled step (see mmspec.cache: a static view), which is
@@ -32,7 +32,7 @@ class Executor:
 
     Compiled, a chain shorter than the window asked for (a lookup's match, a head's chain that stopped where it was
     unsure) is padded to the next power of two within it (`_padded`), and the step commits no further than the
-    drafts it was given: drafters whose chains vary in length then meet a few widths, not every one, each compiled
+    drafts it was given: drafters whose chains vary in length then meet a few L, not every one, each compiled
     once. Once rows have left the forwards (on a CPU) the steps run eager.
     """
 

@@ -9,7 +9,7 @@ The window policy may change L from step to step; each step's verification is lo
 
 The loop decides L and when to stop: one read of the device per step (how many rows still run).
 What follows the drafts, the target forward, p, verification and commit, is mmspec.verify_step's `VerifyStep`,
-which mmspec.executor runs eager or compiles whole (`compile=True`: one graph per window width; CUDA graphs on a
+which mmspec.executor runs eager or compiles whole (`compile=True`: one graph per L; CUDA graphs on a
 GPU).
 """
 from __future__ import annotations
@@ -99,7 +99,7 @@ def decode(session: Session, drafter: Drafter, verifier: Verifier, policy: Windo
             on_commit(state, k)
         t_hook = time.perf_counter() - t_hook
         drafter.update(state, draft, verdict, logp[:, :draft.slots + 1], k)
-        if not window.widened:  # not the policy's width, nor its cost
+        if not window.widened:  # not the policy's L, nor its cost
             policy.observe(state, k, _elapsed(t_step, device) - t_hook)
         state.step += 1
     stats.committed = state.n.clone()  # tokens kept, after any stop string cut a row short
@@ -110,7 +110,7 @@ def decode(session: Session, drafter: Drafter, verifier: Verifier, policy: Windo
 
 def _elapsed(since: float, device: torch.device) -> float:
     """Seconds since `since`, the device's work included: an accelerator runs a step after its launches have
-    returned, so without the wait a policy would time the launches alone, about the same at any width. (The next
+    returned, so without the wait a policy would time the launches alone, about the same at any L. (The next
     step's read of the rows still running would wait for the same work: the wait costs nothing.)"""
     if device.type != "cpu":
         torch.accelerator.synchronize(device)

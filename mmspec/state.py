@@ -67,9 +67,9 @@ class DecodeState:
     def length(self) -> int:
         return self.layout.length
 
-    def index(self, width: int, offset: int = 0) -> torch.Tensor:
-        """[B, width] generated indices n+offset .. n+offset+width-1."""
-        return self.n[:, None] + offset + torch.arange(width, device=self.n.device)
+    def index(self, L: int, offset: int = 0) -> torch.Tensor:
+        """[B, L] generated indices n+offset .. n+offset+L-1."""
+        return self.n[:, None] + offset + torch.arange(L, device=self.n.device)
 
     def draft_tokens(self, L: int) -> torch.Tensor:
         """[B, L-1] tokens in the draft slots of a window of L (indices n .. n+L-2)."""

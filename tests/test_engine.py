@@ -148,3 +148,22 @@ def test_the_law_test_catches_a_place_that_keeps_its_last_row_s_cache(monkeypatc
     monkeypatch.setattr(PrefixSession, "take", lambda self, other, places: None)
     pvalues, _ = _two_requests_law("exact")
     assert pvalues[1] < 1e-6  # class 1's rows ran on class 0's prefill
+
+
+def test_closing_with_cancel_ends_running_and_queued_requests_and_refuses_later_ones(target):
+    engine = Engine(target, LAYOUT, mmspec.plan.plan("exact", 5), SAMPLING, slots=1)
+    closing = []
+
+    def close_at_step_2(rows, k):
+        if rows.step == 2 and not closing:
+            closing.append(threading.Thread(target=engine.close, kwargs={"cancel": True}))
+            closing[0].start()
+            closing[0].join()  # (run_until_idle's thread: close joins no thread of the engine's own)
+    running = engine.submit(torch.tensor([1]), seed=1, on_commit=close_at_step_2)
+    queued = engine.submit(torch.tensor([2]), seed=2)
+    engine.run_until_idle()
+    for ticket in (running, queued):
+        with pytest.raises(Cancelled):
+            ticket.result()
+    with pytest.raises(RuntimeError, match="closed"):
+        engine.submit(torch.tensor([3]))

@@ -83,9 +83,9 @@ def repeat_condition(condition: torch.Tensor, num_samples: int) -> torch.Tensor:
     return condition.repeat_interleave(num_samples, dim=0)
 
 
-def window_index(start: torch.Tensor, width: int) -> torch.Tensor:
-    """[B] start indices -> [B, width] generated indices."""
-    return start[:, None] + torch.arange(width, device=start.device)
+def window_index(start: torch.Tensor, W: int) -> torch.Tensor:
+    """[B] start indices -> [B, W] generated indices of a forward's W nodes."""
+    return start[:, None] + torch.arange(W, device=start.device)
 
 
 class PrefixSession:
@@ -110,7 +110,7 @@ class PrefixSession:
         self.batch_size, self.cfg, self.vocab_size, self.device = batch_size, cfg, vocab_size, prefix.device
         self.prefix_len, self.cache = P, cache
         self.prefix_slots = torch.tensor(P, device=prefix.device)  # as a tensor: a compiled step is not specialised
-        # on the prompt's length (each text prompt's would compile every width afresh)
+        # on the prompt's length (each text prompt's would compile every L afresh)
         self.lengths = torch.full((R,), P, device=prefix.device) if lengths is None else lengths.to(prefix.device)
         self.cache.first = P - self.lengths  # pad slots are never attended to
         # index -1 is fed with the first window (a dense copy: a view's strides would be the prompt length's, and a
@@ -134,7 +134,7 @@ class PrefixSession:
         chain = window_index(start, tokens.shape[1])  # [R, W]
         index = chain if tree is None else start[:, None] + tree.offset  # [R, W] generated index of each node
         slots = chain + self.prefix_slots  # [R, W] contiguous: everything from start on is rewritten
-        self._width = tokens.shape[1]  # (a Python int: `adopt` finds the window's slots from the cache's lengths)
+        self._nodes = tokens.shape[1]  # (a Python int: `adopt` finds the window's slots from the cache's lengths)
         view = self.cache.view(slots, None if tree is None else tree.visible)
         h = self.embed(tokens.clamp(min=0))
         if view.lowest is None or view.lowest < self.prefix_len:  # index -1 is in the window: the condition's last
@@ -181,7 +181,7 @@ class PrefixSession:
 
     def adopt(self, nodes: torch.Tensor) -> None:
         nodes = nodes.repeat(2 if self.cfg else 1, 1)
-        first = (self.cache.lengths - self._width)[:, None]  # [R, 1] the slot of the window's first node
+        first = (self.cache.lengths - self._nodes)[:, None]  # [R, 1] the slot of the window's first node
         self.cache.move(first + nodes, first + 1 + torch.arange(nodes.shape[1], device=nodes.device))
 
     def buffers(self) -> list[torch.Tensor]:

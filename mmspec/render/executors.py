@@ -40,9 +40,11 @@ class LocalExecutor:
         try:
             for call in as_completed(calls):
                 yield calls[call], call.result()
-        finally:  # interrupted (Ctrl-C, SIGTERM) or done: nothing is left running
+        except BaseException:  # interrupted (Ctrl-C, SIGTERM): the running calls end at their next step
+            self.pipe.engines.close(cancel=True)
+            raise
+        finally:
             pool.shutdown(wait=False, cancel_futures=True)
-            self.pipe.engines.cancel()
 
     def close(self):
         self.pipe.engines.close()

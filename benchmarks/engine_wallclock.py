@@ -1,0 +1,141 @@
+"""Wall-clock of many requests on one engine, on this machine, paired in one process: a render job, and a demo's
+visitors arriving at once.
+
+job: a render job of `--outputs` outputs of the bundled model (the kind's prompts in turn, seeds 0..), batch_size
+`--batch`, three ways: the default method (`exact`, window auto) on the engine (rows of the next batch join as rows
+finish; `IN_FLIGHT` batches called at once), the same in lockstep (one batch at a time, rows joining only before its
+first step: the job as it ran before the engine), and `method: ar` (on the engine: plain AR rows join as rows
+finish). The default's files must be byte for byte `ar`'s (`exact` draws `ar`'s tokens).
+
+demo: `--visitors` visitors of the image tab at once (gradio_client, one image each, `exact`, distinct seeds) on
+the demo as shipped (`--concurrency 8 --slots 16`) and as it was (concurrency 1): each visitor's latency, p50 and
+p95, against one visitor alone.
+
+  python -m benchmarks.engine_wallclock [--out FILE.json] job --kind video --outputs 32 --batch 8
+  python -m benchmarks.engine_wallclock [--out FILE.json] demo --visitors 8
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import yaml
+
+from mmspec.bench import PROMPTS
+from mmspec.engine import Engine
+from mmspec.render import render_job
+from mmspec.render.executors import LocalExecutor
+
+
+def _job(kind: str, outputs: int, batch: int, method: "str | None", folder: Path) -> Path:
+    prompts = PROMPTS[kind]
+    items = [{"prompt": prompts[i % len(prompts)], "seeds": [i]} for i in range(outputs)]
+    job = {"kind": kind, "batch_size": batch, "defaults": {} if method is None else {"method": method},
+           "items": items}
+    path = folder / f"{method or 'default'}.yaml"
+    path.write_text(yaml.safe_dump(job))
+    return path
+
+
+def _lockstep(on: bool) -> None:
+    """The job as it ran before the engine: one batch at a time, its rows in lockstep."""
+    Engine.joins_rows, LocalExecutor.IN_FLIGHT = (False, 1) if on else (True, 3)
+
+
+def job(args) -> dict:
+    os.environ["MMSPEC_WINDOW_CACHE"] = "off"  # every arm learns its windows from the same cold start
+    arms = {"default": (None, False), "default-lockstep": (None, True), "ar": ("ar", False)}
+    seconds = {name: [] for name in arms}
+    files = {}
+    with tempfile.TemporaryDirectory() as scratch:
+        scratch = Path(scratch)
+        for r in range(args.rounds):
+            for name, (method, lockstep) in arms.items():
+                out = scratch / f"{name}-{r}"
+                _lockstep(lockstep)
+                t0 = time.perf_counter()
+                summary = render_job(_job(args.kind, args.outputs, args.batch, method, scratch), out, progress=False)
+                seconds[name].append(time.perf_counter() - t0)
+                assert summary["rendered"] == args.outputs, summary
+                # (a file's name ends in a hash of its settings: the method's differs)
+                files[name] = {p.name.rsplit("-", 1)[0]: p.read_bytes() for p in out.iterdir()
+                               if p.suffix in (".png", ".gif")}
+                print(name, r, round(seconds[name][-1], 2), flush=True)
+        _lockstep(False)
+    best = {name: min(s) for name, s in seconds.items()}
+    result = {"kind": args.kind, "outputs": args.outputs, "batch_size": args.batch, "rounds": args.rounds,
+              "seconds": best, "default_vs_ar": best["ar"] / best["default"],
+              "lockstep_vs_ar": best["ar"] / best["default-lockstep"],
+              "same_bytes_as_ar": files["default"] == files["ar"] == files["default-lockstep"]}
+    print(json.dumps(result), flush=True)
+    return result
+
+
+def demo(args) -> dict:
+    os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+    from gradio_client import Client
+
+    from mmspec.demo import build_app, launch
+
+    result = {"visitors": args.visitors}
+    for name, options in (("shipped", {}), ("one at a time", {"concurrency": 1, "slots": 1})):
+        app = build_app(**options)
+        url = launch(app, block=False)
+        try:
+            client = Client(url, verbose=False)
+            call = dict(prompt="red heart", method="exact", num_outputs=1, api_name="/image_generate")
+            client.predict(seed=0, **call)  # warm: the first call's compile and caches
+            alone = []
+            for seed in range(3):
+                t0 = time.perf_counter()
+                client.predict(seed=100 + seed, **call)
+                alone.append(time.perf_counter() - t0)
+            latency = [0.0] * args.visitors
+
+            def visit(i):
+                c = Client(url, verbose=False)
+                t0 = time.perf_counter()
+                c.predict(seed=200 + i, **call)
+                latency[i] = time.perf_counter() - t0
+            threads = [threading.Thread(target=visit, args=(i,)) for i in range(args.visitors)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        finally:
+            app.close()
+        one = statistics.median(alone)
+        latency.sort()
+        p95 = latency[min(len(latency) - 1, round(0.95 * (len(latency) - 1)))]
+        result[name] = {"alone": one, "p50": statistics.median(latency), "p95": p95,
+                        "p50_vs_alone": statistics.median(latency) / one, "p95_vs_alone": p95 / one}
+        print(name, json.dumps(result[name]), flush=True)
+    return result
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="what", required=True)
+    j = sub.add_parser("job")
+    j.add_argument("--kind", default="video", choices=["image", "video"])
+    j.add_argument("--outputs", type=int, default=32)
+    j.add_argument("--batch", type=int, default=8)
+    j.add_argument("--rounds", type=int, default=2)
+    d = sub.add_parser("demo")
+    d.add_argument("--visitors", type=int, default=8)
+    ap.add_argument("--out", help="write the figures as JSON here")
+    args = ap.parse_args(argv)
+    result = job(args) if args.what == "job" else demo(args)
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, indent=1))
+    return result
+
+
+if __name__ == "__main__":
+    main()
