@@ -90,12 +90,12 @@ def generate(target: Target, condition: Any, layout: Layout, *, method: "str | d
     seeds = row_seeds(seed, B, num_samples)
     forced_rows(fixed, B, num_samples, 0)  # given rows that fit none of the forms are refused here, before any work
     request = dict(num_outputs=num_samples, seed=seeds, given=given, on_commit=on_commit)
-    if engines is not None:  # shared with other calls (threads) of the same options: their rows run together
-        engine = engines.get(target, layout, planned, sampling, condition, stop_tokens, compile)
-        return engine.submit(condition, **request).result()
-    # the cache holds a window's chain and its proactive branches
+    # the cache holds a window's chain and its proactive branches; a call whose rows do not fit is refused here
     per_row = row_bytes(target, condition, layout, sampling.cfg, room + planned.method.tree_nodes)
     at_once = rows_at_once(per_row, B, module_device(target), batch_size)
+    if engines is not None:  # shared with other calls (threads) of the same options: their rows run together
+        engine = engines.get(target, layout, planned, sampling, stop_tokens, compile)
+        return engine.submit(condition, **request).result()
     engine = Engine(target, layout, planned, sampling, slots=min(at_once, B), stop_tokens=stop_tokens, compile=compile)
     ticket = engine.submit(condition, **request)
     engine.run_until_idle()

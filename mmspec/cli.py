@@ -600,7 +600,7 @@ def cmd_demo(args) -> dict:
         setattr(args, f"{kind}_model", args.model)
     _use_threads(args)
     app = build_app(args.image_model, args.video_model, args.text_model, args.text_draft, args.concurrency,
-                    args.img_size, args.slots)
+                    args.img_size, slots=args.slots)
     launch(app, args.host, args.port)
     return {}
 

@@ -212,6 +212,14 @@ class Engine:
 
     _running: "tuple[_Request, ...]" = ()
 
+    def places(self, request: _Request, room: int) -> int:
+        """The places of a wave opened on `request` with `room`: `slots`, or as many rows as fit in the memory free
+        now when fewer (mmspec.memory; DoesNotFit, which ends the request, when not even one does)."""
+        condition, _ = request.condition_of([request.next])
+        per_row = row_bytes(self.target, condition, self.layout, self.sampling.cfg,
+                            room + self.planned.method.tree_nodes)
+        return rows_at_once(per_row, self.slots, module_device(self.target))
+
     def _serve(self) -> None:
         while True:
             with self._lock:
@@ -242,7 +250,7 @@ class _Wave:
 
     def __init__(self, engine: Engine):
         self.engine = engine
-        self.places: list["tuple[_Request, int] | None"] = [None] * engine.slots  # (request, row) at each place
+        self.places: list["tuple[_Request, int] | None"] = []  # (request, row) at each place (`run` opens them)
         self.blocked = False  # the queue's first request does not fit this wave: nothing more joins it
         self.joined = False  # a row has joined after the first step
         self.head: "_Request | None" = None  # the request the wave opened on
@@ -259,7 +267,8 @@ class _Wave:
                 return
             head = self.head = engine._queue[0]
             self.room = max(r.room for r in engine._queue)  # room for every request waiting now
-        method, B = engine.planned.method, engine.slots
+        method, B = engine.planned.method, engine.places(head, self.room)
+        self.places = [None] * B
         rows = list(range(head.next, min(head.rows, head.next + B)))
         condition, samples = head.condition_of(rows + [rows[-1]] * (B - len(rows)))  # (copies: never run)
         session = engine.target.session(condition, engine.layout, cfg=engine.sampling.cfg, num_samples=samples,
@@ -398,9 +407,9 @@ class Engines:
         self._lock = threading.Lock()
         self._closed = False
 
-    def get(self, target, layout: Layout, planned: Plan, sampling: Sampling, condition, stop_tokens=None,
+    def get(self, target, layout: Layout, planned: Plan, sampling: Sampling, stop_tokens=None,
             compile: "bool | dict" = False) -> Engine:
-        """The engine for a call with these options (made, its memory checked, and started on first use)."""
+        """The engine for a call with these options (made and started on first use)."""
         stop = None if stop_tokens is None else tuple(stop_tokens)
         key = (id(target), repr(layout), planned.key, repr(sampling), stop, repr(compile))
         with self._lock:
@@ -408,10 +417,7 @@ class Engines:
                 raise RuntimeError("the engines are closed")
             engine = self._engines.get(key)
             if engine is None:
-                per_row = row_bytes(target, condition, layout, sampling.cfg,
-                                    planned.room(layout.forced()[None]) + planned.method.tree_nodes)
-                slots = rows_at_once(per_row, self.slots, module_device(target))  # up to slots, as many as fit
-                engine = self._engines[key] = Engine(target, layout, planned, sampling, slots=slots,
+                engine = self._engines[key] = Engine(target, layout, planned, sampling, slots=self.slots,
                                                      stop_tokens=stop_tokens, compile=compile).start()
             return engine
 

@@ -166,9 +166,11 @@ def test_bad_pictures_get_a_message(client, pictures, endpoint, files, message):
 def test_outputs_run_in_batches_that_fit_and_one_that_cannot_fit_is_refused_in_one_line(client, tiny_demo_models,
                                                                                        monkeypatch):
     import mmspec.api
+    import mmspec.engine
     from gradio_client.exceptions import AppError
 
     from mmspec import memory
+    from mmspec.options import SLOTS
     from mmspec.api import row_need
     from mmspec.pipelines import ImagePipeline
 
@@ -183,13 +185,14 @@ def test_outputs_run_in_batches_that_fit_and_one_that_cannot_fit_is_refused_in_o
         planned.append((rows, None))
         planned[-1] = (rows, memory.rows_at_once(per_row, rows, *args, **kw))
         return planned[-1][1]
-    monkeypatch.setattr(mmspec.api, "rows_at_once", rows_at_once)
+    monkeypatch.setattr(mmspec.api, "rows_at_once", rows_at_once)  # the call's check
+    monkeypatch.setattr(mmspec.engine, "rows_at_once", rows_at_once)  # the places of the wave its rows run in
     media, stats, *_ = client.predict(prompt="red heart", num_outputs=5, api_name="/image_generate")
-    assert planned == [(5, 2)] and len(media) == 5 and stats["tokens"] == 5 * 16
+    assert planned == [(5, 2), (SLOTS, 2)] and len(media) == 5 and stats["tokens"] == 5 * 16
     monkeypatch.setattr(memory, "free_bytes", lambda device: memory.fixed_bytes())
     with pytest.raises(AppError, match=r"^1 row at a time needs about .* which holds not even one row: free memory"):
         client.predict(prompt="red heart", num_outputs=1, api_name="/image_generate")
-    assert planned == [(5, 2)]  # refused before any work
+    assert planned == [(5, 2), (SLOTS, 2)]  # refused before any work
 
 
 def test_a_prompt_the_model_cannot_take_in_whole_is_told_beside_the_output(client, monkeypatch):

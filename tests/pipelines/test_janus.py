@@ -64,7 +64,7 @@ def test_the_demo_door_takes_the_size(folder, monkeypatch):
     from mmspec.pipelines import load_pipeline
 
     built = {}
-    monkeypatch.setattr(mmspec.demo, "build_app", lambda *models: built.setdefault("models", models))
+    monkeypatch.setattr(mmspec.demo, "build_app", lambda *models, **options: built.setdefault("models", models))
     monkeypatch.setattr(mmspec.demo, "launch", lambda *args: None)
     assert main(["demo", "--model", str(folder), "--img-size", str(SIZE)]) == 0
     assert built["models"][0] == str(folder) and built["models"][-1] == SIZE
