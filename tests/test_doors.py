@@ -199,7 +199,7 @@ def test_demo_model_opens_the_folder_in_its_kinds_tab(folders, tiny_models, monk
     import mmspec.demo
 
     built = {}
-    monkeypatch.setattr(mmspec.demo, "build_app", lambda *models: built.setdefault("models", models))
+    monkeypatch.setattr(mmspec.demo, "build_app", lambda *models, **options: built.setdefault("models", models))
     monkeypatch.setattr(mmspec.demo, "launch", lambda *args: None)
     assert main(["demo", "--model", str(folders / "janus")]) == 0
     assert built["models"][:3] == (str(folders / "janus"), None, None)
