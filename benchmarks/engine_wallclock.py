@@ -2,7 +2,7 @@
 visitors arriving at once.
 
 job: a render job of `--outputs` outputs of the bundled model (the kind's prompts in turn, seeds 0..), batch_size
-`--batch`, three ways: the default method (`exact`, window auto) on the engine (rows of the next batch join as rows
+`--batch`, three ways: the default method (`exact`, window auto or `--window`) on the engine (rows of the next batch join as rows
 finish; `IN_FLIGHT` batches called at once), the same in lockstep (one batch at a time, rows joining only before its
 first step: the job as it ran before the engine), and `method: ar` (on the engine: plain AR rows join as rows
 finish). The default's files must be byte for byte `ar`'s (`exact` draws `ar`'s tokens).
@@ -33,11 +33,11 @@ from mmspec.render import render_job
 from mmspec.render.executors import LocalExecutor
 
 
-def _job(kind: str, outputs: int, batch: int, method: "str | None", folder: Path) -> Path:
+def _job(kind: str, outputs: int, batch: int, method: "str | None", folder: Path, window: "int | None" = None) -> Path:
     prompts = PROMPTS[kind]
     items = [{"prompt": prompts[i % len(prompts)], "seeds": [i]} for i in range(outputs)]
-    job = {"kind": kind, "batch_size": batch, "defaults": {} if method is None else {"method": method},
-           "items": items}
+    defaults = {"method": method} if method is not None else {} if window is None else {"window": window}
+    job = {"kind": kind, "batch_size": batch, "defaults": defaults, "items": items}
     path = folder / f"{method or 'default'}.yaml"
     path.write_text(yaml.safe_dump(job))
     return path
@@ -60,7 +60,8 @@ def job(args) -> dict:
                 out = scratch / f"{name}-{r}"
                 _lockstep(lockstep)
                 t0 = time.perf_counter()
-                summary = render_job(_job(args.kind, args.outputs, args.batch, method, scratch), out, progress=False)
+                summary = render_job(_job(args.kind, args.outputs, args.batch, method, scratch, args.window), out,
+                                     progress=False)
                 seconds[name].append(time.perf_counter() - t0)
                 assert summary["rendered"] == args.outputs, summary
                 # (a file's name ends in a hash of its settings: the method's differs)
@@ -70,6 +71,7 @@ def job(args) -> dict:
         _lockstep(False)
     best = {name: min(s) for name, s in seconds.items()}
     result = {"kind": args.kind, "outputs": args.outputs, "batch_size": args.batch, "rounds": args.rounds,
+              "window": args.window or "auto",
               "seconds": best, "default_vs_ar": best["ar"] / best["default"],
               "lockstep_vs_ar": best["ar"] / best["default-lockstep"],
               "same_bytes_as_ar": files["default"] == files["ar"] == files["default-lockstep"]}
@@ -127,6 +129,7 @@ def main(argv=None) -> dict:
     j.add_argument("--outputs", type=int, default=32)
     j.add_argument("--batch", type=int, default=8)
     j.add_argument("--rounds", type=int, default=2)
+    j.add_argument("--window", type=int, help="the default method's window (default: auto)")
     d = sub.add_parser("demo")
     d.add_argument("--visitors", type=int, default=8)
     ap.add_argument("--out", help="write the figures as JSON here")

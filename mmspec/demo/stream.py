@@ -25,9 +25,24 @@ class Snapshot:
     committed: int  # tokens committed over all rows
 
 
+class _Open:
+    """How many streams run now: the previews of all of them share one rate (visitors whose rows share one decode
+    would otherwise spend the cores on pictures of it)."""
+
+    def __init__(self):
+        self.count, self._lock = 0, threading.Lock()
+
+    def add(self, n: int) -> None:
+        with self._lock:
+            self.count += n
+
+
+OPEN = _Open()
+
+
 def stream(call: Callable[[Callable], Any], interval: float = 0.1) -> Iterator["Snapshot | Any"]:
-    """Yields Snapshots (at most one per `interval` seconds, only the newest when the consumer is
-    slower than that), then the output of `call(on_commit)`. Errors of the call are raised here.
+    """Yields Snapshots (at most one per `interval` seconds times the streams running now, only the newest when the
+    consumer is slower than that), then the output of `call(on_commit)`. Errors of the call are raised here.
     Closing the iterator stops the worker at its next forward."""
     events: queue.Queue = queue.Queue()
     closed = threading.Event()
@@ -38,7 +53,7 @@ def stream(call: Callable[[Callable], Any], interval: float = 0.1) -> Iterator["
         if closed.is_set():
             raise Cancelled
         now = time.monotonic()
-        if now - last[0] >= interval or not state.active.any():  # (a batch's last forward: its rows as they end)
+        if now - last[0] >= interval * max(1, OPEN.count) or not state.active.any():  # (a batch's last forward: its rows as they end)
             last[0] = now
             N = state.length
             tokens = state.seq[:, :N].masked_fill(torch.arange(N, device=state.n.device) >= state.n[:, None], -1)
@@ -53,6 +68,7 @@ def stream(call: Callable[[Callable], Any], interval: float = 0.1) -> Iterator["
             events.put(("error", err))
 
     threading.Thread(target=work, name="mmspec-demo-run", daemon=True).start()
+    OPEN.add(1)
     try:
         while True:
             kind, value = events.get()
@@ -64,4 +80,5 @@ def stream(call: Callable[[Callable], Any], interval: float = 0.1) -> Iterator["
             if kind == "done":
                 return
     finally:
+        OPEN.add(-1)
         closed.set()
