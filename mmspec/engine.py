@@ -3,9 +3,9 @@ requests waiting in the queue take the places of rows that finished, at every st
 
 A request (`submit`) is a condition, its outputs per condition, seeds, given tokens and a hook; it gets a `Ticket`
 whose `result()` is its `Generation`, rows in its order, as `mmspec.generate` returns it. The engine runs *waves*:
-a wave opens a target session on the queue's first request (its places past its rows held by copies of its last
-row that never run), and from then on, before every step, the rows that finished are handed to their requests and
-queued rows join in the free places (`_Wave.__call__`, the loop's `Joins`): their own session is opened and
+a wave opens a target session on the queue's first request with as many places as rows wait then (up to `slots`;
+its places past its rows held by copies of its last row until rows join), and from then on, before every step, the
+rows that finished are handed to their requests and queued rows join in the free places (`_Wave.__call__`, the loop's `Joins`): their own session is opened and
 prefilled, and the wave's session takes its rows (`Takes`: the prefix left-padded to the wave's), the state starts
 them over with their seeds (`DecodeState.admit`), the drafter forgets what the places held (`Admits`). On a CPU rows
 that are not running leave the forwards (mmspec.adapters.rows), and come back when a row joins in their place.
@@ -20,7 +20,8 @@ forced where the wave's are: at a fixed window a row's tokens are then the ones 
 
 Rows join only where they can: a drafter that keeps its own sessions (a draft model, a head) does not admit rows, so
 its waves run one request's rows; a request whose prompt is longer than the wave's, or whose given tokens need a
-wider room, waits for the next wave, and so does every request behind it (first come, first served). The wave ends
+wider room, waits for the next wave, and so does every request behind it (first come, first served); so do the
+queued rows when the wave is narrower than the queue now wants (it drains, and the next opens wider). The wave ends
 when no row runs; the next opens on the queue's first request.
 """
 from __future__ import annotations
@@ -156,6 +157,7 @@ class Engine:
         self._thread: "threading.Thread | None" = None
         self._closed = False
         self.waves = self.forwards = 0  # decodes run, and target forwards in all (a clock in forwards: benchmarks)
+        self.opened: list[int] = []  # the places of each wave opened
 
     def submit(self, condition: Any, *, num_outputs: int = 1, seed: "int | Sequence[int]" = 0,
                given: "torch.Tensor | None" = None,
@@ -212,9 +214,13 @@ class Engine:
 
     _running: "tuple[_Request, ...]" = ()
 
+    def waiting(self) -> int:
+        """Rows of the queued requests not started yet (under the lock)."""
+        return sum(request.rows - request.next for request in self._queue)
+
     def places(self, request: _Request, room: int) -> int:
-        """The places of a wave opened on `request` with `room`: `slots`, or as many rows as fit in the memory free
-        now when fewer (mmspec.memory; DoesNotFit, which ends the request, when not even one does)."""
+        """The most places of a wave opened on `request` with `room`: `slots`, or as many rows as fit in the memory
+        free now when fewer (mmspec.memory; DoesNotFit, which ends the request, when not even one does)."""
         condition, _ = request.condition_of([request.next])
         per_row = row_bytes(self.target, condition, self.layout, self.sampling.cfg,
                             room + self.planned.method.tree_nodes)
@@ -267,7 +273,12 @@ class _Wave:
                 return
             head = self.head = engine._queue[0]
             self.room = max(r.room for r in engine._queue)  # room for every request waiting now
-        method, B = engine.planned.method, engine.places(head, self.room)
+            waiting = engine.waiting()
+        # as many places as rows wait now: a place no row runs costs every step's sampling and verification (the
+        # target's forwards drop it, the [B, L, V] work does not: a lone row in 16 places took 1.3-1.4x its time alone)
+        method, self.most = engine.planned.method, engine.places(head, self.room)
+        B = min(self.most, waiting)
+        engine.opened.append(B)
         self.places = [None] * B
         rows = list(range(head.next, min(head.rows, head.next + B)))
         condition, samples = head.condition_of(rows + [rows[-1]] * (B - len(rows)))  # (copies: never run)
@@ -350,8 +361,9 @@ class _Wave:
                     engine._queue.popleft().ticket._end(error=Cancelled("the request was cancelled"))
                 if not free or not engine._queue:
                     return
-                request = engine._queue[0]
-            if request.room > self.room:
+                request, waiting = engine._queue[0], engine.waiting()
+            # a wave opened narrower than the queue now wants takes no more rows: it drains, and the next opens wider
+            if request.room > self.room or len(self.places) < min(self.most, waiting):
                 self.blocked = True
                 return
             rows = list(range(request.next, min(request.rows, request.next + len(free))))

@@ -21,8 +21,8 @@ class FakeState:
         self.active = torch.ones(rows, dtype=torch.bool)
         self.sampling = mmspec.Sampling(cfg_scale=2.0)
 
-    def index(self, width):
-        return self.n[:, None] + torch.arange(width)
+    def index(self, L):
+        return self.n[:, None] + torch.arange(L)
 
     def gumbel_max(self, logp, index):
         return logp.argmax(-1)

@@ -64,8 +64,8 @@ class WindowMemory:
     warning: it only holds timings, and measuring again gives them back.
     """
 
-    # anchors: width -> [the width running when it was last timed, that width's cost then] (Estimate.per_step): a
-    # width probed in the first rows of an output is judged against plain AR timed at its last rows otherwise
+    # anchors: L -> [the L running when it was last timed, that L's cost then] (Estimate.per_step): an
+    # L probed in the first rows of an output is judged against plain AR timed at its last rows otherwise
     fields = ("tokens", "counted", "prior_extra", "seconds", "anchors", "wait")
     # of the file's fields (1: decayed step seconds; 2: no prior_extra; 3: no greedy in a shape; 4: no anchors): a
     # pipeline names its files with it
@@ -88,7 +88,7 @@ class WindowMemory:
 
     def measurements(self, state: "DecodeState", windows: list[int], recheck: int) -> tuple[dict, ...]:
         """(tokens, counted, prior_extra, seconds, anchors, wait) by window for the state's batch shape: shared dicts
-        the policy updates (AutoWindow's); a width without an anchor has none."""
+        the policy updates (AutoWindow's); an L without an anchor has none."""
         shape = self.shapes.setdefault(self._shape(state), tuple({} for _ in self.fields))
         for values, empty in zip(shape, (0.0, 0.0, 0.0, list, None, recheck)):
             for L in windows if empty is not None else ():
