@@ -3,9 +3,9 @@ requests waiting in the queue take the places of rows that finished, at every st
 
 A request (`submit`) is a condition, its outputs per condition, seeds, given tokens and a hook; it gets a `Ticket`
 whose `result()` is its `Generation`, rows in its order, as `mmspec.generate` returns it. The engine runs *waves*:
-a wave opens a target session on the queue's first request with as many places as rows wait then (up to `slots`;
-its places past its rows held by copies of its last row until rows join), and from then on, before every step, the
-rows that finished are handed to their requests and queued rows join in the free places (`_Wave.__call__`, the loop's `Joins`): their own session is opened and
+a wave opens a target session on the queue's first request (for its rows alone where rows may leave the forwards;
+else its places past its rows held by copies of its last row), and from then on, before every step, the rows that finished are handed to their requests and
+queued rows join in the free places (`_Wave.__call__`, the loop's `Joins`): their own session is opened and
 prefilled, and the wave's session takes its rows (`Takes`: the prefix left-padded to the wave's), the state starts
 them over with their seeds (`DecodeState.admit`), the drafter forgets what the places held (`Admits`). On a CPU rows
 that are not running leave the forwards (mmspec.adapters.rows), and come back when a row joins in their place.
@@ -20,8 +20,7 @@ forced where the wave's are: at a fixed window a row's tokens are then the ones 
 
 Rows join only where they can: a drafter that keeps its own sessions (a draft model, a head) does not admit rows, so
 its waves run one request's rows; a request whose prompt is longer than the wave's, or whose given tokens need a
-wider room, waits for the next wave, and so does every request behind it (first come, first served); so do the
-queued rows when the wave is narrower than the queue now wants (it drains, and the next opens wider). The wave ends
+wider room, waits for the next wave, and so does every request behind it (first come, first served). The wave ends
 when no row runs; the next opens on the queue's first request.
 """
 from __future__ import annotations
@@ -33,8 +32,9 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from mmspec.adapters.base import Takes
+from mmspec.adapters.base import Selects, Takes
 from mmspec.drafters.base import admits
+from mmspec.executor import rows_may_leave
 from mmspec.layouts import FREE, Layout
 from mmspec.loop import Wave, decode
 from mmspec.memory import row_bytes, rows_at_once
@@ -157,7 +157,6 @@ class Engine:
         self._thread: "threading.Thread | None" = None
         self._closed = False
         self.waves = self.forwards = 0  # decodes run, and target forwards in all (a clock in forwards: benchmarks)
-        self.opened: list[int] = []  # the places of each wave opened
 
     def submit(self, condition: Any, *, num_outputs: int = 1, seed: "int | Sequence[int]" = 0,
                given: "torch.Tensor | None" = None,
@@ -214,13 +213,9 @@ class Engine:
 
     _running: "tuple[_Request, ...]" = ()
 
-    def waiting(self) -> int:
-        """Rows of the queued requests not started yet (under the lock)."""
-        return sum(request.rows - request.next for request in self._queue)
-
     def places(self, request: _Request, room: int) -> int:
-        """The most places of a wave opened on `request` with `room`: `slots`, or as many rows as fit in the memory
-        free now when fewer (mmspec.memory; DoesNotFit, which ends the request, when not even one does)."""
+        """The places of a wave opened on `request` with `room`: `slots`, or as many rows as fit in the memory free
+        now when fewer (mmspec.memory; DoesNotFit, which ends the request, when not even one does)."""
         condition, _ = request.condition_of([request.next])
         per_row = row_bytes(self.target, condition, self.layout, self.sampling.cfg,
                             room + self.planned.method.tree_nodes)
@@ -273,21 +268,25 @@ class _Wave:
                 return
             head = self.head = engine._queue[0]
             self.room = max(r.room for r in engine._queue)  # room for every request waiting now
-            waiting = engine.waiting()
-        # as many places as rows wait now: a place no row runs costs every step's sampling and verification (the
-        # target's forwards drop it, the [B, L, V] work does not: a lone row in 16 places took 1.3-1.4x its time alone)
-        method, self.most = engine.planned.method, engine.places(head, self.room)
-        B = min(self.most, waiting)
-        engine.opened.append(B)
+        method, B = engine.planned.method, engine.places(head, self.room)
+        self.drafter = method.drafter(engine.layout)
+        if not admits(self.drafter):  # (no row will join: no place past the head's rows)
+            B = min(B, head.rows - head.next)
         self.places = [None] * B
         rows = list(range(head.next, min(head.rows, head.next + B)))
-        condition, samples = head.condition_of(rows + [rows[-1]] * (B - len(rows)))  # (copies: never run)
-        session = engine.target.session(condition, engine.layout, cfg=engine.sampling.cfg, num_samples=samples,
-                                        max_window=self.room + method.tree_nodes)
+        copies = rows + [rows[-1]] * (B - len(rows))
+        # where rows may leave the forwards (mmspec.adapters.rows: on a CPU, or eager), the session holds the head's
+        # rows alone, as if the other places' rows had left, and a row that joins comes in as one that comes back (a
+        # prefill of every place would cost a lone row in 16 places a third of its time on emoji-image); a compiled
+        # step on an accelerator keeps every place, the places past the head's rows holding copies of its last
+        held = rows if rows_may_leave(engine.compile, module_device(engine.target)) else copies
+        condition, samples, session = self._open(head, held)
+        if len(held) < B and not isinstance(session, Selects):  # (its rows cannot leave: it holds every place)
+            held = copies
+            condition, samples, session = self._open(head, held)
         device = session.device
-        self.drafter = method.drafter(engine.layout)
         places = torch.arange(B)
-        fixed = self._forced(head, rows + [rows[-1]] * (B - len(rows)))
+        fixed = self._forced(head, copies)
         seeds = [head.seeds[r] for r in rows] + [0] * (B - len(rows))
         state = DecodeState(layout=engine.layout, max_window=self.room, vocab_size=engine.target.vocab_size,
                             sampling=engine.sampling, streams=Streams(seeds, engine.target.vocab_size, device),
@@ -302,7 +301,8 @@ class _Wave:
         self.anywhere = engine.joins_rows and method.same_tokens
         self.forced = head.fixed[rows[0]] >= 0  # [N] where tokens are forced (rows joining a wave of `coupled` must
         # have them where its rows do: a forced run's widened step is taken only where every row is in one)
-        context = Context(session=session, condition=condition, num_samples=samples, prompt=session.prompt,
+        prompt = None if session.prompt is None else session.prompt + session.prompt[-1:] * (B - len(held))
+        context = Context(session=session, condition=condition, num_samples=samples, prompt=prompt,
                           draft_vocab=session.draft_vocab)
         stop = None if engine.stop_tokens is None else torch.as_tensor(engine.stop_tokens, device=device)
         try:
@@ -310,6 +310,14 @@ class _Wave:
                    self._on_commit, engine.compile, joins=self)
         finally:
             engine.waves, engine.forwards = engine.waves + 1, engine.forwards + state.step
+
+    def _open(self, request: _Request, rows: list[int]):
+        """(condition, samples, the target's session) of `rows` of `request`, prefilled."""
+        engine = self.engine
+        condition, samples = request.condition_of(rows)
+        return condition, samples, engine.target.session(condition, engine.layout, cfg=engine.sampling.cfg,
+                                                         num_samples=samples,
+                                                         max_window=self.room + engine.planned.method.tree_nodes)
 
     def _forced(self, request: _Request, rows: list[int]) -> torch.Tensor:
         """[b, N + room] the forced tokens of `rows` of `request`, FREE past the layout (the last window's overhang)."""
@@ -361,18 +369,15 @@ class _Wave:
                     engine._queue.popleft().ticket._end(error=Cancelled("the request was cancelled"))
                 if not free or not engine._queue:
                     return
-                request, waiting = engine._queue[0], engine.waiting()
-            # a wave opened narrower than the queue now wants takes no more rows: it drains, and the next opens wider
-            if request.room > self.room or len(self.places) < min(self.most, waiting):
+                request = engine._queue[0]
+            if request.room > self.room:
                 self.blocked = True
                 return
             rows = list(range(request.next, min(request.rows, request.next + len(free))))
             if not self.anywhere and not ((request.fixed[rows] >= 0) == self.forced).all():
                 self.blocked = True
                 return
-            condition, samples = request.condition_of(rows)
-            session = engine.target.session(condition, engine.layout, cfg=engine.sampling.cfg, num_samples=samples,
-                                            max_window=self.room + engine.planned.method.tree_nodes)
+            condition, samples, session = self._open(request, rows)
             if not wave.session.takes(session):
                 self.blocked = True
                 return

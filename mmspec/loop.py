@@ -68,7 +68,10 @@ def decode(session: Session, drafter: Drafter, verifier: Verifier, policy: Windo
     stats = Stats.empty(state.batch_size, state.length, policy.max_window, state.seq.device)
     commit_step = torch.full_like(state.seq, -1)  # [B, N + max_window]
     device = torch.device(session.device)
-    rows = Rows(state.batch_size)  # the rows still running: every session narrowed to them drops the others
+    # the rows still running: every session narrowed to them drops the others (an engine's session may hold its first
+    # rows alone: the places past them have no row yet)
+    held = session.batch_size
+    rows = Rows(state.batch_size, None if held == state.batch_size else torch.arange(held, device=state.seq.device))
     target = rows.narrow(session) if rows_may_leave(compile, device) else session
     step = Executor(VerifyStep(target, verifier, state, stats, commit_step, stop_tokens), state, compile,
                     None if target is session else rows)

@@ -82,6 +82,10 @@ class Streams:
         self._memo = torch.empty(len(seeds), 0, vocab_size, device=self.device)  # [B, M, V] noise rows of 0..M-1
         self._remembered = 0  # how many of them are filled
         self._memo_first = torch.zeros(len(seeds), 1, dtype=torch.long, device=self.device)  # [B, 1] see _remember
+        # [B] bool or None (every row): the rows whose noise rows are remembered as positions are reached (a
+        # DecodeState's active rows: a place no row runs would cost every chunk's hashing; `admit` hashes a row's
+        # remembered rows when one starts there). The others read zeros, which nothing they draw commits.
+        self.live: "torch.Tensor | None" = None
 
     @property
     def batch_size(self) -> int:
@@ -149,11 +153,16 @@ class Streams:
                 room = need
                 if B * room * V * 4 > MEMO_BYTES:
                     return False
-            grown = self._memo.new_empty(B, room, V)
+            grown = self._memo.new_zeros(B, room, V)
             grown[:, :have] = self._memo[:, :have]
             self._memo = grown
             self._memo_first = torch.arange(0, B * room, room, device=self.device)[:, None]  # [B, 1] row b's first
-        self._memo[:, have:need] = self._hash(torch.arange(have, need, device=self.device).expand(B, -1))
+        positions = torch.arange(have, need, device=self.device)
+        rows = None if self.live is None else self.live.nonzero().squeeze(1)  # [b]
+        if rows is None or len(rows) == B:
+            self._memo[:, have:need] = self._hash(positions.expand(B, -1))
+        else:
+            self._memo[rows, have:need] = self._hash(positions.expand(len(rows), -1), self._noise[rows])
         self._remembered = need
         return True
 

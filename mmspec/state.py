@@ -38,6 +38,7 @@ class DecodeState:
         self.n = torch.zeros(B, dtype=torch.long, device=device)
         self.pending = torch.full((B,), -1, dtype=torch.long, device=device)
         self.active = torch.ones(B, dtype=torch.bool, device=device)
+        self.streams.live = self.active  # (the noise of rows not running is not hashed ahead: Streams.live)
         self.row_ids = list(range(B)) if self.row_ids is None else list(self.row_ids)
 
     def admit(self, rows: torch.Tensor, forced: torch.Tensor, seeds: list[int], row_ids: list[int]) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 
 from mmspec.adapters.base import Session
+from mmspec.adapters.rows import sampled
 from mmspec.state import DecodeState
 from mmspec.stats import Stats
 from mmspec.steps import Draft, DraftRecord, TokenTree, TreeDraft, Verdict
@@ -32,8 +33,8 @@ class VerifyStep:
                  unpadded: torch.Tensor | None = None):
         draft = _force_draft(state, draft, L)
         inputs = torch.cat([state.pending[:, None], draft.nodes()], 1)  # [B, W]: last committed, then drafts
-        logits = self.session.forward(inputs, state.n - 1, draft.tree)
-        logp = _force_p(state, self.sampling.logp(*logits), L, draft.tree)  # [B, W, V]
+        logp = _force_p(state, sampled(self.session, self.sampling, inputs, state.n - 1, draft.tree), L,
+                        draft.tree)  # [B, W, V]
         verdict = self.verifier(state, draft, logp, L)
         k = _commit(state, verdict, L, self.stats, self.commit_step, self.stop_tokens, in_step, unpadded)
         if verdict.path is not None:  # the tree's path taken now stands for the indices after n

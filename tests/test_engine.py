@@ -56,27 +56,6 @@ def test_exact_requests_arriving_mid_run_equal_ar_alone(target, method, slots):
         assert torch.equal(ticket.result().tokens, _alone(target, condition, seed, outputs))
 
 
-def test_a_wave_opens_with_the_places_the_queue_wants_and_a_narrow_one_drains_for_a_wider(target):
-    """A lone request runs in one place (a place no row runs costs every step's sampling); a request arriving while
-    it runs takes its place when it finishes; two arriving at once (more than the wave's places) let the wave
-    drain, and the next opens with two places. Every request keeps its tokens alone."""
-    engine = Engine(target, LAYOUT, mmspec.plan.plan("exact", 4), SAMPLING, slots=8)
-    assert [t.result().tokens.shape for t in _requests(engine, [(0, 3, 1, 0)])] and engine.opened == [1]
-    tickets = _requests(engine, [(0, 3, 1, 2), (1, 4, 1, 0)])  # the second arrives at step 2: it waits for the place
-    assert engine.opened == [1, 1] and engine.waves == 2
-    both = []
-
-    def hook(rows, k, fired=[]):
-        if rows.step >= 2 and not fired:
-            fired.append(1)
-            both.extend(engine.submit(torch.tensor([c]), seed=s) for c, s in [(1, 4), (2, 5)])
-    tickets.append(engine.submit(torch.tensor([0]), seed=3, on_commit=hook))
-    engine.run_until_idle()
-    assert engine.opened == [1, 1, 1, 2]
-    for ticket, (condition, seed) in zip([*tickets, *both], [(0, 3), (1, 4), (0, 3), (1, 4), (2, 5)]):
-        assert torch.equal(ticket.result().tokens, _alone(target, condition, seed))
-
-
 @pytest.mark.parametrize("method", ["exact", "coupled", "lookup", "jacobi", "ar"])
 def test_rows_join_as_rows_leave_at_any_batch_size(target, method):
     """More rows than places: rows join mid-run; every method keeps each row's own tokens at a fixed window."""

@@ -14,15 +14,17 @@ from __future__ import annotations
 import torch
 
 from mmspec.adapters.base import Selects
+from mmspec.sampling import Sampling
 from mmspec.tree import Tree
 
 
 class Rows:
     """The batch rows still generating, as the loop last read them: `rows` [B'] ascending (None: all of the batch)."""
 
-    def __init__(self, batch_size: int):
+    def __init__(self, batch_size: int, held: "torch.Tensor | None" = None):
+        """held: [B'] the rows the sessions hold at first, ascending (None: all)."""
         self.batch_size = batch_size
-        self.rows: torch.Tensor | None = None
+        self.rows: torch.Tensor | None = held
         self.followers: list[Selects] = []  # what drops the rows that leave, each holding the rows run now
         self._run: dict[int, torch.Tensor] = {}  # copies -> [c * B'] the rows run in a batch held c times over
 
@@ -89,7 +91,7 @@ class ActiveRows:
 
     def __init__(self, session, rows: Rows):
         self.inner, self.running = session, rows
-        self.batch_size, self.vocab_size, self.device = session.batch_size, session.vocab_size, session.device
+        self.batch_size, self.vocab_size, self.device = rows.batch_size, session.vocab_size, session.device
         self.prompt, self.draft_vocab = session.prompt, session.draft_vocab
         rows.add(session)
 
@@ -111,12 +113,28 @@ class ActiveRows:
         return self.running.whole(self.inner.features)
 
     def forward(self, tokens: torch.Tensor, start: torch.Tensor, tree: Tree | None = None):
+        if self.rows is None:
+            return self.inner.forward(tokens, start, tree)
+        cond, null = self.forward_run(tokens, start, tree)
+        return self.running.whole(cond), self.running.whole(null)
+
+    def p(self, sampling: Sampling, tokens: torch.Tensor, start: torch.Tensor, tree: Tree | None = None) -> torch.Tensor:
+        """log p [B, W, V] of a forward (`Sampling.logp`), sampled for the rows run alone: the others get what the zero
+        logits of `forward` would give them, sampled once (a place no row runs would cost every step's CFG, top-k
+        and softmax over [V])."""
         rows = self.rows
         if rows is None:
-            return self.inner.forward(tokens, start, tree)
+            return sampling.logp(*self.forward(tokens, start, tree))
+        logits = self.forward_run(tokens, start, tree)
+        logp = sampling.logp(*logits)  # [B', W, V]
+        done = sampling.logp(*(None if x is None else x.new_zeros(1, *x.shape[1:]) for x in logits))  # [1, W, V]
+        return done.expand(self.batch_size, *logp.shape[1:]).clone().index_copy_(0, rows, logp)
+
+    def forward_run(self, tokens: torch.Tensor, start: torch.Tensor, tree: Tree | None):
+        """The inner session's forward over the rows run: (cond [B', W, V], null or None)."""
+        rows = self.rows
         tree = None if tree is None else self.running.tree(tree)  # (CFG's null rows are the inner session's)
-        cond, null = self.inner.forward(tokens[rows], start[rows], tree)
-        return self.running.whole(cond), self.running.whole(null)
+        return self.inner.forward(tokens[rows], start[rows], tree)
 
     def embed(self, tokens: torch.Tensor) -> torch.Tensor:
         return self.inner.embed(tokens)
@@ -143,3 +161,12 @@ def with_copies(rows: torch.Tensor, batch: int, copies: int) -> torch.Tensor:
 def scatter_rows(x: torch.Tensor, rows: torch.Tensor, total: int) -> torch.Tensor:
     """[R', ...] values of `rows` [R'] -> [total, ...], zeros for the other rows."""
     return x.new_zeros(total, *x.shape[1:]).index_copy_(0, rows, x)
+
+
+def sampled(session, sampling: Sampling, tokens: torch.Tensor, start: torch.Tensor,
+            tree: Tree | None = None) -> torch.Tensor:
+    """log p [B, W, V] of a session's forward over `tokens` [B, W]; a session narrowed to the rows running samples
+    those alone (`ActiveRows.p`)."""
+    if isinstance(session, ActiveRows):
+        return session.p(sampling, tokens, start, tree)
+    return sampling.logp(*session.forward(tokens, start, tree))

@@ -33,13 +33,19 @@ def _run(method, sampling=SAMPLING, window=5):
 
 def _forward_rows(monkeypatch) -> list[int]:
     """The batch rows of every forward the target's session runs (CFG doubles them inside)."""
-    rows, forward = [], ActiveRows.forward
+    rows, forward, run = [], ActiveRows.forward, ActiveRows.forward_run
 
     def counted(self, tokens, start, tree=None):
-        rows.append(self.batch_size if self.rows is None else len(self.rows))
+        if self.rows is None:  # (else its forward_run counts)
+            rows.append(self.batch_size)
         return forward(self, tokens, start, tree)
 
+    def counted_run(self, tokens, start, tree=None):
+        rows.append(len(self.rows))
+        return run(self, tokens, start, tree)
+
     monkeypatch.setattr(ActiveRows, "forward", counted)
+    monkeypatch.setattr(ActiveRows, "forward_run", counted_run)
     return rows
 
 
@@ -72,12 +78,10 @@ def test_exact_equals_ar_as_rows_leave():
 class RowsRolled(ActiveRows):
     """Wrong: the rows run keep their caches but are handed each other's tokens (one place off)."""
 
-    def forward(self, tokens, start, tree=None):
-        if self.rows is not None:
-            order = torch.arange(len(tokens), device=tokens.device)
-            order[self.rows] = self.rows.roll(1)
-            tokens, start = tokens[order], start[order]
-        return super().forward(tokens, start, tree)
+    def forward_run(self, tokens, start, tree=None):
+        order = torch.arange(len(tokens), device=tokens.device)
+        order[self.rows] = self.rows.roll(1)
+        return super().forward_run(tokens[order], start[order], tree)
 
 
 def test_the_comparison_catches_rows_mixed_up(monkeypatch):
