@@ -56,6 +56,24 @@ def test_exact_requests_arriving_mid_run_equal_ar_alone(target, method, slots):
         assert torch.equal(ticket.result().tokens, _alone(target, condition, seed, outputs))
 
 
+def test_a_wave_prefills_its_rows_alone_and_joiners_come_in_as_rows_that_come_back(target, monkeypatch):
+    """On a CPU the wave's session holds the head's rows alone (no prefill of the places no row runs yet); rows that
+    join grow it as rows that come back do, and every request keeps its tokens alone."""
+    opened, session = [], target.session
+
+    def counted(condition, *args, **kwargs):
+        opened.append(session(condition, *args, **kwargs))
+        opened[-1].rows_at_open = opened[-1].batch_size  # (rows leaving narrow it later)
+        return opened[-1]
+
+    monkeypatch.setattr(target, "session", counted)
+    engine = Engine(target, LAYOUT, mmspec.plan.plan("exact", 4), SAMPLING, slots=8)
+    tickets = _requests(engine, [(0, 3, 1, 2), (1, 4, 2, 1), (2, 5, 1, 0)])
+    assert opened[0].rows_at_open == 1 and engine.waves == 1  # (then one session per joining request)
+    for ticket, (condition, seed, outputs) in zip(tickets, [(0, 3, 1), (1, 4, 2), (2, 5, 1)]):
+        assert torch.equal(ticket.result().tokens, _alone(target, condition, seed, outputs))
+
+
 @pytest.mark.parametrize("method", ["exact", "coupled", "lookup", "jacobi", "ar"])
 def test_rows_join_as_rows_leave_at_any_batch_size(target, method):
     """More rows than places: rows join mid-run; every method keeps each row's own tokens at a fixed window."""
