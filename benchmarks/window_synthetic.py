@@ -44,7 +44,7 @@ class State:
     """What AutoWindow reads of a decode state."""
 
     def __init__(self, rows: int):
-        self.batch_size, self.length = rows, LENGTH
+        self.batch_size, self.running, self.length = rows, rows, LENGTH
         self.n = torch.zeros(rows, dtype=torch.long)
         self.active = torch.ones(rows, dtype=torch.bool)
         self.sampling = Sampling()

@@ -89,6 +89,7 @@ def decode(session: Session, drafter: Drafter, verifier: Verifier, policy: Windo
         if not running:
             break
         rows.follow(state.active, running)
+        state.running = running if target is not session else state.batch_size
         t_step = time.perf_counter()  # the previous step's work is done: the read waited for it
         L = _checked(policy(state), state.max_window)
         ahead = state.forced_ahead()

@@ -25,6 +25,9 @@ class DecodeState:
     active: torch.Tensor = field(init=False)  # [B] rows still generating
     step: int = 0
     row_ids: "list[int] | None" = None  # [B] each row's index in its request (None: 0 .. B-1); hooks report by it
+    # the rows the next step's forwards run: the rows still running where rows that are done leave the forwards
+    # (mmspec.adapters.rows), else all B; the loop sets it before asking the window policy (whose step costs follow it)
+    running: int = field(init=False)
     any_forced: bool = field(init=False)  # any row has a forced token at all
     forced_run: torch.Tensor = field(init=False)  # [B, N + max_window] forced indices in a row from each index on
     forced_until: int = field(init=False)  # a step from which no active row has a forced index ahead (0: none)
@@ -38,6 +41,7 @@ class DecodeState:
         self.n = torch.zeros(B, dtype=torch.long, device=device)
         self.pending = torch.full((B,), -1, dtype=torch.long, device=device)
         self.active = torch.ones(B, dtype=torch.bool, device=device)
+        self.running = B
         self.streams.live = self.active  # (the noise of rows not running is not hashed ahead: Streams.live)
         self.row_ids = list(range(B)) if self.row_ids is None else list(self.row_ids)
 

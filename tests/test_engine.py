@@ -74,6 +74,20 @@ def test_a_wave_prefills_its_rows_alone_and_joiners_come_in_as_rows_that_come_ba
         assert torch.equal(ticket.result().tokens, _alone(target, condition, seed, outputs))
 
 
+def test_auto_decides_for_the_rows_running_not_the_places(target):
+    """A lone request in an engine of 8 places runs one row: its window is chosen as a one-row call's (the policy's
+    margins and the memory's measurements of one row), not a batch of 8's; a request of 4 rows as 4 rows."""
+    memory = mmspec.window.WindowMemory()
+    engine = Engine(target, LAYOUT, mmspec.plan.plan("exact", mmspec.window.AutoWindow(max_window=8, memory=memory)),
+                    SAMPLING, slots=8)
+    engine.submit(torch.tensor([0]), seed=1)
+    engine.run_until_idle()
+    assert [rows for rows, *_ in memory.shapes] == [1]
+    engine.submit(torch.tensor([0, 1]), num_outputs=2, seed=1)
+    engine.run_until_idle()
+    assert [rows for rows, *_ in memory.shapes] == [1, 4]
+
+
 @pytest.mark.parametrize("method", ["exact", "coupled", "lookup", "jacobi", "ar"])
 def test_rows_join_as_rows_leave_at_any_batch_size(target, method):
     """More rows than places: rows join mid-run; every method keeps each row's own tokens at a fixed window."""

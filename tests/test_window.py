@@ -15,7 +15,7 @@ POW4 = [1, 4, 16, 64]  # the candidates most policy tests are written with (the 
 class FakeState:
     def __init__(self, rows=2):
         self.seq = torch.zeros(rows, 4, dtype=torch.long)
-        self.batch_size, self.length = rows, 10**6
+        self.batch_size, self.running, self.length = rows, rows, 10**6
         self.n = torch.zeros(rows, dtype=torch.long)
         self.pending = torch.full((rows,), -1)
         self.active = torch.ones(rows, dtype=torch.bool)
@@ -445,6 +445,30 @@ def test_a_greedy_call_starts_from_the_greedy_prior_and_keeps_its_measurements_a
     assert _run(AutoWindow(max_window=4, candidates=[1, 4], memory=memory), 12, **costs, state=cold)[-4:] == [4] * 4
     assert 4 not in _run(AutoWindow(max_window=4, candidates=[1, 4], memory=memory), 12, **costs, state=hot)[8:]
     assert len(memory.shapes) == 2  # (1 row, no CFG, greedy) and (1 row, no CFG, sampled)
+
+
+def test_auto_decides_for_each_batch_shape_on_its_own_measurements():
+    """The policy decides on the measurements of the batch shape its steps run (the most rows a step of the decode
+    ran, rounded up to a power of two), and picks up a shape's where it left them: wide windows win at one row here
+    (a step costs the same at any L) and lose at 16 (a step costs L times more), and each phase after the first of
+    its shape runs its best L from its first steps. Rows that finish do not shrink the shape within a decode."""
+    policy, state = AutoWindow(max_window=16, candidates=POW4), FakeState(rows=16)
+    chosen = {}
+    for phase, running in enumerate([1, 16, 1, 16, 9]):
+        policy.start(None, state)  # (a new decode)
+        state.running, chosen[phase] = running, []
+        for _ in range(60):
+            L = policy(state)
+            chosen[phase].append(L)
+            seconds = 0.01 if running == 1 else 0.01 * L
+            _step(policy, state, torch.full((16,), min(L, 12)), seconds)
+    assert policy.rows == 16 and set(policy.tracks) == {1}
+    assert policy.tracks[1][AutoWindow.TRACK.index("config")].margin == AutoConfig().margin
+    assert policy.config.margin == AutoConfig().batch_margin  # (16 rows: a batch's margins)
+    assert chosen[2][:10] == [16] * 10 and chosen[3][:10] == [1] * 10 and chosen[4][:10] == [1] * 10
+    assert chosen[0][:4] == chosen[1][:4] == [1] * 4  # the first phase of each shape explores from plain AR
+    state.running = 1  # rows finish: still 16 rows' decisions
+    assert policy(state) == 1 and policy.rows == 16
 
 
 @pytest.mark.parametrize("layout", [mmspec.Grid2D(4, 4), mmspec.Sequence1D(14)], ids=repr)

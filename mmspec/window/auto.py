@@ -77,14 +77,47 @@ class AutoWindow:
         if 1 not in candidates or not all(isinstance(x, int) and x >= 1 for x in candidates):
             raise ValueError(f"candidates must be positive ints including 1 (plain AR), got {candidates!r}")
         self.candidates = sorted({x for x in candidates if x <= max_window} | {max_window})
+        self.base = config  # the tunables before `AutoConfig.for_batch`
+        self.window, self.step, self.unmeasured = 1, 0, 0  # the L running, steps run, steps left uncounted after a change
+        self.fresh_stretch = True  # the step now running is the first of a stretch of its L
+        self.tracks: dict[int, tuple] = {}  # rows -> the TRACK of a batch shape not running now
+        self.rows = 0  # the batch shape decided for (see `shape`): 0 before the first step
+        self.peak = 0  # the most rows a step of this decode has run
+        self._fresh(0)
+
+    # what the policy knows and plans for one batch shape: a decode is decided on the costs of the rows its steps run
+    # (a lone demo visitor in an engine of 16 places is a one-row call, not a 16-row batch), each shape on its own
+    # measurements, picked up where they were left when rows joining change the shape
+    TRACK = ("rows", "config", "estimate", "measured", "wait", "explored", "queue", "best")
+
+    def _fresh(self, rows: int) -> None:
+        self.rows, self.config = rows, self.base
         self.estimate = Estimate(self.candidates)
         self.measured = {L: -1 for L in self.candidates}  # the step at which each L last ran
-        self.wait = {L: config.recheck for L in self.candidates}  # steps before a losing L runs again
-        self.explored, self.queue, self.window, self.step, self.unmeasured = 0, [], 1, 0, 0
+        self.wait = {L: self.base.recheck for L in self.candidates}  # steps before a losing L runs again
+        self.explored, self.queue = 0, []
         self.best = None  # the L chosen last (None while exploring)
-        self.fresh_stretch = True  # the step now running is the first of a stretch of its L
-        self.attached = False
-        self.rows = 0  # the batch size (known once attached to the first state)
+
+    def shape(self, state: "DecodeState") -> int:
+        """The batch shape the steps' costs follow: the most rows a step of this decode has run (`state.running`;
+        rows that finish leave the forwards, an engine's rows join), rounded up to a power of two within the batch.
+        It grows as rows join and does not shrink as they finish: a batch's last rows are decided as the batch they
+        were (a fresh shape for its last few steps would explore more than it could find there)."""
+        self.peak = max(self.peak, state.running)
+        return min(1 << (self.peak - 1).bit_length(), state.batch_size)
+
+    def _switch(self, state: "DecodeState", rows: int) -> None:
+        """Decide for `rows` from now on: the shape's track where it ran before (its queue dropped: planned for
+        other steps), else a fresh one (`_recall`)."""
+        if self.rows:
+            self.tracks[self.rows] = tuple(getattr(self, name) for name in self.TRACK)
+        if rows in self.tracks:
+            for name, value in zip(self.TRACK, self.tracks.pop(rows)):
+                setattr(self, name, value)
+            self.queue = []
+        else:
+            self._fresh(rows)
+            self._recall(state)
 
     @property
     def in_step(self) -> bool:
@@ -95,8 +128,7 @@ class AutoWindow:
         return self.best in (None, 1)
 
     def start(self, session: "Session", state: "DecodeState") -> None:
-        if not self.attached:
-            self._recall(state)
+        self.peak = 0  # a new decode (the batch shape is known at its first step: `__call__`)
 
     def _could_win(self, L: int) -> bool:
         """With a prior: whether the candidate L, not timed, could beat the candidates timed narrower at the least its
@@ -134,8 +166,9 @@ class AutoWindow:
         return est.per_step(L)[0] / least > max(map(est.rate, ran))
 
     def __call__(self, state: "DecodeState") -> int:
-        if not self.attached:
-            self._recall(state)
+        rows = self.shape(state)
+        if rows != self.rows:
+            self._switch(state, rows)
         est = self.estimate
         if est.expected:  # the band of the output this step starts in (its row furthest behind)
             band = est.band()
@@ -257,23 +290,22 @@ class AutoWindow:
         return max(map(est.rate, self.candidates)) * cost * self.config.margin <= self.config.growth * tokens_b
 
     def _recall(self, state: "DecodeState") -> None:
-        """The tunables' variant for the batch size and prior (with or without a memory: a raw target's call at 8
+        """The tunables' variant for the batch shape and prior (with or without a memory: a raw target's call at 8
         rows keeps a batch's margins too); with a memory, share its measurements and recheck waits for this batch
         shape: candidates measured before count as explored, and an L that kept losing stays rarely rechecked (a
         render job's later batches); and the memory's prior for it."""
         est = self.estimate
-        self.rows, self.attached = state.batch_size, True
         prior = self.memory.prior_for(state) if self.memory is not None else {}
-        self.config = self.config.for_batch(self.rows, bool(prior))
+        self.config = self.base.for_batch(self.rows, bool(prior))
         if self.memory is None:
             return
         est.tokens, est.counted, est.prior_extra, est.seconds, est.anchors, self.wait = self.memory.measurements(
-            state, self.candidates, self.config.recheck)
+            state, self.rows, self.candidates, self.config.recheck)
         if prior:
-            est.expected = prior_at(prior, state.batch_size, self.candidates)
+            est.expected = prior_at(prior, self.rows, self.candidates)
         for L in self.candidates:
             if est.seconds[L]:
-                self.measured[L] = 0
+                self.measured[L] = self.step
         if not est.expected and est.seconds[self.candidates[0]]:  # (with a prior, probing skips what ran)
             self.explored = len(self.candidates)
 

@@ -86,10 +86,10 @@ class WindowMemory:
                 warnings.warn(f"ignoring the window measurements in {self.path} ({err!r}); measuring afresh")
                 self.shapes = {}
 
-    def measurements(self, state: "DecodeState", windows: list[int], recheck: int) -> tuple[dict, ...]:
-        """(tokens, counted, prior_extra, seconds, anchors, wait) by window for the state's batch shape: shared dicts
-        the policy updates (AutoWindow's); an L without an anchor has none."""
-        shape = self.shapes.setdefault(self._shape(state), tuple({} for _ in self.fields))
+    def measurements(self, state: "DecodeState", rows: int, windows: list[int], recheck: int) -> tuple[dict, ...]:
+        """(tokens, counted, prior_extra, seconds, anchors, wait) by window for the batch shape of `rows` rows and the
+        state's sampling: shared dicts the policy updates (AutoWindow's); an L without an anchor has none."""
+        shape = self.shapes.setdefault(self._shape(state, rows), tuple({} for _ in self.fields))
         for values, empty in zip(shape, (0.0, 0.0, 0.0, list, None, recheck)):
             for L in windows if empty is not None else ():
                 values.setdefault(L, empty() if callable(empty) else empty)
@@ -101,9 +101,9 @@ class WindowMemory:
         return self.greedy_prior if state.sampling.temperature == 0 and self.greedy_prior else self.prior
 
     @staticmethod
-    def _shape(state: "DecodeState") -> tuple[int, bool, bool]:
+    def _shape(state: "DecodeState", rows: int) -> tuple[int, bool, bool]:
         """Rows, CFG, greedy: what changes a step's cost or its tokens."""
-        return state.batch_size, bool(state.sampling.cfg), state.sampling.temperature == 0
+        return rows, bool(state.sampling.cfg), state.sampling.temperature == 0
 
     def save(self) -> None:
         """Write the measurements to `path` (atomically: a concurrent reader sees the old file or the new one)."""
