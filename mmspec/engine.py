@@ -4,11 +4,12 @@ requests waiting in the queue take the places of rows that finished, at every st
 A request (`submit`) is a condition, its outputs per condition, seeds, given tokens and a hook; it gets a `Ticket`
 whose `result()` is its `Generation`, rows in its order, as `mmspec.generate` returns it. The engine runs *waves*:
 a wave opens a target session on the queue's first request (for its rows alone where rows may leave the forwards;
-else its places past its rows held by copies of its last row), and from then on, before every step, the rows that finished are handed to their requests and
-queued rows join in the free places (`_Wave.__call__`, the loop's `Joins`): their own session is opened and
-prefilled, and the wave's session takes its rows (`Takes`: the prefix left-padded to the wave's), the state starts
-them over with their seeds (`DecodeState.admit`), the drafter forgets what the places held (`Admits`). On a CPU rows
-that are not running leave the forwards (mmspec.adapters.rows), and come back when a row joins in their place.
+else its places past its rows held by copies of its last row), and from then on, before every step, the rows that
+finished are handed to their requests and queued rows join in the free places (`_Wave.__call__`, the loop's
+`Joins`): their own session is opened and prefilled, and the wave's session takes its rows (`Takes`: the prefix
+left-padded to the wave's), the state starts them over with their seeds (`DecodeState.admit`), the drafter forgets
+what the places held (`Admits`). On a CPU rows that are not running leave the forwards (mmspec.adapters.rows), and
+come back when a row joins in their place.
 
 Lossless and batch-invariant: a row's draws are its own seed's (counter-based streams: mmspec.rng), its window each
 step is chosen before anything of that step is drawn, and each step's verification is lossless by itself; so a row

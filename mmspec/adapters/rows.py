@@ -118,7 +118,8 @@ class ActiveRows:
         cond, null = self.forward_run(tokens, start, tree)
         return self.running.whole(cond), self.running.whole(null)
 
-    def p(self, sampling: Sampling, tokens: torch.Tensor, start: torch.Tensor, tree: Tree | None = None) -> torch.Tensor:
+    def p(self, sampling: Sampling, tokens: torch.Tensor, start: torch.Tensor,
+          tree: Tree | None = None) -> torch.Tensor:
         """log p [B, W, V] of a forward (`Sampling.logp`), sampled for the rows run alone: the others get what the zero
         logits of `forward` would give them, sampled once (a place no row runs would cost every step's CFG, top-k
         and softmax over [V])."""

@@ -78,7 +78,7 @@ class AutoWindow:
             raise ValueError(f"candidates must be positive ints including 1 (plain AR), got {candidates!r}")
         self.candidates = sorted({x for x in candidates if x <= max_window} | {max_window})
         self.base = config  # the tunables before `AutoConfig.for_batch`
-        self.window, self.step, self.unmeasured = 1, 0, 0  # the L running, steps run, steps left uncounted after a change
+        self.window, self.step, self.unmeasured = 1, 0, 0  # the L running, steps run, uncounted steps after a change
         self.fresh_stretch = True  # the step now running is the first of a stretch of its L
         self.tracks: dict[int, tuple] = {}  # rows -> the TRACK of a batch shape not running now
         self.rows = 0  # the batch shape decided for (see `shape`): 0 before the first step
