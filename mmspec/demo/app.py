@@ -239,7 +239,8 @@ class Tab:
     # image and mask are named, with None defaults, so that the API marks them optional: gradio_client
     # callers that predate them, and tabs without them, leave them out
     def generate(self, progress=gr.Progress(), image=None, mask=None, **values):
-        """Streams partial outputs, then the media, stats, commit map and histogram."""
+        """Streams partial outputs, then the media and stats, then the commit map and histogram (their plots cost
+        ~0.1-0.2 s of CPU each: the picture is not kept waiting for them, nor for other visitors' plots)."""
         call = self.settings(image=image, mask=mask, **values)
         yield dict.fromkeys(self.outputs)  # no stale results beside the new run
         for item in self.run(call, progress, call["method"]):
@@ -248,14 +249,14 @@ class Tab:
             else:
                 out = item
         shown, mp4 = self.view.media(out, Path(tempfile.mkdtemp(dir=self.files.name)))
-        result = {self.media: shown, self.stats: run_stats(out, call["method"]),
-                  self.cmap: commit_map(self.view.steps(out.stats.commit_step)),
-                  self.hist: length_histogram(out.stats.commit_step)}
+        result = {self.media: shown, self.stats: run_stats(out, call["method"])}
         if self.video is not None:
             result.update({self.frames: self.view.preview(out.tokens, call["prompt"]), self.video: mp4})
         if self.runs is not None:
             result[self.runs] = self.view.runs(out)
-        yield result
+        yield result  # (the last yield holds every output again: an API caller gets the last one alone)
+        yield {**result, self.cmap: commit_map(self.view.steps(out.stats.commit_step)),
+               self.hist: length_histogram(out.stats.commit_step)}
 
     def compare(self, progress=gr.Progress(), image=None, mask=None, **values):
         """The chosen method and plain AR, same prompt, seed and sampling; for exact, are the tokens equal?"""

@@ -12,7 +12,7 @@ def _image(path) -> Image.Image:
     return Image.open(path)
 
 
-def test_image_streams_partial_grids_then_media_stats_and_commit_map(client):
+def test_image_streams_partial_grids_then_media_and_stats_then_commit_map(client):
     job = client.submit(prompt="red heart", method="coupled", window=5, num_outputs=2, seed=3,
                         api_name="/image_generate")
     gallery, stats, commit_map, histogram = job.result(timeout=120)
@@ -20,6 +20,8 @@ def test_image_streams_partial_grids_then_media_stats_and_commit_map(client):
     assert STATS <= set(stats) and stats["outputs"] == 2 and stats["tokens"] == 2 * 16
     assert _image(commit_map).width > 100 and _image(histogram).width > 100
     assert len(job.outputs()) >= 2  # at least one partial grid before the final result
+    first = next(i for i, o in enumerate(job.outputs()) if "prompt" in (o[1] or {}))  # the picture and its stats ...
+    assert job.outputs()[first][0] == gallery and not isinstance(job.outputs()[first][2], str)  # ... before the plots
 
 
 def test_video_returns_frames_gif_mp4_and_stats(client):

@@ -50,7 +50,7 @@ def test_generate_shows_image_stats_and_commit_map_and_exact_matches_ar(page, ur
     stats.get_by_text("red heart").wait_for(timeout=120_000)  # the image generated on page load
     page.locator("#image-prompt textarea").fill("smiling face")
     page.locator("#image-generate").click()
-    stats.get_by_text("smiling face").wait_for(timeout=120_000)  # shown last, with the commit map
+    stats.get_by_text("smiling face").wait_for(timeout=120_000)  # shown with the picture; the commit map follows
     assert "mean_acceptance_length" in stats.inner_text() and "tokens_per_second" in stats.inner_text()
     page.locator("#image-commit-map img").wait_for()
     page.locator("#image-histogram img").wait_for()

@@ -87,3 +87,14 @@ def test_a_request_run_in_batches_shows_every_row_so_far_each_batch_s_as_it_ende
     assert snapshots[-1] == "out" and [s.tokens.shape[0] for s in snapshots[:-1]] == [2, 2, 3]
     last = snapshots[-2]
     assert last.tokens.tolist() == [[0, 1, 2, 3], [0, 1, 2, 3], [20, 21, 22, 23]] and last.committed == 12
+
+
+def test_snapshots_slow_down_to_what_their_consumer_spends_on_them():
+    """A consumer that spends 20 ms on each snapshot gets one per 0.2 s at most (PREVIEW_SHARE 0.1), not one per
+    forward: over a 1 s run ~5, where a rate blind to that cost gives ~45."""
+    items = []
+    for item in stream(fake_run(1000, [], delay=0.001), interval=0.0):
+        items.append(item)
+        time.sleep(0.02)  # a preview decoded and sent
+    assert items[-1] == "out"
+    assert 1 <= len(items) - 1 <= 12, len(items)
