@@ -30,3 +30,11 @@ def test_figures_render_for_images_and_video_frames():
     video, image = commit_map(steps), commit_map(steps[:, :1])
     assert video.mode == "RGB" and video.width > image.width > 100
     assert length_histogram(torch.tensor([[0, 0, 1, -1]])).width > 100
+
+
+def test_commit_map_greys_tokens_never_committed():
+    steps = np.zeros((2, 3, 4, 4), dtype=int)
+    grey = lambda image: int((np.asarray(image) == 211).all(-1).sum())  # matplotlib's lightgrey pixels
+    before = grey(commit_map(steps))  # (a few in the labels' anti-aliasing)
+    steps[1, 2, 3, 3] = -1
+    assert grey(commit_map(steps)) - before > 300  # one token's cell
