@@ -10,7 +10,7 @@ finish). The default's files must be byte for byte `ar`'s (`exact` draws `ar`'s 
 demo: `--visitors` visitors of the image tab at once (gradio_client, one image each, `exact`, distinct seeds) on
 the demo as shipped (`--concurrency 8 --slots 16`) and as it was (concurrency 1): each visitor's latency to the
 picture (the update that shows it with its stats) and to the end of the event (its plots too), p50 and p95, against
-one visitor alone. The clients leave files on the server (gradio_client would fetch every preview picture, each
+one visitor alone; and the same calls on the demo's engine without the demo. The clients leave files on the server (gradio_client would fetch every preview picture, each
 over a new TLS-ready connection: in this process, ~0.1 s of CPU a picture taken from the server it measures).
 
   python -m benchmarks.engine_wallclock [--out FILE.json] job --kind video --outputs 32 --batch 8
@@ -87,7 +87,8 @@ def demo(args) -> dict:
 
     from mmspec.demo import build_app, launch
 
-    result = {"visitors": args.visitors}
+    result = {"visitors": args.visitors, "engine alone": _engine_alone(args.visitors)}
+    print("engine alone", json.dumps(result["engine alone"]), flush=True)
     for name, options in (("shipped", {}), ("one at a time", {"concurrency": 1, "slots": 1})):
         app = build_app(**options)
         url = launch(app, block=False)
@@ -116,6 +117,37 @@ def demo(args) -> dict:
                                   "p95_vs_alone": p95 / one}
         print(name, json.dumps(result[name]), flush=True)
     return result
+
+
+def _engine_alone(visitors: int) -> dict:
+    """The same calls on the demo's engine (16 places) without the demo: the pipeline called from threads, no
+    previews, plots or HTTP. What the decode alone costs: the floor of the demo's figures."""
+    from mmspec import ImagePipeline
+    from mmspec.options import SLOTS
+
+    pipe = ImagePipeline.from_pretrained()
+    pipe.share_engines(SLOTS)
+    call = dict(prompt="red heart", method="exact", num_outputs=1)
+
+    def timed(seed):
+        t0 = time.perf_counter()
+        pipe(seed=seed, **call)
+        return time.perf_counter() - t0
+    timed(0)
+    one = statistics.median(timed(100 + seed) for seed in range(3))
+    latency = [0.0] * visitors
+
+    def visit(i):
+        latency[i] = timed(200 + i)
+    threads = [threading.Thread(target=visit, args=(i,)) for i in range(visitors)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    pipe.engines.close()
+    latency.sort()
+    p50, p95 = statistics.median(latency), latency[min(visitors - 1, round(0.95 * (visitors - 1)))]
+    return {"alone": one, "p50": p50, "p95": p95, "p50_vs_alone": p50 / one, "p95_vs_alone": p95 / one}
 
 
 def _visit(client, seed: int) -> tuple[float, float]:
