@@ -16,8 +16,9 @@ step is chosen before anything of that step is drawn, and each step's verificati
 that joins mid-wave has the law it has alone, and `exact`'s tokens (Gumbel-max on each position's own noise) are the
 ones plain AR draws with its seed, whatever its place, arrival or batch mates. Methods that draw from a counter
 (`coupled`) keep the law; their very tokens depend on the windows a row runs (a run of given tokens is taken in one
-widened step only when every row is in one), so their rows join a wave only before its first step, and only rows
-forced where the wave's are: at a fixed window a row's tokens are then the ones it gets alone, as in any batch.
+widened step only when every row is in one), so where tokens are given their rows join a wave only before its first
+step, and only rows forced where the wave's are; where none are, at any step. At a fixed window a row's tokens are
+then the ones it gets alone, as in any batch.
 
 Rows join only where they can: a drafter that keeps its own sessions (a draft model, a head) does not admit rows, so
 its waves run one request's rows; a request whose prompt is longer than the wave's, or whose given tokens need a
@@ -296,12 +297,14 @@ class _Wave:
         state.active[len(rows):] = False
         self._started(head, places[:len(rows)].tolist(), rows)
         # rows of other requests join before the first step where the drafter and session take them, and at any
-        # step where a row's tokens are its seed's alone (`same_tokens`): elsewhere a row that joins behind the
-        # others would run other windows than alone (a forced run's widened step), so other tokens of the same law
+        # step where a row's tokens are its seed's alone (`same_tokens`), or where no row has tokens given: elsewhere
+        # a row that joins behind the others would run other windows than alone (a forced run's widened step is
+        # taken only where every row is in one), so other tokens of the same law
         self.joins = admits(self.drafter) and isinstance(session, Takes)
-        self.anywhere = engine.joins_rows and method.same_tokens
-        self.forced = head.fixed[rows[0]] >= 0  # [N] where tokens are forced (rows joining a wave of `coupled` must
-        # have them where its rows do: a forced run's widened step is taken only where every row is in one)
+        self.forced = head.fixed[rows[0]] >= 0  # [N] where tokens are forced (a joining row of a counter method must
+        # have them where the wave's rows do)
+        self.alike = engine.joins_rows and method.same_tokens  # any row may join: its tokens are its seed's alone
+        self.anywhere = self.alike or (engine.joins_rows and not bool(self.forced.any()))
         prompt = None if session.prompt is None else session.prompt + session.prompt[-1:] * (B - len(held))
         context = Context(session=session, condition=condition, num_samples=samples, prompt=prompt,
                           draft_vocab=session.draft_vocab)
@@ -375,7 +378,7 @@ class _Wave:
                 self.blocked = True
                 return
             rows = list(range(request.next, min(request.rows, request.next + len(free))))
-            if not self.anywhere and not ((request.fixed[rows] >= 0) == self.forced).all():
+            if not self.alike and not ((request.fixed[rows] >= 0) == self.forced).all():
                 self.blocked = True
                 return
             condition, samples, session = self._open(request, rows)

@@ -56,6 +56,37 @@ def test_exact_requests_arriving_mid_run_equal_ar_alone(target, method, slots):
         assert torch.equal(ticket.result().tokens, _alone(target, condition, seed, outputs))
 
 
+def _counter_requests(target, method):
+    """ARRIVALS through 2 places at window 5 -> (each request's tokens, its tokens alone, the engine's waves)."""
+    engine = Engine(target, LAYOUT, mmspec.plan.plan(method, 5), SAMPLING, slots=2)
+    tickets = _requests(engine, ARRIVALS)
+    alone = [mmspec.generate(target, torch.tensor([c]), LAYOUT, method=method, window=5, sampling=SAMPLING, seed=s,
+                             num_outputs=n).tokens for c, s, n, _ in ARRIVALS]
+    return [t.result().tokens for t in tickets], alone, engine.waves
+
+
+@pytest.mark.parametrize("method", ["coupled", "lookup", "jacobi"])
+def test_counter_method_requests_arriving_mid_run_get_their_tokens_alone(target, method):
+    """No token given: rows of methods drawing from a counter join running rows (one wave for all), each row with
+    the tokens it gets alone at the same fixed window."""
+    tokens, alone, waves = _counter_requests(target, method)
+    assert waves == 1 and all(torch.equal(a, b) for a, b in zip(tokens, alone))
+
+
+def test_a_joiner_that_goes_on_with_its_place_s_counter_is_caught(target, monkeypatch):
+    """The wrong variant: a row joining mid-wave draws on from the counter of the row that left its place."""
+    from mmspec.rng import Streams
+    admit = Streams.admit
+
+    def keeps_counter(self, rows, seeds):
+        drawn = self._drawn[rows].clone()
+        admit(self, rows, seeds)
+        self._drawn[rows] = drawn
+    monkeypatch.setattr(Streams, "admit", keeps_counter)
+    tokens, alone, _ = _counter_requests(target, "coupled")
+    assert not all(torch.equal(a, b) for a, b in zip(tokens, alone))
+
+
 def test_a_wave_prefills_its_rows_alone_and_joiners_come_in_as_rows_that_come_back(target, monkeypatch):
     """On a CPU the wave's session holds the head's rows alone (no prefill of the places no row runs yet); rows that
     join grow it as rows that come back do, and every request keeps its tokens alone."""
@@ -146,7 +177,7 @@ def test_engines_shared_by_threads_give_each_call_its_own_tokens(target):
 def _two_requests_law(method, samples=10_000):
     """Two requests of 10,000 rows each through an engine of 300 places: class 0 alone, then class 1 with a token
     given at index 1; rows join as rows finish (mid-step where the method allows). -> (p-values of each request
-    against its exact law, rows that joined after their wave's first step)."""
+    against its exact law, each request's rows that joined after their wave's first step)."""
     model = tiny_gpt(vocab_size=4, num_classes=2, block_size=4, dtype=torch.float32)
     target, layout = mmspec.ReferenceTarget(model), mmspec.Grid2D(2, 2)
     s = mmspec.Sampling(temperature=0.9, top_k=3, cfg_scale=1.5)
@@ -164,16 +195,17 @@ def _two_requests_law(method, samples=10_000):
     engine.run_until_idle()
     laws = gpt_law(model, 0, layout, s), gpt_law(model, 1, layout, s, given={1: 2})
     pvalues = [chi_square_pvalue(sequence_id(t.result().tokens, 4), law) for t, law in zip((a, b), laws)]
-    return pvalues, sum(step > 0 for step in first_step.values())
+    return pvalues, [sum(step > 0 for (r, _), step in first_step.items() if r == request) for request in (0, 1)]
 
 
 @pytest.mark.parametrize("method", ["exact", "ar", "coupled", "lookup", {"name": "exact", "proactive": [3, 2]}],
                          ids=str)
 def test_requests_sharing_a_decode_keep_their_exact_laws(method):
-    pvalues, joined_mid_wave = _two_requests_law(method)
+    pvalues, (free, given) = _two_requests_law(method)
     assert min(pvalues) > 1e-3, pvalues
-    # rows of `exact` and `ar` join beside running rows; others' only before a wave's first step (mmspec.engine)
-    assert (joined_mid_wave > 1000) == mmspec.plan.plan(method, 4).method.same_tokens
+    # rows of `exact` and `ar` join beside running rows; those of counter methods too where no token is given, and
+    # where some are only before a wave's first step (mmspec.engine)
+    assert free > 1000 and (given > 1000) == mmspec.plan.plan(method, 4).method.same_tokens, (free, given)
 
 
 def test_the_law_test_catches_a_place_that_keeps_its_last_row_s_cache(monkeypatch):
