@@ -3,8 +3,8 @@ and against the ideal, counted in forwards: the same on any machine.
 
 64 requests (the kind's prompts in turn, request i with seed i, one output each; video: frame 0 given, rendered once
 by the image model) run on an `Engine` of `--slots` places:
-- engine: rows join a running decode as rows finish (`exact`, `ar`: at any step; other methods before a wave's
-  first step, mmspec.engine);
+- engine: rows join a running decode as rows finish (`exact`, `ar`: at any step; other methods at any step where
+  no token is given, else before a wave's first step: mmspec.engine);
 - lockstep: the same engine with `joins_rows = False`, today's batches: the queue's first `slots` rows start
   together and the next start when all are done;
 - ideal: each request's own forwards alone (batch 1), summed, over the slots: no row ever waits for a place.
