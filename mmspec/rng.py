@@ -117,8 +117,16 @@ class Streams:
         yield
         self._drawn.copy_(torch.where(others, drawn, self._drawn))  # (in place: see `counters`)
 
-    def gumbel(self, index: torch.Tensor) -> torch.Tensor:
-        """[B, W] generated positions -> [B, W, V] fp32 Gumbel(0, 1) noise rows, a function of (seed, position).
+    def running(self) -> "torch.Tensor | None":
+        """[b] the live rows where some are not and reading which is free (a CPU, not compiling), else None: draws
+        for every row."""
+        if self.live is None or self.device.type != "cpu" or torch.compiler.is_compiling() or bool(self.live.all()):
+            return None
+        return self.live.nonzero().squeeze(1)
+
+    def gumbel(self, index: torch.Tensor, rows: "torch.Tensor | None" = None) -> torch.Tensor:
+        """[B, W] generated positions -> [B, W, V] fp32 Gumbel(0, 1) noise rows, a function of (seed, position);
+        with `rows` [b], index [b, W] holds those rows' positions alone -> [b, W, V].
 
         On a CPU the rows are hashed once per position, _MEMO_CHUNK positions at a time, and read back from
         memory after that (a Jacobi window asks for each position about L / (accepted + 1) times, and each row
@@ -129,9 +137,9 @@ class Streams:
         if self.device.type == "cpu" and index.numel() and not torch.compiler.is_compiling():  # compiled: no reads
             lo, hi = torch.stack(torch.aminmax(index)).tolist()
             if lo >= 0 and self._remember(hi + 1):  # whole rows of [B * M, V]: a row copy each, no per-value index
-                rows = index + self._memo_first  # [B, W]
-                return self._memo.view(-1, self.vocab_size).index_select(0, rows.flatten()).view(*index.shape, -1)
-        return self._hash(index)
+                at = index + (self._memo_first if rows is None else self._memo_first[rows])  # [B, W]
+                return self._memo.view(-1, self.vocab_size).index_select(0, at.flatten()).view(*index.shape, -1)
+        return self._hash(index, None if rows is None else self._noise[rows])
 
     def _hash(self, index: torch.Tensor, noise: "torch.Tensor | None" = None) -> torch.Tensor:
         """[b, W] positions -> [b, W, V] noise rows, of every row (or of the rows whose keys are `noise` [b])."""

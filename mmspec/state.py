@@ -89,10 +89,17 @@ class DecodeState:
 
     def gumbel_max(self, logp: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         """logp [B, W, V] at generated indices [B, W] -> [B, W] argmax(log p + g): plain AR's draw there, with each
-        position's own noise row. Greedy p is one-hot, which no noise can move: the noise is not computed."""
+        position's own noise row. Greedy p is one-hot, which no noise can move: the noise is not computed. Rows not
+        running draw nothing where they can be left out (a lone request in an engine of many places): 0 there, which
+        nothing commits."""
         if self.sampling.temperature == 0:
             return logp.argmax(-1)
-        return (logp + self.streams.gumbel(index).to(logp.device)).argmax(-1)
+        rows = self.streams.running()  # [b] or None
+        if rows is None:
+            return (logp + self.streams.gumbel(index).to(logp.device)).argmax(-1)
+        y = torch.zeros(logp.shape[:-1], dtype=torch.long, device=logp.device)  # (index may broadcast over logp)
+        y[rows] = (logp[rows] + self.streams.gumbel(index[rows], rows).to(logp.device)).argmax(-1)
+        return y
 
     def forced_ahead(self) -> int:
         """How many indices from n on are forced in every active row: a window over them commits them all,

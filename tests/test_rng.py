@@ -92,3 +92,22 @@ def test_remembered_noise_rows_are_the_hashed_ones(monkeypatch):
         s = Streams([5, 6, 7], V)
         assert all(torch.equal(s.gumbel(w), e) for w, e in zip(windows, expected))
         assert 0 < s._remembered <= 200 if budget < 1 << 30 else s._remembered >= 316
+
+
+def test_noise_of_some_rows_is_theirs_in_every_row_s(monkeypatch):
+    """`gumbel(index, rows)`: the rows' noise rows alone, read from memory or hashed, equal to theirs among every
+    row's; `running` names the live rows only where some are not."""
+    import mmspec.rng as rng
+
+    index = torch.tensor([[3, 4, 5], [9, 10, 11], [0, 1, 2]])
+    whole = Streams([5, 6, 7], V).gumbel(index)
+    rows = torch.tensor([2, 0])
+    for budget in (1 << 30, 0):  # remembered, then hashed where asked
+        monkeypatch.setattr(rng, "MEMO_BYTES", budget)
+        s = Streams([5, 6, 7], V)
+        assert torch.equal(s.gumbel(index[rows], rows), whole[rows]) and (s._remembered > 0) == (budget > 0)
+    s = Streams([5, 6, 7], V)
+    s.live = torch.tensor([True, True, True])
+    assert s.running() is None
+    s.live[1] = False
+    assert s.running().tolist() == [0, 2]
