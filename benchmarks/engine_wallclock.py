@@ -10,8 +10,9 @@ finish). The default's files must be byte for byte `ar`'s (`exact` draws `ar`'s 
 demo: `--visitors` visitors of the image tab at once (gradio_client, one image each, `exact`, distinct seeds) on
 the demo as shipped (`--concurrency 8 --slots 16`) and as it was (concurrency 1): each visitor's latency to the
 picture (the update that shows it with its stats) and to the end of the event (its plots too), p50 and p95, against
-one visitor alone; and the same calls on the demo's engine without the demo. The clients leave files on the server (gradio_client would fetch every preview picture, each
-over a new TLS-ready connection: in this process, ~0.1 s of CPU a picture taken from the server it measures).
+one visitor alone; and the same calls on the demo's engine without the demo. The clients leave files on the server
+(gradio_client would fetch every preview picture, each over a new TLS-ready connection: in this process, ~0.1 s of
+CPU a picture taken from the server it measures).
 
   python -m benchmarks.engine_wallclock [--out FILE.json] job --kind video --outputs 32 --batch 8
   python -m benchmarks.engine_wallclock [--out FILE.json] demo --visitors 8
@@ -108,13 +109,8 @@ def demo(args) -> dict:
                 t.join()
         finally:
             app.close()
-        result[name] = {}
-        for k, what in enumerate(("picture", "end")):
-            one = statistics.median(a[k] for a in alone)
-            times = sorted(t[k] for t in latency)
-            p50, p95 = statistics.median(times), times[min(len(times) - 1, round(0.95 * (len(times) - 1)))]
-            result[name][what] = {"alone": one, "p50": p50, "p95": p95, "p50_vs_alone": p50 / one,
-                                  "p95_vs_alone": p95 / one}
+        result[name] = {what: _latency(statistics.median(a[k] for a in alone), [t[k] for t in latency])
+                        for k, what in enumerate(("picture", "end"))}
         print(name, json.dumps(result[name]), flush=True)
     return result
 
@@ -145,9 +141,14 @@ def _engine_alone(visitors: int) -> dict:
     for t in threads:
         t.join()
     pipe.engines.close()
-    latency.sort()
-    p50, p95 = statistics.median(latency), latency[min(visitors - 1, round(0.95 * (visitors - 1)))]
-    return {"alone": one, "p50": p50, "p95": p95, "p50_vs_alone": p50 / one, "p95_vs_alone": p95 / one}
+    return _latency(one, latency)
+
+
+def _latency(alone: float, times: list[float]) -> dict:
+    """p50 and p95 of `times`, and each against one visitor `alone`."""
+    times = sorted(times)
+    p50, p95 = statistics.median(times), times[min(len(times) - 1, round(0.95 * (len(times) - 1)))]
+    return {"alone": alone, "p50": p50, "p95": p95, "p50_vs_alone": p50 / alone, "p95_vs_alone": p95 / alone}
 
 
 def _visit(client, seed: int) -> tuple[float, float]:
