@@ -36,9 +36,13 @@ from mmspec.render import render_job
 from mmspec.render.executors import LocalExecutor
 
 
-def _job(kind: str, outputs: int, batch: int, method: "str | None", folder: Path, window: "int | None" = None) -> Path:
+def _job(kind: str, outputs: int, batch: int, method: "str | None", folder: Path, window: "int | None" = None,
+         frames: "dict[str, Path] | None" = None) -> Path:
+    """The job file; `frames`: each prompt's first frame, given as the items' `image`."""
     prompts = PROMPTS[kind]
     items = [{"prompt": prompts[i % len(prompts)], "seeds": [i]} for i in range(outputs)]
+    for item in items if frames else ():
+        item["image"] = str(frames[item["prompt"]])
     defaults = {"method": method} if method is not None else {} if window is None else {"window": window}
     job = {"kind": kind, "batch_size": batch, "defaults": defaults, "items": items}
     path = folder / f"{method or 'default'}.yaml"
@@ -51,6 +55,19 @@ def _lockstep(on: bool) -> None:
     Engine.joins_rows, LocalExecutor.IN_FLIGHT = (False, 1) if on else (True, 3)
 
 
+def _first_frames(folder: Path) -> "dict[str, Path]":
+    """Each video prompt's first frame as a PNG: frame 0 of the bundled model's video for it (seed 0), drawn once by its
+    first-frame model, as a job of videos from given pictures would have them."""
+    from mmspec import VideoPipeline
+
+    pipe, prompts = VideoPipeline.from_pretrained(), PROMPTS["video"]
+    out = pipe(prompts, seed=0, method="exact", progress_bar=False)
+    frames = {prompt: folder / f"first-{i}.png" for i, prompt in enumerate(prompts)}
+    for video, path in zip(out.videos, frames.values()):
+        video[0].save(path)
+    return frames
+
+
 def job(args) -> dict:
     os.environ["MMSPEC_WINDOW_CACHE"] = "off"  # every arm learns its windows from the same cold start
     arms = {"default": (None, False), "default-lockstep": (None, True), "ar": ("ar", False)}
@@ -58,13 +75,14 @@ def job(args) -> dict:
     files = {}
     with tempfile.TemporaryDirectory() as scratch:
         scratch = Path(scratch)
+        frames = _first_frames(scratch) if args.first_frames == "given" else None
         for r in range(args.rounds):
             for name, (method, lockstep) in arms.items():
                 out = scratch / f"{name}-{r}"
                 _lockstep(lockstep)
                 t0 = time.perf_counter()
-                summary = render_job(_job(args.kind, args.outputs, args.batch, method, scratch, args.window), out,
-                                     progress=False)
+                summary = render_job(_job(args.kind, args.outputs, args.batch, method, scratch, args.window, frames),
+                                     out, progress=False)
                 seconds[name].append(time.perf_counter() - t0)
                 assert summary["rendered"] == args.outputs, summary
                 # (a file's name ends in a hash of its settings: the method's differs)
@@ -74,7 +92,7 @@ def job(args) -> dict:
         _lockstep(False)
     best = {name: min(s) for name, s in seconds.items()}
     result = {"kind": args.kind, "outputs": args.outputs, "batch_size": args.batch, "rounds": args.rounds,
-              "window": args.window or "auto",
+              "window": args.window or "auto", "first_frames": args.first_frames,
               "seconds": best, "default_vs_ar": best["ar"] / best["default"],
               "lockstep_vs_ar": best["ar"] / best["default-lockstep"],
               "same_bytes_as_ar": files["default"] == files["ar"] == files["default-lockstep"]}
@@ -172,6 +190,9 @@ def main(argv=None) -> dict:
     j.add_argument("--batch", type=int, default=8)
     j.add_argument("--rounds", type=int, default=2)
     j.add_argument("--window", type=int, help="the default method's window (default: auto)")
+    j.add_argument("--first-frames", choices=["drawn", "given"], default="drawn",
+                   help="video: drawn by the model's first-frame model in each arm (its method), or given as the items' "
+                        "image (one picture per prompt, drawn before the arms)")
     d = sub.add_parser("demo")
     d.add_argument("--visitors", type=int, default=8)
     ap.add_argument("--out", help="write the figures as JSON here")
