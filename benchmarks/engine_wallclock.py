@@ -41,8 +41,9 @@ def _job(kind: str, outputs: int, batch: int, method: "str | None", folder: Path
     """The job file; `frames`: each prompt's first frame, given as the items' `image`."""
     prompts = PROMPTS[kind]
     items = [{"prompt": prompts[i % len(prompts)], "seeds": [i]} for i in range(outputs)]
-    for item in items if frames else ():
-        item["image"] = str(frames[item["prompt"]])
+    if frames:
+        for item in items:
+            item["image"] = str(frames[item["prompt"]])
     defaults = {"method": method} if method is not None else {} if window is None else {"window": window}
     job = {"kind": kind, "batch_size": batch, "defaults": defaults, "items": items}
     path = folder / f"{method or 'default'}.yaml"
