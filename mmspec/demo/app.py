@@ -10,9 +10,11 @@ the pipelines' image= and mask=.
 """
 from __future__ import annotations
 
+import contextlib
 import tempfile
 import time
 from pathlib import Path
+from typing import Iterator
 
 import gradio as gr
 
@@ -20,7 +22,7 @@ from mmspec.bench import compare
 from mmspec.demo.render import commit_map, length_histogram
 from mmspec.demo.report import comparison, run_stats, verdict
 from mmspec.demo.stream import Snapshot, stream
-from mmspec.demo.views import GridView, TextView
+from mmspec.demo.views import GridView, TextView, as_files
 from mmspec.memory import DoesNotFit
 from mmspec.methods import DEFAULT_METHOD, method_names
 from mmspec.options import CONCURRENCY, SLOTS
@@ -58,7 +60,7 @@ def build_app(image_model=None, video_model=None, text_model=None, text_draft=No
     pipes = {kind: load_pipeline(kind, folder, door="demo", **options[kind]) for kind, folder in folders.items()}
     for pipe in pipes.values():
         pipe.share_engines(slots)
-    # GIF / MP4 of video runs (gradio serves copies); the tabs hold it, it is removed at exit
+    # the runs' files (gradio serves copies); the tabs hold it, it is removed at exit
     files = tempfile.TemporaryDirectory(prefix="mmspec-demo-")
     with gr.Blocks(title="mmspec demo", delete_cache=(3600, 3600)) as app:
         gr.Markdown(INTRO)
@@ -243,20 +245,23 @@ class Tab:
         ~0.1-0.2 s of CPU each: the picture is not kept waiting for them, nor for other visitors' plots)."""
         call = self.settings(image=image, mask=mask, **values)
         yield dict.fromkeys(self.outputs)  # no stale results beside the new run
-        for item in self.run(call, progress, call["method"]):
-            if isinstance(item, Snapshot):
-                yield {self.live: self.view.preview(item.tokens, call["prompt"])}
-            else:
-                out = item
-        shown, mp4 = self.view.media(out, Path(tempfile.mkdtemp(dir=self.files.name)))
-        result = {self.media: shown, self.stats: run_stats(out, call["method"])}
-        if self.video is not None:
-            result.update({self.frames: self.view.preview(out.tokens, call["prompt"]), self.video: mp4})
-        if self.runs is not None:
-            result[self.runs] = self.view.runs(out)
-        yield result  # (the last yield holds every output again: an API caller gets the last one alone)
-        yield {**result, self.cmap: commit_map(self.view.steps(out.stats.commit_step)),
-               self.hist: length_histogram(out.stats.commit_step)}
+        with self.folder() as folder:
+            for item in self.run(call, progress, call["method"]):
+                if isinstance(item, Snapshot):
+                    yield {self.live: as_files(self.view.preview(item.tokens, call["prompt"]), folder)}
+                else:
+                    out = item
+            shown, mp4 = self.view.media(out, folder)
+            result = {self.media: as_files(shown, folder), self.stats: run_stats(out, call["method"])}
+            if self.video is not None:
+                result.update({self.frames: as_files(self.view.preview(out.tokens, call["prompt"]), folder),
+                               self.video: mp4})
+            if self.runs is not None:
+                result[self.runs] = self.view.runs(out)
+            yield result  # (the last yield holds every output again: an API caller gets the last one alone)
+            plots = {self.cmap: commit_map(self.view.steps(out.stats.commit_step)),
+                     self.hist: length_histogram(out.stats.commit_step)}
+            yield {**result, **as_files(plots, folder)}
 
     def compare(self, progress=gr.Progress(), image=None, mask=None, **values):
         """The chosen method and plain AR, same prompt, seed and sampling; for exact, are the tokens equal?"""
@@ -268,10 +273,16 @@ class Tab:
         result = compare(run, call["method"])
         fast, ar = result["output"], result["ar_output"]
         report = comparison(call["method"], fast, ar, result["identical"] if call["method"] == "exact" else None)
-        folder = Path(tempfile.mkdtemp(dir=self.files.name))
-        return {self.media_a: self.view.media(fast, folder / "method")[0],
-                self.media_b: self.view.media(ar, folder / "ar")[0],
-                self.comparison: report, self.verdict: verdict(report)}
+        with self.folder() as folder:  # (a generator, so that the folder outlives gradio's copies)
+            yield {self.media_a: as_files(self.view.media(fast, folder / "method")[0], folder),
+                   self.media_b: as_files(self.view.media(ar, folder / "ar")[0], folder),
+                   self.comparison: report, self.verdict: verdict(report)}
+
+    @contextlib.contextmanager
+    def folder(self) -> Iterator[Path]:
+        """A run's files, removed when the run ends: gradio has copied each into its cache as it was yielded."""
+        with tempfile.TemporaryDirectory(dir=self.files.name, ignore_cleanup_errors=True) as path:
+            yield Path(path)
 
 
 def _refusal(message: str) -> gr.Error:

@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 import math
+import os
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import torch
+from PIL import Image
 
 from mmspec.demo.render import enlarge, filmstrip, grey_out, stack
 from mmspec.pipelines import TextPipeline
@@ -86,3 +89,21 @@ def join_outputs(texts: list[str]) -> str:
     if len(texts) == 1:
         return texts[0]
     return "\n\n".join(f"# ---- output {i} ----\n{t}" for i, t in enumerate(texts))
+
+
+def as_files(value, folder: Path):
+    """A picture -> the path of a PNG written once under a fresh name in `folder`; a list or dict of them mapped,
+    anything else (text, paths) as it is. Gradio writes a picture handed as PIL in place at a path named by its bytes:
+    a gallery's identical pictures (written from its threads at once) and a picture handed out again were rewritten
+    while the browser read them, and it served torn files. A path is copied into its cache under a temporary name
+    and renamed."""
+    if isinstance(value, list):
+        return [as_files(v, folder) for v in value]
+    if isinstance(value, dict):
+        return {k: as_files(v, folder) for k, v in value.items()}
+    if not isinstance(value, Image.Image):
+        return value
+    fd, path = tempfile.mkstemp(suffix=".png", dir=folder)
+    os.close(fd)
+    value.save(path)
+    return path
