@@ -94,7 +94,8 @@ class _Request:
         self.next = 0  # the first row not started yet
         self.tokens = torch.full((rows, length), -1, dtype=torch.long)
         self.lengths = torch.zeros(rows, dtype=torch.long)
-        self.stats: dict[int, Stats] = {}
+        self.finished: list[tuple[list[int], Stats]] = []  # (rows, their stats), as they finished
+        self.ended = 0  # rows finished
         self.started = time.perf_counter()
 
     def condition_of(self, rows: list[int]):
@@ -103,11 +104,19 @@ class _Request:
             return None, len(rows)
         return take(self.condition, torch.tensor(rows) // self.num_samples), 1
 
-    def done(self, row: int, tokens: torch.Tensor, n: int, stats: Stats) -> None:
-        self.tokens[row, :n], self.lengths[row], self.stats[row] = tokens[:n].cpu(), n, stats
-        if len(self.stats) == self.rows:
-            stats = Stats.cat([self.stats[r] for r in range(self.rows)])
-            stats.seconds = time.perf_counter() - self.started
+    def done(self, rows: list[int], tokens: torch.Tensor, n: torch.Tensor, stats: Stats) -> None:
+        """Rows `rows` [b] finished with tokens [b, N], the first n [b] of each committed, and their stats."""
+        N = tokens.shape[1]
+        tokens, n = tokens.cpu(), n.cpu()
+        self.tokens[rows, :N] = tokens.masked_fill(torch.arange(N) >= n[:, None], -1)
+        self.lengths[rows] = n
+        self.finished.append((rows, stats))
+        self.ended += len(rows)
+        if self.ended == self.rows:
+            stats = Stats.cat([part for _, part in self.finished])
+            order = torch.tensor([row for rows, _ in self.finished for row in rows]).argsort()  # back in row order
+            order = order.to(stats.nfe.device)
+            stats = stats.rows(order, stats.commit_step[order], time.perf_counter() - self.started)
             self.ticket._end(Generation(self.tokens, self.lengths, stats))
 
 
@@ -347,6 +356,7 @@ class _Wave:
     def __call__(self, wave: Wave) -> None:
         state = wave.state
         active = state.active.tolist()
+        finished: dict[int, tuple[_Request, list[int], list[int]]] = {}  # request -> its places and rows that finished
         for place, held in enumerate(self.places):
             if held is None:
                 continue
@@ -354,13 +364,17 @@ class _Wave:
             if request.ticket.done() or request.ticket.cancelled:  # ended (its hook failed) or cancelled: leaves
                 request.ticket._end(error=Cancelled("the request was cancelled"))
                 state.active[place], self.places[place] = False, None
-            elif not active[place]:  # finished: handed over
-                n = int(state.n[place])
-                N = state.length
-                stats = wave.stats.rows(torch.tensor([place]), wave.commit_step[place:place + 1, :N].clone(), 0.0)
-                stats.committed[0] = n
-                request.done(row, state.seq[place, :N], n, stats)
+            elif not active[place]:  # finished: handed over, a request's rows at once
+                entry = finished.setdefault(id(request), (request, [], []))
+                entry[1].append(place)
+                entry[2].append(row)
                 self.places[place] = None
+        N = state.length
+        for request, places, rows in finished.values():
+            at = torch.tensor(places, device=state.n.device)
+            stats = wave.stats.rows(at, wave.commit_step[at, :N], 0.0)
+            stats.committed[:] = state.n[at]
+            request.done(rows, state.seq[at, :N], state.n[at], stats)
         if self.joins and (state.step == 0 or self.anywhere):
             self._join(wave)
 

@@ -120,8 +120,9 @@ def _law(model, prompt, negative, s: mmspec.Sampling, h, w, m):
 def _stop_after(length):
     """End each row once it has `length` tokens: later positions cannot change the law of the first ones."""
     def on_commit(state, k):
-        for row in (state.active & (state.n >= length)).nonzero().flatten().tolist():
-            state.finish(row, int(state.n[row]))
+        n = state.n  # (read once: a request's rows gather theirs at every read)
+        for row in (state.active & (n >= length)).nonzero().flatten().tolist():
+            state.finish(row, int(n[row]))
     return on_commit
 
 
