@@ -114,8 +114,7 @@ class _Request:
         self.ended += len(rows)
         if self.ended == self.rows:
             stats = Stats.cat([part for _, part in self.finished])
-            order = torch.tensor([row for rows, _ in self.finished for row in rows]).argsort()  # back in row order
-            order = order.to(stats.nfe.device)
+            order = torch.tensor([row for rows, _ in self.finished for row in rows], device=stats.nfe.device).argsort()
             stats = stats.rows(order, stats.commit_step[order], time.perf_counter() - self.started)
             self.ticket._end(Generation(self.tokens, self.lengths, stats))
 
@@ -356,7 +355,7 @@ class _Wave:
     def __call__(self, wave: Wave) -> None:
         state = wave.state
         active = state.active.tolist()
-        finished: dict[int, tuple[_Request, list[int], list[int]]] = {}  # request -> its places and rows that finished
+        finished = []
         for place, held in enumerate(self.places):
             if held is None:
                 continue
@@ -365,16 +364,15 @@ class _Wave:
                 request.ticket._end(error=Cancelled("the request was cancelled"))
                 state.active[place], self.places[place] = False, None
             elif not active[place]:  # finished: handed over, a request's rows at once
-                entry = finished.setdefault(id(request), (request, [], []))
-                entry[1].append(place)
-                entry[2].append(row)
-                self.places[place] = None
+                finished.append(place)
         N = state.length
-        for request, places, rows in finished.values():
+        for request, places, rows in self._by_request(finished):
             at = torch.tensor(places, device=state.n.device)
             stats = wave.stats.rows(at, wave.commit_step[at, :N], 0.0)
             stats.committed[:] = state.n[at]
             request.done(rows, state.seq[at, :N], state.n[at], stats)
+        for place in finished:
+            self.places[place] = None
         if self.joins and (state.step == 0 or self.anywhere):
             self._join(wave)
 
@@ -411,15 +409,20 @@ class _Wave:
             self._started(request, places.tolist(), rows)
             self.joined |= state.step > 0
 
+    def _by_request(self, places: list[int]) -> "list[tuple[_Request, list[int], list[int]]]":
+        """Places held -> each request holding some of them, with those places and its rows in them."""
+        mine: dict[int, tuple[_Request, list[int], list[int]]] = {}
+        for place in places:
+            request, row = self.places[place]
+            entry = mine.setdefault(id(request), (request, [], []))
+            entry[1].append(place)
+            entry[2].append(row)
+        return list(mine.values())
+
     def _on_commit(self, state: DecodeState, k: torch.Tensor) -> None:
         """Each request's hook sees its own rows."""
-        mine: dict[int, tuple[_Request, list[int], list[int]]] = {}
-        for place, held in enumerate(self.places):
-            if held is not None and held[0].on_commit is not None:
-                entry = mine.setdefault(id(held[0]), (held[0], [], []))
-                entry[1].append(place)
-                entry[2].append(held[1])
-        for request, places, rows in mine.values():
+        hooked = [p for p, held in enumerate(self.places) if held is not None and held[0].on_commit is not None]
+        for request, places, rows in self._by_request(hooked):
             at = torch.tensor(places, device=k.device)
             try:
                 request.on_commit(RequestRows(state, at, rows), k[at])
