@@ -24,6 +24,10 @@ Rows join only where they can: a drafter that keeps its own sessions (a draft mo
 its waves run one request's rows; a request whose prompt is longer than the wave's, or whose given tokens need a
 wider room, waits for the next wave, and so does every request behind it (first come, first served). The wave ends
 when no row runs; the next opens on the queue's first request.
+
+The window policy counts a step's tokens by who waits for them (`DecodeState.groups`): while rows wait for places,
+each row alone (a row that finishes gives its place to one waiting: the throughput is the rows' mean advance), else
+by the wave's rearmost row (it is done when its last row is).
 """
 from __future__ import annotations
 
@@ -375,6 +379,16 @@ class _Wave:
             self.places[place] = None
         if self.joins and (state.step == 0 or self.anywhere):
             self._join(wave)
+        state.groups = self._groups()
+
+    def _groups(self) -> "list[int] | None":
+        """[B] the groups the window policy counts the places' tokens in (DecodeState.groups): while rows wait that
+        may take places of this wave, each place alone (a row that finishes gives its place to one waiting, so the
+        wave's throughput is its rows' mean advance); else None, one group (the wave is done when its last row is,
+        and so is the last of its requests: the latency of the slowest, a demo's p95)."""
+        if self.joins and self.anywhere and not self.blocked and self.engine._queue:
+            return list(range(len(self.places)))
+        return None
 
     def _join(self, wave: Wave) -> None:
         engine, state = self.engine, wave.state

@@ -25,6 +25,11 @@ class DecodeState:
     active: torch.Tensor = field(init=False)  # [B] rows still generating
     step: int = 0
     row_ids: "list[int] | None" = None  # [B] each row's index in its request (None: 0 .. B-1); hooks report by it
+    # [B] the group each row is waited for with, as the caller sets it before a step: a group is done when its last row
+    # is, so the window policy counts a step's progress as the mean over groups of each one's rearmost row's advance
+    # (mmspec.window.batch_progress). None: the whole batch is one group (a call returns when its last row is done);
+    # an engine whose finished rows give their places to rows waiting makes each row a group of its own
+    groups: "list[int] | None" = None
     # the rows the next step's forwards run: the rows still running where rows that are done leave the forwards
     # (mmspec.adapters.rows), else all B; the loop sets it before asking the window policy (whose step costs follow it)
     running: int = field(init=False)

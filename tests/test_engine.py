@@ -119,6 +119,37 @@ def test_auto_decides_for_the_rows_running_not_the_places(target):
     assert [rows for rows, *_ in memory.shapes] == [1, 4]
 
 
+class Groups(mmspec.window.FixedWindow):
+    """A fixed window that records the groups the engine counts each step's tokens in (DecodeState.groups)."""
+
+    def __init__(self, window):
+        super().__init__(window)
+        self.seen = []
+
+    def __call__(self, state):
+        self.seen.append(None if state.groups is None else list(state.groups))
+        return super().__call__(state)
+
+
+def test_rows_count_alone_while_rows_wait_for_places_and_as_one_batch_once_none_does(target):
+    """While rows wait for places, each place's tokens count alone (the engine's throughput is its rows' mean
+    advance); once the last rows of the queue have started, the wave counts as one batch (it is done when its last
+    row is); the policy decides for groups of that many rows."""
+    policy = Groups(3)
+    engine = Engine(target, LAYOUT, mmspec.plan.plan("exact", policy), SAMPLING, slots=2)
+    first, second = engine.submit(torch.tensor([0]), num_outputs=3, seed=1), engine.submit(torch.tensor([1]), seed=2)
+    engine.run_until_idle()
+    first.result(), second.result()
+    alone = [i for i, groups in enumerate(policy.seen) if groups == [0, 1]]
+    assert alone and alone == list(range(len(alone)))  # the first steps, while rows wait
+    assert len(policy.seen) > len(alone) and all(groups is None for groups in policy.seen[len(alone):])
+    auto = mmspec.window.AutoWindow(max_window=4)
+    state = type("State", (), dict(groups=[7, 7, 9, 9, 9], running=5, batch_size=8))()
+    assert auto.grouped(state, auto.shape(state)) == 4 and auto.shape(state) == 8  # (powers of two)
+    state.groups = None
+    assert auto.grouped(state, 8) == 8
+
+
 @pytest.mark.parametrize("method", ["exact", "coupled", "lookup", "jacobi", "ar"])
 def test_rows_join_as_rows_leave_at_any_batch_size(target, method):
     """More rows than places: rows join mid-run; every method keeps each row's own tokens at a fixed window."""

@@ -20,6 +20,7 @@ class FakeState:
         self.pending = torch.full((rows,), -1)
         self.active = torch.ones(rows, dtype=torch.bool)
         self.sampling = mmspec.Sampling(cfg_scale=2.0)
+        self.groups = None  # the whole batch one group
 
     def index(self, L):
         return self.n[:, None] + torch.arange(L)
@@ -73,16 +74,36 @@ def test_auto_balances_cost_and_acceptance():
     assert 16 in chosen[:18] and chosen[-20:] == [4] * 20
 
 
-def test_auto_counts_the_row_furthest_behind_a_batch_ends_with_it():
+@pytest.mark.parametrize("groups", [None, [0, 1]], ids=["one batch", "rows alone"])
+def test_auto_counts_the_row_furthest_behind_a_batch_ends_with_it(groups):
     # one row accepts every draft, the other none: wide windows let the first race ahead, but the batch still
-    # takes one step per token of the second, so AR (the cheapest step) wins
+    # takes one step per token of the second, so AR (the cheapest step) wins; where each row counts alone (an
+    # engine's rows that give their places to rows waiting) the first's tokens count, and 16 wins (8.5 tokens a step
+    # for twice AR's time)
     policy, state = AutoWindow(max_window=16, candidates=POW4), FakeState()
+    state.groups = groups
     chosen = []
     for _ in range(80):
         L = policy(state)
         chosen.append(L)
         _step(policy, state, torch.tensor([L, 1]), 0.01 * (1 + L / 16))
-    assert chosen[-40:].count(1) > 30
+    if groups is None:
+        assert chosen[-40:].count(1) > 30
+    else:
+        assert chosen[-40:].count(16) > 30 and policy.group == 1 and policy.config.margin == AutoConfig().margin
+
+
+def test_batch_progress_is_the_mean_of_each_group_s_rearmost_advance():
+    state = FakeState(rows=4)
+    state.n = torch.tensor([5, 9, 4, 7])  # after the step, which committed k: from 2, 8, 2, 7
+    k = torch.tensor([3, 1, 2, 0])  # (the last row waited in step: active, nothing committed)
+    assert mmspec.window.batch_progress(state, k) == (2, 2)  # one group: the least length went from 2 to 4
+    state.groups = [0, 0, 1, 1]
+    assert mmspec.window.batch_progress(state, k) == (2.5, 2)  # 2 -> 5 and 2 -> 4
+    state.groups = [0, 1, 2, 3]
+    assert mmspec.window.batch_progress(state, k) == (1.5, 2)  # each row's own: 3, 1, 2, 0
+    state.active[3] = False  # (a row that is done takes no part)
+    assert mmspec.window.batch_progress(state, k) == (2, 2)
 
 
 class Progress(mmspec.window.FixedWindow):
@@ -462,8 +483,8 @@ def test_auto_decides_for_each_batch_shape_on_its_own_measurements():
             chosen[phase].append(L)
             seconds = 0.01 if running == 1 else 0.01 * L
             _step(policy, state, torch.full((16,), min(L, 12)), seconds)
-    assert policy.rows == 16 and set(policy.tracks) == {1}
-    assert policy.tracks[1][AutoWindow.TRACK.index("config")].margin == AutoConfig().margin
+    assert policy.rows == 16 and set(policy.tracks) == {(1, 1)}  # (rows, a group's rows): the batch one group
+    assert policy.tracks[1, 1][AutoWindow.TRACK.index("config")].margin == AutoConfig().margin
     assert policy.config.margin == AutoConfig().batch_margin  # (16 rows: a batch's margins)
     assert chosen[2][:10] == [16] * 10 and chosen[3][:10] == [1] * 10 and chosen[4][:10] == [1] * 10
     assert chosen[0][:4] == chosen[1][:4] == [1] * 4  # the first phase of each shape explores from plain AR

@@ -2,6 +2,7 @@
 measured. Its rules are in docs/methods.md ("Windows"); the figures they rest on in benchmarks/README.md."""
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -35,14 +36,16 @@ class AutoConfig:
     hope: float = 1.25  # with a prior, a neighbour that ran is rechecked only while its estimate is this close
     one_row: int = 2  # with a prior at one row, stretches are this many times longer
 
-    def for_batch(self, rows: int, prior: bool) -> "AutoConfig":
-        """The variant for `rows` rows. With a prior at one row a stretch is `one_row` times longer: a Jacobi window
-        opened after plain AR commits little in its first steps, then catches up in a burst once its drafts are
-        refined, and its steps commit too. At a batch a switch must win by `batch_margin`: a switch opens fresh
-        slots in every row, and where two candidates tie by the prior it must not follow a few steps' luck."""
+    def for_batch(self, rows: int, group: int, prior: bool) -> "AutoConfig":
+        """The variant for `rows` rows whose tokens count in groups of `group` (mmspec.window.batch_progress). With
+        a prior at one row a stretch is `one_row` times longer: a Jacobi window opened after plain AR commits little
+        in its first steps, then catches up in a burst once its drafts are refined, and its steps commit too. Where a
+        group is many rows a switch must win by `batch_margin`: a group moves by the least of its rows' bursty tokens,
+        and where two candidates tie by the prior it must not follow a few steps' luck (rows that each count alone
+        are a mean of bursts, steadier than one row's)."""
         if prior and rows == 1:
             return replace(self, stretch=self.one_row * self.stretch)
-        if rows > 1:
+        if group > 1:
             return replace(self, margin=self.batch_margin)
         return self
 
@@ -80,18 +83,19 @@ class AutoWindow:
         self.base = config  # the tunables before `AutoConfig.for_batch`
         self.window, self.step, self.unmeasured = 1, 0, 0  # the L running, steps run, uncounted steps after a change
         self.fresh_stretch = True  # the step now running is the first of a stretch of its L
-        self.tracks: dict[int, tuple] = {}  # rows -> the TRACK of a batch shape not running now
+        self.tracks: dict[tuple[int, int], tuple] = {}  # (rows, group) -> the TRACK of a batch shape not running now
         self.rows = 0  # the batch shape decided for (see `shape`): 0 before the first step
+        self.group = 0  # the rows of a group its tokens count by (see `grouped`)
         self.peak = 0  # the most rows a step of this decode has run
-        self._fresh(0)
+        self._fresh(0, 0)
 
     # what the policy knows and plans for one batch shape: a decode is decided on the costs of the rows its steps run
     # (a lone demo visitor in an engine of 16 places is a one-row call, not a 16-row batch), each shape on its own
     # measurements, picked up where they were left when rows joining change the shape
-    TRACK = ("rows", "config", "estimate", "measured", "wait", "explored", "queue", "best")
+    TRACK = ("rows", "group", "config", "estimate", "measured", "wait", "explored", "queue", "best")
 
-    def _fresh(self, rows: int) -> None:
-        self.rows, self.config = rows, self.base
+    def _fresh(self, rows: int, group: int) -> None:
+        self.rows, self.group, self.config = rows, group, self.base
         self.estimate = Estimate(self.candidates)
         self.measured = {L: -1 for L in self.candidates}  # the step at which each L last ran
         self.wait = {L: self.base.recheck for L in self.candidates}  # steps before a losing L runs again
@@ -106,17 +110,26 @@ class AutoWindow:
         self.peak = max(self.peak, state.running)
         return min(1 << (self.peak - 1).bit_length(), state.batch_size)
 
-    def _switch(self, state: "DecodeState", rows: int) -> None:
-        """Decide for `rows` from now on: the shape's track where it ran before (its queue dropped: planned for
-        other steps), else a fresh one (`_recall`)."""
+    def grouped(self, state: "DecodeState", rows: int) -> int:
+        """The rows of a group the step's tokens count by (`state.groups`, mmspec.window.batch_progress): of the
+        largest group over the batch's places, rounded up to a power of two within `rows`; `rows` where the batch is
+        one group. A group's tokens per step at L are a batch's of as many rows (a row's own tokens are the same in
+        any batch), so its prior is the prior at that batch size."""
+        if state.groups is None:
+            return rows
+        return min(1 << (max(Counter(state.groups).values()) - 1).bit_length(), rows)
+
+    def _switch(self, state: "DecodeState", rows: int, group: int) -> None:
+        """Decide for `rows` in groups of `group` from now on: the shape's track where it ran before (its queue
+        dropped: planned for other steps), else a fresh one (`_recall`)."""
         if self.rows:
-            self.tracks[self.rows] = tuple(getattr(self, name) for name in self.TRACK)
-        if rows in self.tracks:
-            for name, value in zip(self.TRACK, self.tracks.pop(rows)):
+            self.tracks[self.rows, self.group] = tuple(getattr(self, name) for name in self.TRACK)
+        if (rows, group) in self.tracks:
+            for name, value in zip(self.TRACK, self.tracks.pop((rows, group))):
                 setattr(self, name, value)
             self.queue = []
         else:
-            self._fresh(rows)
+            self._fresh(rows, group)
             self._recall(state)
 
     @property
@@ -167,8 +180,9 @@ class AutoWindow:
 
     def __call__(self, state: "DecodeState") -> int:
         rows = self.shape(state)
-        if rows != self.rows:
-            self._switch(state, rows)
+        group = self.grouped(state, rows)
+        if (rows, group) != (self.rows, self.group):
+            self._switch(state, rows, group)
         est = self.estimate
         if est.expected:  # the band of the output this step starts in (its row furthest behind)
             band = est.band()
@@ -296,13 +310,13 @@ class AutoWindow:
         render job's later batches); and the memory's prior for it."""
         est = self.estimate
         prior = self.memory.prior_for(state) if self.memory is not None else {}
-        self.config = self.base.for_batch(self.rows, bool(prior))
+        self.config = self.base.for_batch(self.rows, self.group, bool(prior))
         if self.memory is None:
             return
         est.tokens, est.counted, est.prior_extra, est.seconds, est.anchors, self.wait = self.memory.measurements(
-            state, self.rows, self.candidates, self.config.recheck)
+            state, self.rows, self.group, self.candidates, self.config.recheck)
         if prior:
-            est.expected = prior_at(prior, self.rows, self.candidates)
+            est.expected = prior_at(prior, self.group, self.candidates)
         for L in self.candidates:
             if est.seconds[L]:
                 self.measured[L] = self.step

@@ -119,19 +119,30 @@ class Estimate:
         self.prior_extra[L] = self.memory_of_tokens * self.prior_extra[L] + extra
 
 
-def batch_progress(state: "DecodeState", k: torch.Tensor) -> "tuple[int, int] | None":
+def batch_progress(state: "DecodeState", k: torch.Tensor) -> "tuple[float, int] | None":
     """(tokens, start): how far a step moved the batch's rearmost row, and where it stood before: the least committed
     length over the rows that took part in the step (ran, or waited in step), before and after it (k [B] per row,
-    after the commit). None when no row committed. At one row, what it committed.
+    after the commit). None when no row committed. At one row, what it committed. Where the rows are waited for in
+    groups (`state.groups`: an engine's requests, or each row alone while rows wait for a place), the mean over the
+    groups that took part of each one's rearmost advance; `start` is still the batch's rearmost row's.
 
     A batch is done when its last row is, and the least length goes from 0 to N without ever counting a token twice,
     so at a fixed L N / steps is exactly its mean advance (what the row furthest behind committed would also credit
-    a wide window's burst that only leaves another row furthest behind). In Python over one read of the [B] counts:
-    a handful of small torch or numpy ops per step costs more than the count itself."""
+    a wide window's burst that only leaves another row furthest behind). Rows that each give their place to a row
+    waiting are done one by one: there the engine's throughput is the mean of the rows' own advances, which a wide
+    window raises as the rows run (a row's tokens are its own at any batch) while the rearmost advance falls with
+    every row added. In Python over one read of the [B] counts: a handful of small torch or numpy ops per step costs
+    more than the count itself."""
     counts = torch.stack([k, state.n, state.active.long()]).tolist()  # [3][B]
     if not any(counts[0]):
         return None
-    rows = [(n - k, n) for k, n, active in zip(*counts) if k > 0 or active]  # (before, after) of each that took part
-    before = min(b for b, _ in rows)
-    return min(n for _, n in rows) - before, before
-
+    groups = state.groups or [0] * len(counts[0])
+    spans: dict[int, list[int]] = {}  # group -> [least before, least after] over its rows that took part
+    for committed, n, active, group in zip(*counts, groups):
+        if committed > 0 or active:
+            span = spans.setdefault(group, [n - committed, n])
+            span[0], span[1] = min(span[0], n - committed), min(span[1], n)
+    before = min(b for b, _ in spans.values())
+    if len(spans) == 1:
+        return next(iter(spans.values()))[1] - before, before
+    return sum(a - b for b, a in spans.values()) / len(spans), before

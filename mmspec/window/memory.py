@@ -54,9 +54,10 @@ def prior_at(prior: Prior, rows: int, windows: list[int]) -> dict[int, tuple[flo
 class WindowMemory:
     """AutoWindow's measurements kept across generations: decayed tokens and the steps they were counted over, the
     seconds of the last timed steps, and the steps a losing window waits before its next recheck, per window, for
-    each batch shape (rows, CFG or not, greedy or not). One per pipeline and method, i.e. per model, device and
-    method. Its `prior` (batch size -> window -> tokens per step, from `load_prior`; `greedy_prior` at temperature
-    0) is what is known of the method on the model before anything is measured.
+    each batch shape (rows, the rows of a group its tokens count by, CFG or not, greedy or not). One per pipeline
+    and method, i.e. per model, device and method. Its `prior` (batch size -> window -> tokens per step, from
+    `load_prior`; `greedy_prior` at temperature 0) is what is known of the method on the model before anything is
+    measured.
 
     With a `path`, the measurements are read from that JSON file when the memory is made, and `save()` writes
     them back, so that the next process on the same machine (the next CLI call, a job's next run) starts from
@@ -67,9 +68,9 @@ class WindowMemory:
     # anchors: L -> [the L running when it was last timed, that L's cost then] (Estimate.per_step): an
     # L probed in the first rows of an output is judged against plain AR timed at its last rows otherwise
     fields = ("tokens", "counted", "prior_extra", "seconds", "anchors", "wait")
-    # of the file's fields (1: decayed step seconds; 2: no prior_extra; 3: no greedy in a shape; 4: no anchors): a
-    # pipeline names its files with it
-    version = 5
+    # of the file's fields (1: decayed step seconds; 2: no prior_extra; 3: no greedy in a shape; 4: no anchors; 5: no
+    # group in a shape): a pipeline names its files with it
+    version = 6
 
     def __init__(self, path: "str | Path | None" = None, prior: "Prior | None" = None,
                  greedy_prior: "Prior | None" = None):
@@ -79,17 +80,19 @@ class WindowMemory:
         if self.path is not None and self.path.is_file():
             try:
                 saved = json.loads(self.path.read_text())
-                self.shapes = {(int(rows), bool(cfg), bool(greedy)): tuple(
+                self.shapes = {(int(rows), int(group), bool(cfg), bool(greedy)): tuple(
                     {int(L): _floats(v) for L, v in shape[f].items()} for f in self.fields)
-                    for rows, cfg, greedy, shape in saved["shapes"]}
+                    for rows, group, cfg, greedy, shape in saved["shapes"]}
             except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
                 warnings.warn(f"ignoring the window measurements in {self.path} ({err!r}); measuring afresh")
                 self.shapes = {}
 
-    def measurements(self, state: "DecodeState", rows: int, windows: list[int], recheck: int) -> tuple[dict, ...]:
-        """(tokens, counted, prior_extra, seconds, anchors, wait) by window for the batch shape of `rows` rows and the
-        state's sampling: shared dicts the policy updates (AutoWindow's); an L without an anchor has none."""
-        shape = self.shapes.setdefault(self._shape(state, rows), tuple({} for _ in self.fields))
+    def measurements(self, state: "DecodeState", rows: int, group: int, windows: list[int],
+                     recheck: int) -> tuple[dict, ...]:
+        """(tokens, counted, prior_extra, seconds, anchors, wait) by window for the batch shape of `rows` rows in
+        groups of `group` (mmspec.window.batch_progress) and the state's sampling: shared dicts the policy updates
+        (AutoWindow's); an L without an anchor has none."""
+        shape = self.shapes.setdefault(self._shape(state, rows, group), tuple({} for _ in self.fields))
         for values, empty in zip(shape, (0.0, 0.0, 0.0, list, None, recheck)):
             for L in windows if empty is not None else ():
                 values.setdefault(L, empty() if callable(empty) else empty)
@@ -101,9 +104,9 @@ class WindowMemory:
         return self.greedy_prior if state.sampling.temperature == 0 and self.greedy_prior else self.prior
 
     @staticmethod
-    def _shape(state: "DecodeState", rows: int) -> tuple[int, bool, bool]:
-        """Rows, CFG, greedy: what changes a step's cost or its tokens."""
-        return rows, bool(state.sampling.cfg), state.sampling.temperature == 0
+    def _shape(state: "DecodeState", rows: int, group: int) -> tuple[int, int, bool, bool]:
+        """Rows, a group's rows, CFG, greedy: what changes a step's cost or its tokens."""
+        return rows, group, bool(state.sampling.cfg), state.sampling.temperature == 0
 
     def save(self) -> None:
         """Write the measurements to `path` (atomically: a concurrent reader sees the old file or the new one)."""

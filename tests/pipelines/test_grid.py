@@ -166,7 +166,7 @@ def test_auto_windows_remember_across_processes_in_the_window_cache(tiny_models,
     monkeypatch.setenv("MMSPEC_WINDOW_CACHE", str(tmp_path))
     pipe = ImagePipeline.from_pretrained(tiny_models / "image")
     pipe("red heart", num_outputs=2, method="exact")
-    file, = tmp_path.glob("image-*/exact-cpu-*threads-v5.json")  # per model folder, method, device and threads
+    file, = tmp_path.glob("image-*/exact-cpu-*threads-v6.json")  # per model folder, method, device and threads
     later = ImagePipeline.from_pretrained(tiny_models / "image")  # a new process: nothing in memory yet
     assert later.window_memory["exact"].shapes == pipe.window_memory["exact"].shapes
     monkeypatch.setenv("MMSPEC_WINDOW_CACHE", "off")
