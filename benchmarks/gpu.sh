@@ -115,13 +115,13 @@ curve() {  # curve NAME LIMIT ARGS...: one model's curve into its own folder
 curve lumina 70 lumina-mgpt-7b --rows 1,2,8,32 --windows 1,4,16,64
 curve cosmos 70 cosmos-1-4b --rows 1,8,32 --windows 1,4,16,64,128
 curve lumina-compiled 90 lumina-mgpt-7b --rows 2 --windows 1,64 --compiled $backend
-step projection-first 40 python benchmarks/projection.py "$out"/curve-*/cost_curve.json --out "$out/projection.md"
+step projection-first 40 python -m benchmarks.projection "$out"/curve-*/cost_curve.json --out "$out/projection.md"
 curve janus 45 janus-pro-7b --rows 2,8,32 --windows 1,4,16,32,64
 curve emu3 55 emu3-gen --rows 2,8 --windows 1,4,16,64
 curve llama3 40 llama-3-8b --rows 1,8,32 --windows 1,4,16,64
 curve cosmos5b 45 cosmos-1-5b-video2world --rows 1,8 --windows 1,4,16,64
 curve llamagen 45 llamagen-gpt-b llamagen-gpt-l llamagen-gpt-xl llamagen-gpt-xxl --rows 2,16,64 --windows 1,4,16,64
-step projection 40 python benchmarks/projection.py "$out"/curve-*/cost_curve.json --out "$out/projection.md"
+step projection 40 python -m benchmarks.projection "$out"/curve-*/cost_curve.json --out "$out/projection.md"
 
 # 4. LlamaGen's own loop on the same weights (a checkout beside this one, never part of it)
 if [ -n "${MMSPEC_LLAMAGEN:-}" ]; then

@@ -5,7 +5,7 @@ The head is the bundled one of MODEL (`models/MODEL/head`), caught in a real gen
 cache, rows and dtypes are the ones `eagle` runs with. 1 thread; the median and the least of `--rounds` rounds of
 `--calls` calls each. Run it at two commits, alternating, to see what a change to the head's forward saves:
 
-    python benchmarks/head_forward.py text [--calls 1000] [--rounds 5]
+    python -m benchmarks.head_forward text [--calls 1000] [--rounds 5]
 """
 from __future__ import annotations
 

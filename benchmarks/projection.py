@@ -8,7 +8,7 @@ out (on the bundled models the engine's step beside its forward is measured in b
 paper's own family gives that family's projection; any other measured curve gives a stand-in (what a model of that
 size would gain at the paper's acceptance), marked as such.
 
-  python benchmarks/projection.py CURVE.json [CURVE.json ...] [--out FILE.md]
+  python -m benchmarks.projection CURVE.json [CURVE.json ...] [--out FILE.md]
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Text methods at fixed windows and at `auto`, against transformers' prompt lookup and assisted generation, in the
 same run: how wide a window pays on code-text at 1 row (what sets TextPipeline.default_window, auto's widest).
 
-    python benchmarks/text_windows.py --methods eagle,lookup --windows 4,6,8,12,16 --sampling greedy \
+    python -m benchmarks.text_windows --methods eagle,lookup --windows 4,6,8,12,16 --sampling greedy \
         --out benchmarks/results/text-windows
 
 Tokens per second of new tokens, best of `--repeats` interleaved runs after one untimed run of each

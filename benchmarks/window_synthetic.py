@@ -24,7 +24,12 @@ alone (`DecodeState.groups`; `--rearmost`: by the batch's rearmost row, as befor
 seconds per token against plain AR's. `--spread s`: each row's extra tokens are its own share of the prior's, drawn
 uniformly from 1 - s .. 1 + s as it joins (prompts differ: emoji-image's took 60-103 forwards alone at 16).
 
-  python benchmarks/window_synthetic.py --seeds 16 [--scale 1.3] [--engine [--spread 0.8] [--rearmost]]
+`--oracle` (with `--engine`): two more arms that know each row's share and where it is, and take, step by step, the
+windows that make the most tokens a second: one L for every row, and an L per row in a packed step (no padding), each
+row charged its own L's share of a step, the fixed cost J of a wide step included, which a packed step would pay
+once whatever its rows' windows: a bound on what windows per row could add to one for all.
+
+  python -m benchmarks.window_synthetic --seeds 16 [--scale 1.3] [--engine [--spread 0.8] [--rearmost] [--oracle]]
 """
 from __future__ import annotations
 
@@ -82,22 +87,43 @@ def generation(prior, cost, rows: int, window, seed: int, scale: float, cold: fl
     return sum(chosen) / len(chosen), seconds
 
 
+def oracle(tokens: dict, price: list, n: list, share: list, per_row: bool) -> list:
+    """The windows [rows] that make the most tokens a second in this step, knowing each row's mean tokens at each L
+    (where it is, `n`, and its `share`) and `price`, a row's share of a step's cost at each of CANDIDATES: one L for
+    all, or (`per_row`) each row its own."""
+    gain = [[min(L, 1 + s * (tokens[L][i * 8 // LENGTH] - 1)) for L in CANDIDATES] for i, s in zip(n, share)]
+    if not per_row:
+        best = max(range(len(CANDIDATES)), key=lambda j: sum(g[j] for g in gain) / price[j])
+        return [CANDIDATES[best]] * len(n)
+    rate = 0.0
+    for _ in range(4):  # Dinkelbach: each row its best gain - rate x price, until rate is what those windows make
+        pick = [max(range(len(CANDIDATES)), key=lambda j: g[j] - rate * price[j]) for g in gain]
+        rate = sum(g[j] for g, j in zip(gain, pick)) / sum(price[j] for j in pick)
+    return [CANDIDATES[j] for j in pick]
+
+
 def engine(prior, cost, rows: int, window, seed: int, scale: float, steps: int, spread: float = 0.0,
            rearmost: bool = False) -> tuple[float, float]:
-    """`steps` steps of `rows` places at `window` (an int, or "auto" from nothing measured), each row on its own
-    output with its own share of the extra tokens (1 +- `spread`) and counted alone (`rearmost`: by the batch's
-    rearmost row), a finished row's place taken by a fresh row -> (mean window, seconds per token)."""
+    """`steps` steps of `rows` places at `window` (an int; "auto" from nothing measured; "oracle" or "per-row":
+    `oracle`'s), each row on its own output with its own share of the extra tokens (1 +- `spread`) and counted alone
+    (`rearmost`: by the batch's rearmost row), a finished row's place taken by a fresh row -> (mean window, seconds
+    per token). A step costs the mean of its rows' L's costs (one L: a step at it)."""
     rng, tokens = random.Random(seed), prior_at(prior, 1, CANDIDATES)
     policy = AutoWindow(max_window=CANDIDATES[-1], memory=WindowMemory(prior=prior)) if window == "auto" else None
     state, chosen, seconds, committed = State(rows), [], 0.0, 0
     state.groups = None if rearmost else list(range(rows))
     share = [scale * rng.uniform(1 - spread, 1 + spread) for _ in range(rows)]
     for _ in range(steps):
-        L = policy(state) if policy else window
-        k = torch.tensor([_commit(rng, tokens, L, n, s) for n, s in zip(state.n.tolist(), share)])
-        s = cost(L, rows, float(state.n.float().mean()) / LENGTH)
+        pos, n = float(state.n.float().mean()) / LENGTH, state.n.tolist()
+        if window in ("oracle", "per-row"):
+            price = [cost(L, rows, pos) / rows for L in CANDIDATES]
+            Ls = oracle(tokens, price, n, share, per_row=window == "per-row")
+        else:
+            Ls = [policy(state) if policy else window] * rows
+        k = torch.tensor([_commit(rng, tokens, L, i, s) for L, i, s in zip(Ls, n, share)])
+        s = sum(cost(L, rows, pos) for L in Ls) / rows
         state.n += k
-        seconds, chosen, committed = seconds + s, chosen + [L], committed + int(k.sum())
+        seconds, chosen, committed = seconds + s, chosen + [sum(Ls) / rows], committed + int(k.sum())
         if policy:
             policy.observe(state, k, s)
         for row in (state.n >= LENGTH).nonzero().flatten().tolist():  # (a row waiting takes the place)
@@ -115,19 +141,25 @@ def main(argv=None) -> None:
     ap.add_argument("--steps", type=int, default=2000, help="--engine: steps per run")
     ap.add_argument("--spread", type=float, default=0.0, help="--engine: rows' own shares of the extra tokens, 1 +- it")
     ap.add_argument("--rearmost", action="store_true", help="--engine: count by the batch's rearmost row")
+    ap.add_argument("--oracle", action="store_true", help="--engine: the oracles' arms, one L for all and one a row")
     args = ap.parse_args(argv)
+    if args.oracle and not args.engine:
+        ap.error("--oracle needs --engine")
     prior = load_prior(models_dir() / "emoji-image")["exact"]
     run = partial(engine, steps=args.steps, spread=args.spread, rearmost=args.rearmost) if args.engine else \
         partial(generation, cold=args.cold)
-    print("| costs | rows | auto: mean window | auto | fixed 4 | fixed 8 | fixed 16 |\n|---|---|---|---|---|---|---|")
+    arms = ["auto", 4, 8, 16] + (["oracle", "per-row"] if args.oracle else [])
+    print("| costs | rows | " + " | ".join(f"{w}" if isinstance(w, str) else f"fixed {w}" for w in arms)
+          + " |\n|---|---|" + "---|" * len(arms))
     for name in args.models.split(","):
         for rows in [R for R in GPU if R > 1 or not args.engine]:
             ar = run(prior, MODELS[name], rows, 1, 0, args.scale)[1]
             runs = {w: [run(prior, MODELS[name], rows, w, seed, args.scale) for seed in range(args.seeds)]
-                    for w in ["auto", 4, 8, 16]}
+                    for w in arms}
             speed = {w: sum(ar / s for _, s in r) / len(r) for w, r in runs.items()}
-            mean = sum(m for m, _ in runs["auto"]) / args.seeds
-            print(f"| {name} | {rows} | {mean:.1f} | " + " | ".join(f"{speed[w]:.2f}x" for w in runs) + " |")
+            mean = {w: sum(m for m, _ in r) / len(r) for w, r in runs.items()}  # windows, fixed ones included
+            print(f"| {name} | {rows} | " + " | ".join(
+                f"{speed[w]:.2f}x" + (f" ({mean[w]:.1f})" if isinstance(w, str) else "") for w in arms) + " |")
 
 
 if __name__ == "__main__":

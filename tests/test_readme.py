@@ -85,3 +85,17 @@ def test_the_methods_table_is_the_registrys(page):
     from mmspec.methods import method_table
 
     assert method_table() in (ROOT / page).read_text(), f"{page}'s methods table is not method_table()'s"
+
+
+def test_benchmark_scripts_are_named_as_they_run():
+    """`python benchmarks/x.py` puts benchmarks/, not the clone, on Python's path: a script that imports the clone's
+    `benchmarks` package runs only as `python -m benchmarks.x`, so that is how every page and docstring names it."""
+    importing = {p.stem for p in (ROOT / "benchmarks").glob("*.py")
+                 if re.search(r"^\s*(from|import) benchmarks[. ]", p.read_text(), re.M)}
+    assert {"window_synthetic", "projection"} <= importing  # (the check below reads something)
+    pages = [*ROOT.glob("*.md"), *ROOT.glob("docs/**/*.md"), *ROOT.glob("benchmarks/**/*.md"),
+             *ROOT.glob("benchmarks/**/*.py")]
+    wrong = {f"{page.relative_to(ROOT)}: python benchmarks/{name}.py"
+             for page in pages for name in re.findall(r"python benchmarks/(\w+)\.py", page.read_text())
+             if name in importing}
+    assert not wrong, sorted(wrong)
