@@ -804,7 +804,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=8000, help="port (default %(default)s; 0: a free one)")
     serve.add_argument("--api-key", help="the bearer token every request but /health must bear (default "
                        "$MMSPEC_API_KEY, which keeps it out of the process list)")
-    serve.add_argument("--slots", type=int, default=1, help="pipeline calls at a time (default %(default)s)")
+    serve.add_argument("--slots", type=int, default=CONCURRENCY, help="pipeline calls at a time, whose rows share one "
+                       "decode (default %(default)s)")
     serve.add_argument("--max-queue", type=int, default=16, help="accepted requests waiting for a slot; past them, "
                        "429 with Retry-After (default %(default)s)")
     serve.add_argument("--max-n", type=int, default=4, help="outputs a request (default %(default)s)")

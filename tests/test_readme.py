@@ -65,7 +65,7 @@ def test_readme_commands_parse_and_their_files_exist():
                 assert (ROOT / getattr(args, name)).is_file(), command
 
 
-@pytest.mark.parametrize("page", ["README.md", "docs/methods.md", "docs/usage.md", "docs/engine.md", "docs/cosmos.md",
+@pytest.mark.parametrize("page", ["README.md", "docs/methods.md", "docs/usage.md", "docs/engine.md", "docs/cosmos.md", "docs/serving.md",
                                   "benchmarks/README.md"])
 def test_links_lead_to_files(page):
     text = (ROOT / page).read_text()

@@ -15,6 +15,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from starlette.exceptions import HTTPException
 
+from mmspec.options import CONCURRENCY
 from mmspec.serve.backend import Backend, share_engines
 from mmspec.serve.doors import DOORS, Door, TextDoor
 from mmspec.serve.schemas import Limits
@@ -28,7 +29,7 @@ ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "
 OPEN_PATHS = ("/health",)  # what answers without the key: a load balancer's probe
 
 
-def create_app(pipe, name: str, *, slots: int = 1, max_queue: int = 16, limits: Limits = Limits(),
+def create_app(pipe, name: str, *, slots: int = CONCURRENCY, max_queue: int = 16, limits: Limits = Limits(),
                api_key: "str | None" = None, backend: "Backend | None" = None) -> FastAPI:
     """The service of `pipe` (its kind's door), named `name` in /v1/models; `slots` calls at a time, `max_queue`
     waiting (429 past them); `api_key`: the bearer token every path but /health needs (None: none)."""

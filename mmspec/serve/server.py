@@ -11,6 +11,7 @@ from pathlib import Path
 
 import uvicorn
 
+from mmspec.options import CONCURRENCY
 from mmspec.serve.schemas import Limits
 
 API_KEY_ENV = "MMSPEC_API_KEY"  # the key, kept out of the process list
@@ -24,7 +25,7 @@ class Settings:
     host: str = "127.0.0.1"
     port: int = 8000
     api_key: "str | None" = None
-    slots: int = 1
+    slots: int = CONCURRENCY  # calls at a time, as the demo's visitors
     max_queue: int = 16
     limits: Limits = field(default_factory=Limits)
     drain_seconds: float = 30.0

@@ -185,7 +185,7 @@ def test_metrics_count_requests_forwards_and_tokens(image_pipe, client):
     tokens = image_pipe.layout.length
     assert lines['mmspec_requests_total{outcome="ok"}'] == "1" and lines['mmspec_requests_total{outcome="400"}'] == "1"
     assert lines["mmspec_tokens_total"] == lines["mmspec_forwards_total"] == str(tokens)  # ar: a token a forward
-    assert lines["mmspec_queue_depth"] == "0" and lines["mmspec_slots"] == "1"
+    assert lines["mmspec_queue_depth"] == "0" and lines["mmspec_slots"] == "8"  # as the demo's visitors
 
 
 def test_a_pipeline_that_shares_engines_is_told_the_slots_and_one_without_runs_as_it_is(image_pipe, client, slow):

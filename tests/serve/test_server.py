@@ -114,12 +114,13 @@ def test_a_drain_answers_the_accepted_and_refuses_new_requests_with_503(image_pi
 def test_mmspec_serve_drains_on_sigterm_and_exits_0(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "MMSPEC_WINDOW_CACHE": str(tmp_path)}
     process = subprocess.Popen([sys.executable, "-m", "mmspec", "serve", "--model", "emoji-image", "--port", "0",
-                                "--threads", "1"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                "--threads", "1", "--slots", "1"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = process.stdout.readline()
         assert line.startswith("mmspec serve: http://127.0.0.1:"), line + process.stderr.read()
         url = line.split()[2]
         body = {"prompt": "red heart", "method": "ar", "window": 1, "n": 2}  # 512 forwards: seconds a request
+        # (--slots 1: the second request waits in the queue while the first runs)
         with ThreadPoolExecutor(2) as pool:
             running = pool.submit(httpx.post, f"{url}/v1/images/generations", json=body, timeout=120)
             wait_for(lambda: metric(url, "mmspec_slots_busy") == 1, 60)
