@@ -38,7 +38,13 @@ def keep(kept: str) -> None:
 def report() -> int:
     """Says the one line -> the exit status."""
     _state["said"] = True
-    print(f"mmspec: interrupted: {_state['kept']}", file=sys.stderr, flush=True)
+    line = f"mmspec: interrupted: {_state['kept']}"
+    bars = sys.modules.get("tqdm")  # a progress bar drawn from the decoding thread may hold the line: tqdm's write
+    if bars is not None:  # clears the bars, says the line on one of its own, and draws them again after it
+        bars.tqdm.write(line, file=sys.stderr)
+        sys.stderr.flush()
+    else:
+        print(line, file=sys.stderr, flush=True)
     return STATUS
 
 

@@ -30,3 +30,21 @@ def test_a_swallowed_ctrl_c_still_ends_the_process(tmp_path):
     code = ("import time\nfrom mmspec import interrupt\ninterrupt.install()\nprint('ready', flush=True)\n"
             "while True:\n    try:\n        time.sleep(10)\n    except:\n        pass\n")
     Command([], tmp_path, program=("-c", code)).when(lambda c: b"ready" in c.out).interrupt()
+
+
+def test_the_line_is_said_on_a_line_of_its_own_while_a_progress_bar_holds_one(capsys, monkeypatch):
+    """A progress bar drawn from the decoding thread leaves the line open (0.1 s after Ctrl-C once, the line came
+    after the bar's, where nothing that reads lines finds it)."""
+    import re
+
+    from tqdm import tqdm
+
+    from interrupting import LINE
+    from mmspec import interrupt
+
+    monkeypatch.setattr(interrupt, "_state", dict(interrupt._state))  # (this process's own is left as it was)
+    with tqdm(total=10, desc="ImagePipeline") as bar:
+        bar.update(1)
+        assert interrupt.report() == interrupt.STATUS
+        err = capsys.readouterr().err
+    assert any(line.startswith(LINE) for line in re.split(r"[\r\n]", err)), err
