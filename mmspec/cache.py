@@ -62,6 +62,25 @@ class StaticKVCache:
         self.lengths[rows] = other.lengths + shift
         self.first[rows] = other.first + shift
 
+    def shift(self, d: int, slots: int) -> None:
+        """Every row's slots move `d` later, in a cache of `slots` slots: a longer prefix joins the rows, whose own
+        prefixes are left-padded by `d` more slots, never attended to. A copy of the slots written, once; the keys
+        and values are new tensors (as after `select`)."""
+        B, H, _, D = self.k[0].shape
+        written = int(self.lengths.max())
+        if written + d > slots:
+            raise ValueError(f"rows of {written} slots shifted by {d} do not fit a cache of {slots}")
+
+        def moved(kv: torch.Tensor) -> torch.Tensor:
+            grown = kv.new_zeros(B, H, slots, D)
+            grown[:, :, d:d + written] = kv[:, :, :written]
+            return grown
+
+        self.k, self.v = ([moved(kv) for kv in kvs] for kvs in (self.k, self.v))
+        self.lengths += d
+        self.first += d
+        self._views()
+
     @property
     def max_len(self) -> int:
         return self.k[0].shape[2]

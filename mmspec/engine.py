@@ -269,6 +269,7 @@ class _Wave:
         self.blocked = False  # the queue's first request does not fit this wave: nothing more joins it
         self.joined = False  # a row has joined after the first step
         self.head: "_Request | None" = None  # the request the wave opened on
+        self.grows = False  # whether the session may grow for a longer prompt (`run` says)
 
     def requests(self) -> list[_Request]:
         return list({id(p[0]): p[0] for p in self.places if p is not None}.values())
@@ -293,7 +294,10 @@ class _Wave:
         # rows alone, as if the other places' rows had left, and a row that joins comes in as one that comes back (a
         # prefill of every place would cost a lone row in 16 places a third of its time on emoji-image); a compiled
         # step on an accelerator keeps every place, the places past the head's rows holding copies of its last
-        held = rows if rows_may_leave(engine.compile, module_device(engine.target)) else copies
+        # (and there a joining row's longer prompt may grow the session's cache: new tensors, which a compiled step
+        # on an accelerator, holding the old ones, must not be given)
+        self.grows = rows_may_leave(engine.compile, module_device(engine.target))
+        held = rows if self.grows else copies
         condition, samples, session = self._open(head, held)
         if len(held) < B and not isinstance(session, Selects):  # (its rows cannot leave: it holds every place)
             held = copies
@@ -408,7 +412,7 @@ class _Wave:
                 self.blocked = True
                 return
             condition, samples, session = self._open(request, rows)
-            if not wave.session.takes(session):
+            if not wave.session.takes(session, self.grows):
                 self.blocked = True
                 return
             places = torch.tensor(free[:len(rows)], device=state.seq.device)

@@ -25,6 +25,22 @@ def test_a_rejection_is_a_pointer_move_that_only_goes_back(static):
         cache.view(cache.slots(6))
 
 
+def test_a_shift_moves_every_row_s_slots_later_in_a_longer_cache_and_its_padding_with_them():
+    cache = StaticKVCache(2, 2, 1, 8, 4)
+    cache.first[:] = torch.tensor([1, 0])
+    cache.lengths[:] = torch.tensor([5, 3])
+    for kv in cache.k + cache.v:
+        kv.copy_(torch.randn(kv.shape))
+    before = [kv[:, :, :5].clone() for kv in cache.k + cache.v]
+    cache.shift(3, 16)
+    assert cache.max_len == 16 and cache.lengths.tolist() == [8, 6] and cache.first.tolist() == [4, 3]
+    for kv, old in zip(cache.k + cache.v, before):
+        assert torch.equal(kv[:, :, 3:8], old) and not kv[:, :, :3].any()
+    assert cache.layers[0][0] is cache.k[0] and cache.rows[0][0].shape == (2 * 1 * 16, 4)  # the views follow
+    with pytest.raises(ValueError, match="do not fit"):
+        cache.shift(9, 16)
+
+
 def test_a_static_view_attends_over_every_slot_and_masks_what_is_not_yet_valid():
     dynamic, static = StaticKVCache(1, 2, 1, 8, 4), StaticKVCache(1, 2, 1, 8, 4, static=True)
     for cache in (dynamic, static):

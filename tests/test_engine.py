@@ -8,7 +8,7 @@ import mmspec
 import mmspec.plan
 from mmspec.adapters.base import PrefixSession
 from mmspec.engine import Cancelled, Engine, Engines
-from tiny import CycleWindow, chi_square_pvalue, gpt_law, sequence_id, tiny_gpt
+from tiny import CycleWindow, chi_square_pvalue, gpt_law, llama_law, sequence_id, tiny_gpt, tiny_llama
 
 SAMPLING = mmspec.Sampling(temperature=0.9, top_k=12, cfg_scale=2.5)
 LAYOUT = mmspec.Grid2D(4, 4)
@@ -24,10 +24,10 @@ def _alone(target, condition, seed, num_outputs=1):
                            num_outputs=num_outputs).tokens
 
 
-def _requests(engine, arrivals):
+def _requests(engine, arrivals, condition=lambda c: torch.tensor([c])):
     """Submit the first request, and each next one from the hook of the one before at its `arrivals` step: requests
-    arrive while rows run."""
-    tickets = []
+    arrive while rows run. `condition`: an arrival's condition -> the request's."""
+    tickets, wrap = [], condition
 
     def submit(i):
         condition, seed, outputs, at = arrivals[i]
@@ -37,7 +37,7 @@ def _requests(engine, arrivals):
                 if rows.step >= arrivals[i][3] and not fired:
                     fired.append(1)
                     submit(i + 1)
-        tickets.append(engine.submit(torch.tensor([condition]), num_outputs=outputs, seed=seed, on_commit=hook))
+        tickets.append(engine.submit(wrap(condition), num_outputs=outputs, seed=seed, on_commit=hook))
     submit(0)
     engine.run_until_idle()
     return tickets
@@ -243,6 +243,69 @@ def test_the_law_test_catches_a_place_that_keeps_its_last_row_s_cache(monkeypatc
     monkeypatch.setattr(PrefixSession, "take", lambda self, other, places: None)
     pvalues, _ = _two_requests_law("exact")
     assert pvalues[1] < 1e-6  # class 1's rows ran on class 0's prefill
+
+
+def _text_requests(model, places, arrivals, method="exact", window=2):
+    """Text requests through an engine of `places` on a tiny Llama: the first is submitted, each next one from the
+    hook of the one before at its step -> (the engine, each request's tokens)."""
+    target = mmspec.HFCausalLM(model)
+    engine = Engine(target, mmspec.Sequence1D(3), mmspec.plan.plan(method, window), TEXT_SAMPLING, slots=places)
+    tickets = _requests(engine, arrivals, condition=lambda prompt: [prompt])
+    return engine, [t.result().tokens for t in tickets]
+
+
+TEXT_SAMPLING = mmspec.Sampling(temperature=0.9, top_k=4)
+PROMPTS = [[1, 2], [1, 3, 4, 2, 4, 1, 3], [2], [1] + [3, 4] * 36]  # the last past the cache's first 64 slots
+
+
+def test_a_longer_prompt_joins_a_running_wave_and_every_request_keeps_its_tokens_alone():
+    """Prompts of different lengths (text, Janus, Emu3, Lumina): a request whose prompt is longer than the wave's
+    joins it (the wave's rows are left-padded to it: their slots move, the cache grows), in one wave, and every
+    request gets the tokens it gets alone."""
+    model = tiny_llama(vocab=5, dtype=torch.float32)
+    arrivals = [(prompt, 3 + i, 2, 1) for i, prompt in enumerate(PROMPTS)]
+    engine, tokens = _text_requests(model, 3, arrivals)
+    assert engine.waves == 1
+    for got, (prompt, seed, outputs, _) in zip(tokens, arrivals):
+        alone = mmspec.generate(mmspec.HFCausalLM(model), [prompt], mmspec.Sequence1D(3), method="ar",
+                                sampling=TEXT_SAMPLING, seed=seed, num_outputs=outputs).tokens
+        assert torch.equal(got, alone)
+
+
+def test_where_the_session_may_not_grow_a_longer_prompt_waits_for_the_next_wave():
+    """A compiled step on an accelerator holds the cache's tensors: there a longer prompt does not fit the wave."""
+    target = mmspec.HFCausalLM(tiny_llama(vocab=5, dtype=torch.float32))
+    short, long = (target.session([p], mmspec.Sequence1D(3), cfg=False, num_samples=1, max_window=2)
+                   for p in PROMPTS[:2])
+    assert long.takes(short) and not short.takes(long) and short.takes(long, grow=True)
+
+
+def _text_law(samples=6_000):
+    """Two requests of `samples` rows through as many places on a tiny Llama, `exact` at 2: a short prompt, then a
+    longer one whose rows take the places of the first's as they finish (the wave's cache grows while the first's
+    rows run) -> p-values of each against its exact law."""
+    model = tiny_llama(vocab=5, dtype=torch.float32)
+    arrivals = [(PROMPTS[0], 0, samples, 0), (PROMPTS[1], 10**6, samples, 0)]
+    engine, tokens = _text_requests(model, samples, arrivals)
+    assert engine.waves == 1
+    laws = [llama_law(model, prompt, 3, TEXT_SAMPLING) for prompt, *_ in arrivals]
+    return [chi_square_pvalue(sequence_id(t, 5), law) for t, law in zip(tokens, laws)]
+
+
+def test_requests_of_different_prompt_lengths_sharing_a_decode_keep_their_exact_laws():
+    assert min(_text_law()) > 1e-3
+
+
+def test_the_law_test_catches_a_grown_cache_whose_rows_attend_to_their_new_padding(monkeypatch):
+    from mmspec.cache import StaticKVCache
+    shift = StaticKVCache.shift
+
+    def padding_seen(self, d, slots):
+        first = self.first.clone()
+        shift(self, d, slots)
+        self.first.copy_(first)
+    monkeypatch.setattr(StaticKVCache, "shift", padding_seen)
+    assert _text_law()[0] < 1e-6  # the short prompt's rows that ran on
 
 
 def test_closing_with_cancel_ends_running_and_queued_requests_and_refuses_later_ones(target):

@@ -143,8 +143,8 @@ class ActiveRows:
     def adopt(self, nodes: torch.Tensor) -> None:
         self.inner.adopt(nodes if self.rows is None else nodes[self.rows])
 
-    def takes(self, other) -> bool:
-        return self.inner.takes(other)
+    def takes(self, other, grow: bool = False) -> bool:
+        return self.inner.takes(other, grow)
 
     def take(self, other, places: torch.Tensor) -> None:
         self.inner.take(other, self.running.places(places))
