@@ -2,7 +2,8 @@
 and against the ideal, counted in forwards: the same on any machine.
 
 64 requests (the kind's prompts in turn, request i with seed i, one output each; video: frame 0 given, rendered once
-by the image model) run on an `Engine` of `--slots` places:
+by the image model; text: 64 new tokens after prompts of 6, 7 and 10 tokens, whose rows join a decode opened on a
+shorter one as its rows are left-padded to theirs) run on an `Engine` of `--slots` places:
 - engine: rows join a running decode as rows finish (`exact`, `ar`: at any step; other methods at any step where
   no token is given, else before a wave's first step: mmspec.engine);
 - lockstep: the same engine with `joins_rows = False`, today's batches: the queue's first `slots` rows start
@@ -26,11 +27,13 @@ import torch
 import mmspec
 from mmspec.bench import PROMPTS
 from mmspec.engine import Engine
+from mmspec.layouts import Layout
 from mmspec.pipelines import load_pipeline
 from mmspec.plan import plan
 from mmspec.sampling import merged
 
-WINDOWS = {"image": 16, "video": 64}  # the pipelines' widest (default_window)
+WINDOWS = {"image": 16, "video": 64, "text": 8}  # the pipelines' widest (default_window)
+TEXT_TOKENS = 64  # a text request's new tokens (no stop: every row runs to its last)
 
 
 class Lockstep(Engine):
@@ -38,9 +41,11 @@ class Lockstep(Engine):
 
 
 def _requests(pipe, kind: str, count: int) -> list[tuple]:
-    """(condition [1, cond_len], given [1, N] or None, seed) of each request."""
+    """(condition [1, cond_len] or a text prompt's [1], given [1, N] or None, seed) of each request."""
     prompts = [PROMPTS[kind][i % len(PROMPTS[kind])] for i in range(count)]
     given = [None] * count
+    if kind == "text":
+        return [([p], None, i) for i, p in enumerate(prompts)]
     if kind == "video":  # frame 0 as a video call gets it: the image model's, staged (rendered once, `ar`)
         first = pipe.image_model(prompts, seed=list(range(count)), method="ar")
         rows, _ = pipe._given(prompts, first, None)
@@ -48,15 +53,19 @@ def _requests(pipe, kind: str, count: int) -> list[tuple]:
     return [(pipe.condition([p]), g, i) for i, (p, g) in enumerate(zip(prompts, given))]
 
 
+def _layout(pipe) -> Layout:
+    return mmspec.Sequence1D(TEXT_TOKENS) if pipe.kind == "text" else pipe.layout
+
+
 def _alone(pipe, requests, method: str, window: int, sampling) -> list[int]:
     """Each request's forwards alone."""
-    return [int(mmspec.generate(pipe.target, c, pipe.layout, method=method, window=window, sampling=sampling,
+    return [int(mmspec.generate(pipe.target, c, _layout(pipe), method=method, window=window, sampling=sampling,
                                  seed=s, given=g).stats.nfe.max()) for c, g, s in requests]
 
 
 def _run(cls, pipe, requests, method: str, window: int, sampling, slots: int, arrivals: list[int]) -> dict:
     """Requests submitted at their arrival forward -> total forwards run and each request's latency in forwards."""
-    engine = cls(pipe.target, pipe.layout, plan(method, window), sampling, slots=slots)
+    engine = cls(pipe.target, _layout(pipe), plan(method, window), sampling, slots=slots)
     offset, pending, arrived, finished = 0, list(range(len(requests))), {}, {}
 
     def clock(step: int = -1) -> int:

@@ -198,3 +198,25 @@ def test_images_hold_the_bytes_deepseeks_code_writes():
     visual[:, :, :] = dec
     assert [png(im) for im in target.images(tokens)] == [png(v) for v in visual]
     assert not np.array_equal(visual, rounded(target.decode(tokens)))
+
+
+def test_a_longer_prompt_joins_a_running_engine_and_every_request_keeps_its_tokens_alone():
+    """The engine's wave opened on the shorter prompt; the longer one joins it mid-run (the wave's rows, CFG's null
+    rows too, left-padded to it), and each gets its tokens alone with its seed."""
+    from mmspec.engine import Engine
+    from mmspec.plan import plan
+
+    target = JanusImage(_model())
+    s = mmspec.Sampling(temperature=0.9, top_k=8, cfg_scale=3.0)
+    engine, tickets = Engine(target, target.layout(), plan("exact", 4), s, slots=3), []
+
+    def arrives(rows, k):
+        if rows.step == 1 and len(tickets) == 1:
+            tickets.append(engine.submit([PROMPTS[1]], num_outputs=2, seed=7))
+    tickets.append(engine.submit([PROMPTS[0]], seed=3, on_commit=arrives))
+    engine.run_until_idle()
+    assert engine.waves == 1 and len(tickets) == 2
+    for ticket, prompt, seed, outputs in zip(tickets, PROMPTS, (3, 7), (1, 2)):
+        alone = mmspec.generate(target, [prompt], target.layout(), method="ar", sampling=s, seed=seed,
+                                num_outputs=outputs).tokens
+        assert torch.equal(ticket.result().tokens, alone)
