@@ -81,6 +81,11 @@ class StaticKVCache:
         self.first += d
         self._views()
 
+    def nbytes(self, slots: "int | None" = None) -> int:
+        """Bytes of the keys and values, or of the same rows' at `slots` slots."""
+        B, H, S, D = self.k[0].shape
+        return len(self.k + self.v) * B * H * (slots or S) * D * self.k[0].element_size()
+
     @property
     def max_len(self) -> int:
         return self.k[0].shape[2]

@@ -43,7 +43,7 @@ from mmspec.drafters.base import admits
 from mmspec.executor import rows_may_leave
 from mmspec.layouts import FREE, Layout
 from mmspec.loop import Wave, decode
-from mmspec.memory import row_bytes, rows_at_once
+from mmspec.memory import SHARE, free_bytes, row_bytes, rows_at_once
 from mmspec.plan import Plan
 from mmspec.request import Generation, check_given, count, forced, forced_rows, row_seeds, take
 from mmspec.rng import Streams
@@ -269,7 +269,7 @@ class _Wave:
         self.blocked = False  # the queue's first request does not fit this wave: nothing more joins it
         self.joined = False  # a row has joined after the first step
         self.head: "_Request | None" = None  # the request the wave opened on
-        self.grows = False  # whether the session may grow for a longer prompt (`run` says)
+        self.grows = False  # whether the session may grow for a longer prompt (`run` says; `_join`: within memory)
 
     def requests(self) -> list[_Request]:
         return list({id(p[0]): p[0] for p in self.places if p is not None}.values())
@@ -412,7 +412,10 @@ class _Wave:
                 self.blocked = True
                 return
             condition, samples, session = self._open(request, rows)
-            if not wave.session.takes(session, self.grows):
+            # a longer prompt grows the cache: a new one while the old is still held, within what a generation may
+            # take of the memory free now (mmspec.memory)
+            grow = int(SHARE * free_bytes(state.seq.device)) if self.grows else 0
+            if not wave.session.takes(session, grow):
                 self.blocked = True
                 return
             places = torch.tensor(free[:len(rows)], device=state.seq.device)

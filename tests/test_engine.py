@@ -273,11 +273,15 @@ def test_a_longer_prompt_joins_a_running_wave_and_every_request_keeps_its_tokens
 
 
 def test_where_the_session_may_not_grow_a_longer_prompt_waits_for_the_next_wave():
-    """A compiled step on an accelerator holds the cache's tensors: there a longer prompt does not fit the wave."""
+    """A compiled step on an accelerator holds the cache's tensors (it may grow by 0 bytes): there a longer prompt does
+    not fit the wave; nor where its grown cache would not fit in the memory free."""
     target = mmspec.HFCausalLM(tiny_llama(vocab=5, dtype=torch.float32))
-    short, long = (target.session([p], mmspec.Sequence1D(3), cfg=False, num_samples=1, max_window=2)
-                   for p in PROMPTS[:2])
-    assert long.takes(short) and not short.takes(long) and short.takes(long, grow=True)
+    short, very_long = (target.session([p], mmspec.Sequence1D(3), cfg=False, num_samples=1, max_window=2)
+                        for p in (PROMPTS[0], PROMPTS[3]))
+    grown = short.cache.nbytes(128)  # the longer prompt's cache: 73 + 3 + 2 slots, in 128
+    assert short.cache.nbytes() == grown // 2 == 2 * 2 * 1 * 2 * 64 * 8 * 4  # (layers, k and v, rows, heads, D)
+    assert very_long.takes(short) and not short.takes(very_long) and not short.takes(very_long, grow=grown - 1)
+    assert short.takes(very_long, grow=grown)
 
 
 def _text_law(samples=6_000):

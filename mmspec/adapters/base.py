@@ -11,7 +11,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
-from mmspec.cache import StaticKVCache, session_slots
+from mmspec.cache import StaticKVCache
 from mmspec.layouts import Layout
 from mmspec.tree import Tree
 
@@ -61,11 +61,11 @@ class Selects(Protocol):
 class Takes(Protocol):
     """What a session may offer beyond `Session`: rows that finished take a new request's rows (mmspec.engine).
     `takes(other, grow)`: whether `other`, a session of the same target, layout and window on other conditions, fits,
-    where `grow` says whether this session may make itself room for it (new cache tensors: not where a compiled step
-    holds the old ones); `take(other, places)`: the batch rows `places` [b] become other's b rows (their prefill,
-    CFG's null rows too)."""
+    where `grow` is the bytes this session may allocate to make itself room for it (new cache tensors; 0: none, where
+    a compiled step holds the old ones); `take(other, places)`: the batch rows `places` [b] become other's b rows
+    (their prefill, CFG's null rows too)."""
 
-    def takes(self, other, grow: bool = False) -> bool:
+    def takes(self, other, grow: int = 0) -> bool:
         ...
 
     def take(self, other, places: torch.Tensor) -> None:
@@ -155,23 +155,22 @@ class PrefixSession:
         self.lengths, self.start_embedding = self.lengths[R], self.start_embedding[R]
         self.batch_size, self.features = len(rows), None
 
-    def takes(self, other, grow: bool = False) -> bool:
+    def takes(self, other, grow: int = 0) -> bool:
         """Whether `other` fits this session's rows: the same kind of session and CFG, a prefix no longer than this
-        one's (it is left-padded to it; where this session may `grow`, any: `take`), and whatever else a row holds of
-        the same shape (`_takes`). (Of the same layout and window, its rows need the slots past the prefix that this
-        session's rows have.)"""
+        one's (it is left-padded to it), or longer where the cache it then needs fits in `grow` bytes (`take`), and
+        whatever else a row holds of the same shape (`_takes`). (Of the same layout and window, its rows need the
+        slots past the prefix that this session's rows have.)"""
         return (type(other) is type(self) and other.cfg == self.cfg and self._takes(other)
-                and (grow or other.prefix_len <= self.prefix_len))
+                and (other.prefix_len <= self.prefix_len or self.cache.nbytes(other.cache.max_len) <= grow))
 
     def take(self, other: "PrefixSession", places: torch.Tensor) -> None:
         """The batch rows `places` [b] become `other`'s b rows: its prefill, left-padded to this session's prefix
         (the padding is never attended to), its positions and prompt; what the rows held before is never read again
         (everything from the prefix's last slot on is rewritten before it is read). A longer prefix than this
-        session's left-pads every row held to it first (their slots move, their positions stay), in a cache as many
-        slots longer."""
+        session's left-pads every row held to it first (their slots move, their positions stay), in a cache of as
+        many slots as `other`'s (what its prefix, the layout and the window need)."""
         if other.prefix_len > self.prefix_len:
-            d = other.prefix_len - self.prefix_len
-            self.cache.shift(d, session_slots(self.cache.max_len + d))
+            self.cache.shift(other.prefix_len - self.prefix_len, other.cache.max_len)
             self.prefix_len = other.prefix_len
             self.prefix_slots.fill_(self.prefix_len)
         R = torch.cat([places, places + self.batch_size]) if self.cfg else places

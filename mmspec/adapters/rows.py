@@ -143,7 +143,7 @@ class ActiveRows:
     def adopt(self, nodes: torch.Tensor) -> None:
         self.inner.adopt(nodes if self.rows is None else nodes[self.rows])
 
-    def takes(self, other, grow: bool = False) -> bool:
+    def takes(self, other, grow: int = 0) -> bool:
         return self.inner.takes(other, grow)
 
     def take(self, other, places: torch.Tensor) -> None:
