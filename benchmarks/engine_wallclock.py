@@ -1,7 +1,8 @@
 """Wall-clock of many requests on one engine, on this machine, paired in one process: a render job, and a demo's
 visitors arriving at once.
 
-job: a render job of `--outputs` outputs of the bundled model (the kind's prompts in turn, seeds 0..), batch_size
+job: a render job of `--outputs` outputs of the bundled model (the kind's prompts in turn, seeds 0..; text: 64 new
+tokens after code-text's three prompts of 10, 6 and 7 tokens), batch_size
 `--batch`, three ways: the default method (`exact`, window auto or `--window`) on the engine (rows of the next batch join as rows
 finish; `IN_FLIGHT` batches called at once), the same in lockstep (one batch at a time, rows joining only before its
 first step: the job as it ran before the engine), and `method: ar` (on the engine: plain AR rows join as rows
@@ -14,8 +15,14 @@ one visitor alone; and the same calls on the demo's engine without the demo. The
 (gradio_client would fetch every preview picture, each over a new TLS-ready connection: in this process, ~0.1 s of
 CPU a picture taken from the server it measures).
 
+calls: `--calls` calls made at once from threads on one pipeline sharing its engines (`share_engines(--slots)`: a
+server's workers, the demo's visitors), the kind's prompts in turn, call i one output with seed i, the default method:
+seconds until all are answered and each call's latency, against the same calls one after another on the same
+pipeline, `--rounds` times alternating; every call's output must be the one it gets alone.
+
   python -m benchmarks.engine_wallclock [--out FILE.json] job --kind video --outputs 32 --batch 8
   python -m benchmarks.engine_wallclock [--out FILE.json] demo --visitors 8
+  python -m benchmarks.engine_wallclock [--out FILE.json] calls --kind text --calls 16 --slots 8
 """
 from __future__ import annotations
 
@@ -88,7 +95,7 @@ def job(args) -> dict:
                 assert summary["rendered"] == args.outputs, summary
                 # (a file's name ends in a hash of its settings: the method's differs)
                 files[name] = {p.name.rsplit("-", 1)[0]: p.read_bytes() for p in out.iterdir()
-                               if p.suffix in (".png", ".gif")}
+                               if p.suffix in (".png", ".gif", ".txt")}
                 print(name, r, round(seconds[name][-1], 2), flush=True)
         _lockstep(False)
     best = {name: min(s) for name, s in seconds.items()}
@@ -163,6 +170,48 @@ def _engine_alone(visitors: int) -> dict:
     return _latency(one, latency)
 
 
+def calls(args) -> dict:
+    from mmspec.pipelines import load_pipeline
+
+    pipe = load_pipeline(args.kind, window_cache="off")
+    prompts = [PROMPTS[args.kind][i % len(PROMPTS[args.kind])] for i in range(args.calls)]
+    outputs = [None] * args.calls
+
+    def timed(i):
+        t0 = time.perf_counter()
+        out = pipe(prompts[i], seed=i)
+        outputs[i] = out.texts if args.kind == "text" else [t.tolist() for t in out.tokens]
+        return time.perf_counter() - t0
+    arms = {"one after another": [], "at once": []}
+    latency, alone = [0.0] * args.calls, None
+    for r in range(args.rounds):
+        pipe.engines = None  # (each call its own engine, one at a time)
+        t0 = time.perf_counter()
+        one = [timed(i) for i in range(args.calls)]
+        arms["one after another"].append(time.perf_counter() - t0)
+        alone = list(outputs)
+        pipe.share_engines(args.slots)
+
+        def visit(i):
+            latency[i] = timed(i)
+        threads = [threading.Thread(target=visit, args=(i,)) for i in range(args.calls)]
+        t0 = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        arms["at once"].append(time.perf_counter() - t0)
+        pipe.engines.close()
+        print(r, {k: round(v[-1], 2) for k, v in arms.items()}, flush=True)
+        assert outputs == alone, "a call's output differs from its output alone"
+    best = {k: min(v) for k, v in arms.items()}
+    result = {"kind": args.kind, "calls": args.calls, "slots": args.slots, "rounds": args.rounds, "seconds": best,
+              "at_once_vs_one_after_another": best["one after another"] / best["at once"],
+              "latency": _latency(statistics.median(one), latency), "outputs_as_alone": True}
+    print(json.dumps(result), flush=True)
+    return result
+
+
 def _latency(alone: float, times: list[float]) -> dict:
     """p50 and p95 of `times`, and each against one visitor `alone`."""
     times = sorted(times)
@@ -186,7 +235,7 @@ def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="what", required=True)
     j = sub.add_parser("job")
-    j.add_argument("--kind", default="video", choices=["image", "video"])
+    j.add_argument("--kind", default="video", choices=["image", "video", "text"])
     j.add_argument("--outputs", type=int, default=32)
     j.add_argument("--batch", type=int, default=8)
     j.add_argument("--rounds", type=int, default=2)
@@ -196,9 +245,14 @@ def main(argv=None) -> dict:
                         "image (one picture per prompt, drawn before the arms)")
     d = sub.add_parser("demo")
     d.add_argument("--visitors", type=int, default=8)
+    c = sub.add_parser("calls")
+    c.add_argument("--kind", default="text", choices=["image", "video", "text"])
+    c.add_argument("--calls", type=int, default=16)
+    c.add_argument("--slots", type=int, default=8)
+    c.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--out", help="write the figures as JSON here")
     args = ap.parse_args(argv)
-    result = job(args) if args.what == "job" else demo(args)
+    result = {"job": job, "demo": demo, "calls": calls}[args.what](args)
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=1))
     return result
