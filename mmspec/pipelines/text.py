@@ -30,17 +30,30 @@ class TextGeneration:
 
 
 def generate_text(target: HFCausalLM, prompts, max_new_tokens: int = 64, *, stop_strings: Sequence[str] = (),
-                  stream: Callable[[int, str], None] | None = None, on_commit=None, **options) -> TextGeneration:
+                  stream: Callable[[int, str], None] | None = None, on_commit=None, room: "int | None" = None,
+                  **options) -> TextGeneration:
     """Speculative text generation: stops at EOS or a stop string, per row; `stream(row, text)` gets
-    each row's new text as soon as it is committed. Other options go to `mmspec.generate`."""
+    each row's new text as soon as it is committed. `room`: decode in a layout of that many tokens, each row ended at
+    `max_new_tokens`, so that calls asking for other counts share its engine (a method whose tokens do not depend on
+    the windows: `Method.same_tokens`; with another, the windows past `max_new_tokens` would change them). Other
+    options go to `mmspec.generate`."""
     if target.tokenizer is None:
         raise ValueError("generate_text needs a tokenizer: HFCausalLM(model, tokenizer)")
+    room = max_new_tokens if room is None else room
+    if room < max_new_tokens:
+        raise ValueError(f"room must be at least max_new_tokens ({max_new_tokens}), got {room}")
     decode = lambda ids: target.tokenizer.decode(ids, skip_special_tokens=True)  # noqa: E731
     shown: dict[int, int] = {}
+    reads_text = bool(stop_strings) or stream is not None
 
     def hook(state, k):
         for row in k.nonzero().flatten().tolist():
             n = int(state.n[row])
+            if n >= max_new_tokens and room > max_new_tokens:  # (in a longer layout: its own count reached)
+                n = max_new_tokens
+                state.finish(row, n)
+            if not reads_text:
+                continue
             text = decode(state.seq[row, :n].tolist())
             hits = [text.find(s) + len(s) for s in stop_strings if s in text]
             if hits:  # keep the fewest tokens whose text reaches the earliest stop string
@@ -56,8 +69,8 @@ def generate_text(target: HFCausalLM, prompts, max_new_tokens: int = 64, *, stop
             on_commit(state, k)
 
     # decoding every row's text after every step costs as much as a small model's forward: only when it is read
-    watch = hook if stop_strings or stream is not None else on_commit
-    out = generate(target, prompts, Sequence1D(max_new_tokens), stop_tokens=target.eos_token_ids or None,
+    watch = hook if reads_text or room > max_new_tokens else on_commit
+    out = generate(target, prompts, Sequence1D(room), stop_tokens=target.eos_token_ids or None,
                    on_commit=watch, **options)
     tokens = [row[:n] for row, n in zip(out.tokens, out.lengths.tolist())]
     return TextGeneration([decode(t.tolist()) for t in tokens], tokens, out.stats)
@@ -116,6 +129,17 @@ class TextPipeline(Pipeline):
     def target_depth(self) -> int:
         return self.target.model.config.get_text_config().num_hidden_layers
 
+    def _room(self, prompts: list[str], max_new_tokens: int) -> int:
+        """The layout a call decodes in where a row's tokens do not depend on the windows: the next power of two
+        tokens (at least 16), within the model's context after the longest prompt, so that calls asking for counts
+        in one such span share an engine (`share_engines`: a server's clients ask for what they like), each row
+        ended at its own count with the tokens it gets alone (`generate_text`)."""
+        room = max(16, 1 << (max_new_tokens - 1).bit_length())
+        context = getattr(self.target.model.config.get_text_config(), "max_position_embeddings", None)
+        if context is not None:
+            room = min(room, context - max(len(ids) for ids in self.target.encode(prompts)))
+        return max(room, max_new_tokens)  # (past the context: the session refuses the call, as it would alone)
+
     def _requests(self, prompts, max_new_tokens: int = 64, **call) -> list[tuple]:
         return [(self.target, prompts, Sequence1D(max_new_tokens), None)]
 
@@ -133,8 +157,9 @@ class TextPipeline(Pipeline):
         planned = self.plan(method, window)
         self.check_call(prompts, len(prompts) * num_outputs, batch_size, method=planned, sampling=sampling,
                         max_new_tokens=max_new_tokens)
+        room = self._room(prompts, max_new_tokens) if planned.method.same_tokens else None
         run = partial(generate_text, self.target, prompts, max_new_tokens, stop_strings=stop_strings, stream=stream,
-                      seed=seed, num_outputs=num_outputs, batch_size=batch_size)
+                      seed=seed, num_outputs=num_outputs, batch_size=batch_size, room=room)
         out, summary = self._generate(run, total=len(prompts) * num_outputs * max_new_tokens, planned=planned,
                                       sampling=sampling, progress_bar=progress_bar, on_commit=on_commit,
                                       started=time.perf_counter(), compile=compile)
