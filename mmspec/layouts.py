@@ -65,7 +65,7 @@ class Layout:
 
 def _check_sizes(**sizes: int) -> None:
     for name, value in sizes.items():
-        if not isinstance(value, int) or value < 1:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:  # (True is an int to Python)
             raise ValueError(f"layout size {name} must be a positive int, got {value!r}")
 
 

@@ -41,6 +41,8 @@ def test_wrong_layout(target):
         mmspec.generate(TabularTarget(3, 4), torch.tensor([0]), mmspec.Sequence1D(5))
     with pytest.raises(ValueError, match="positive int"):
         mmspec.Grid2D(0, 4)
+    with pytest.raises(ValueError, match="positive int, got True"):
+        mmspec.Sequence1D(True)
     with pytest.raises(TypeError, match="layout must be"):
         mmspec.generate(target, torch.tensor([0]), (3, 3))
 
