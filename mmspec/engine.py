@@ -2,14 +2,15 @@
 requests waiting in the queue take the places of rows that finished, at every step boundary.
 
 A request (`submit`) is a condition, its outputs per condition, seeds, given tokens and a hook; it gets a `Ticket`
-whose `result()` is its `Generation`, rows in its order, as `mmspec.generate` returns it. The engine runs *waves*:
-a wave opens a target session on the queue's first request (for its rows alone where rows may leave the forwards;
-else its places past its rows held by copies of its last row), and from then on, before every step, the rows that
+whose `result()` is its `Generation`, rows in its order, as `mmspec.generate` returns it. The engine runs *waves*: a
+wave opens a target session on the queue's first request (for its rows alone where rows may leave the forwards; else
+its places past its rows held by copies of its last row), and from then on, before every step, the rows that
 finished are handed to their requests and queued rows join in the free places (`_Wave.__call__`, the loop's
 `Joins`): their own session is opened and prefilled, and the wave's session takes its rows (`Takes`: the prefix
-left-padded to the wave's), the state starts them over with their seeds (`DecodeState.admit`), the drafter forgets
-what the places held (`Admits`). On a CPU rows that are not running leave the forwards (mmspec.adapters.rows), and
-come back when a row joins in their place.
+left-padded to the wave's, or the wave's rows left-padded to a longer one where the cache may grow), the state
+starts them over with their seeds (`DecodeState.admit`), the drafter forgets what the places held (`Admits`). On a
+CPU rows that are not running leave the forwards (mmspec.adapters.rows), and come back when a row joins in their
+place.
 
 Lossless and batch-invariant: a row's draws are its own seed's (counter-based streams: mmspec.rng), its window each
 step is chosen before anything of that step is drawn, and each step's verification is lossless by itself; so a row
@@ -21,9 +22,10 @@ step, and only rows forced where the wave's are; where none are, at any step. At
 then the ones it gets alone, as in any batch.
 
 Rows join only where they can: a drafter that keeps its own sessions (a draft model, a head) does not admit rows, so
-its waves run one request's rows; a request whose prompt is longer than the wave's, or whose given tokens need a
-wider room, waits for the next wave, and so does every request behind it (first come, first served). The wave ends
-when no row runs; the next opens on the queue's first request.
+its waves run one request's rows; a request whose prompt is longer than the wave's where the cache may not grow (a
+compiled step on an accelerator holds its tensors; or the memory free would not hold the grown cache), or whose
+given tokens need a wider room, waits for the next wave, and so does every request behind it (first come, first
+served). The wave ends when no row runs; the next opens on the queue's first request.
 
 The window policy counts a step's tokens by who waits for them (`DecodeState.groups`): while rows wait for places,
 each row alone (a row that finishes gives its place to one waiting: the throughput is the rows' mean advance), else
